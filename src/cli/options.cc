@@ -1,0 +1,190 @@
+#include "cli/options.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <optional>
+
+#include "cli/size.h"
+
+namespace iobench {
+namespace {
+
+// Raw strings as typed; sizes are parsed by our own parser so errors name the value and range.
+struct RawClient {
+  std::string buf, send_buf, recv_buf, bytes = "100MiB", sndbuf, rcvbuf;
+};
+
+void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
+  app.add_option("--bytes,-n", bytes, "Payload bytes to stream (default 100MiB; 100M, 1GiB, ...)");
+  app.add_option("--seed", p.seed, "Seed of the replication-stream generator (default 1)");
+  app.add_option("--zstd-level", p.zstd_level, "zstd level of the payload (default 3)");
+  app.add_option("--payload", p.file, "Stream this file (zstd-compressed, cached) instead");
+  app.add_option("--cache-dir", p.cache_dir, "Payload cache (default ~/.cache/iobench)");
+}
+
+void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
+  app.add_option("--proto", o.proto, "Transport: tcp (default)");
+  app.add_option("--engine", o.engine, "I/O engine: blocking (default)");
+  app.add_option("--buf,-b", raw.buf, "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k");
+  app.add_option("--send-buf", raw.send_buf, "Sender buffer size(s), overrides --buf");
+  app.add_option("--recv-buf", raw.recv_buf, "Receiver buffer size(s), overrides --buf");
+  add_payload_options(app, o.payload, raw.bytes);
+  app.add_option("--sndbuf", raw.sndbuf, "SO_SNDBUF to request on both sockets (default: kernel)");
+  app.add_option("--rcvbuf", raw.rcvbuf, "SO_RCVBUF to request on both sockets (default: kernel)");
+  app.add_flag("!--no-nodelay", o.nodelay, "Leave Nagle on (TCP_NODELAY is set by default)");
+  app.add_flag("--reverse,-R", o.reverse, "Server sends, client receives");
+  app.add_flag("--decompress", o.decompress, "Receiver decodes the zstd stream as it arrives");
+  app.add_option("--repeat", o.repeat, "Measured runs per buffer size (default 1)");
+  app.add_option("--warmup", o.warmup, "Unreported runs before the measured ones (default 0)");
+  app.add_option("--json", o.json_path, "Write the JSON report to FILE ('-' = stdout)");
+  app.add_option("--csv", o.csv_path, "Write CSV rows to FILE ('-' = stdout)");
+  app.add_flag("--quiet,-q", o.quiet, "Print no table");
+  app.add_flag("--verbose,-v", o.verbose, "Log server lines too (loopback)");
+  app.add_option("--timeout", o.timeout_s, "Seconds without progress before giving up (default 30)");
+}
+
+Result<std::vector<uint64_t>> optional_list(const std::string& text, std::string_view what) {
+  if (text.empty()) return std::vector<uint64_t>{};
+  return parse_size_list(text, what, kMinBuf, kMaxBuf);
+}
+
+Status validate_payload(PayloadSpec& p, const std::string& bytes) {
+  auto b = parse_size(bytes, "--bytes", kMinBytes, kMaxBytes);
+  if (!b) return std::unexpected(b.error());
+  p.bytes = *b;
+  if (p.zstd_level < 1 || p.zstd_level > 19)
+    return fail(fmt::format("invalid --zstd-level '{}': expected 1..19", p.zstd_level));
+  return {};
+}
+
+Status validate_client(ClientOptions& o, const RawClient& raw) {
+  if (o.proto != "tcp") {
+    if (o.proto == "tls")
+      return fail("--proto 'tls' is not available in this build yet (only tcp)");
+    return fail(fmt::format("invalid --proto '{}': expected tcp", o.proto));
+  }
+  if (o.engine != "blocking")
+    return fail(fmt::format("invalid --engine '{}': expected blocking", o.engine));
+  auto both = optional_list(raw.buf, "--buf");
+  if (!both) return std::unexpected(both.error());
+  auto send = optional_list(raw.send_buf, "--send-buf");
+  if (!send) return std::unexpected(send.error());
+  auto recv = optional_list(raw.recv_buf, "--recv-buf");
+  if (!recv) return std::unexpected(recv.error());
+  size_t runs = std::max({both->size(), send->size(), recv->size(), size_t{1}});
+  for (auto [list, name] : {std::pair{&*both, "--buf"}, {&*send, "--send-buf"},
+                            {&*recv, "--recv-buf"}}) {
+    if (list->size() > 1 && list->size() != runs)
+      return fail(fmt::format("{} has {} sizes but another list has {}: lists must match", name,
+                              list->size(), runs));
+  }
+  auto pick = [&](const std::vector<uint64_t>& own, size_t i) -> uint64_t {
+    const auto& l = own.empty() ? *both : own;
+    if (l.empty()) return 16 * kKiB;
+    return l.size() == 1 ? l[0] : l[i];
+  };
+  o.bufs.clear();
+  for (size_t i = 0; i < runs; ++i) o.bufs.push_back({pick(*send, i), pick(*recv, i)});
+
+  if (auto s = validate_payload(o.payload, raw.bytes); !s) return s;
+  for (auto [text, field, name] : {std::tuple{&raw.sndbuf, &o.sndbuf, "--sndbuf"},
+                                   {&raw.rcvbuf, &o.rcvbuf, "--rcvbuf"}}) {
+    if (text->empty()) continue;
+    auto v = parse_size(*text, name, 1 * kKiB, 1 * kGiB);
+    if (!v) return std::unexpected(v.error());
+    *field = *v;
+  }
+  if (o.repeat < 1 || o.repeat > 100000)
+    return fail(fmt::format("invalid --repeat '{}': expected 1..100000", o.repeat));
+  if (o.warmup < 0 || o.warmup > 100000)
+    return fail(fmt::format("invalid --warmup '{}': expected 0..100000", o.warmup));
+  if (!(o.timeout_s > 0 && o.timeout_s <= 3600))
+    return fail(fmt::format("invalid --timeout '{}': expected seconds in (0, 3600]", o.timeout_s));
+  if (!o.connect.empty() && o.reverse && !o.payload.file.empty())
+    return fail(fmt::format(
+        "--payload '{}' with --reverse needs the server to send a local file: only in loopback",
+        o.payload.file));
+  if (o.json_path == "-" && o.csv_path == "-")
+    return fail("--json - and --csv - cannot both write to stdout");
+  return {};
+}
+
+Status validate_server(ServerOptions& o, const std::string& max_bytes) {
+  if (!max_bytes.empty()) {
+    auto v = parse_size(max_bytes, "--max-bytes", kMinBytes, kMaxBytes);
+    if (!v) return std::unexpected(v.error());
+    o.max_bytes = *v;
+  }
+  for (auto [v, name] : {std::pair{o.handshake_timeout_s, "--handshake-timeout"},
+                         {o.idle_timeout_s, "--idle-timeout"}}) {
+    if (!(v > 0 && v <= 3600))
+      return fail(fmt::format("invalid {} '{}': expected seconds in (0, 3600]", name, v));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Command> parse_command_line(int argc, const char* const* argv) {
+  CLI::App app{"iobench: network I/O buffer-size benchmark (TCP, replication payload)", "iobench"};
+  app.require_subcommand(0, 1);
+
+  ClientOptions loop_opts;
+  RawClient loop_raw;
+  add_client_options(app, loop_opts, loop_raw);
+
+  ClientOptions client_opts;
+  RawClient client_raw;
+  auto* client = app.add_subcommand("client", "Run against `iobench server` on another host");
+  add_client_options(*client, client_opts, client_raw);
+  client->add_option("--connect,-c", client_opts.connect, "Server address HOST:PORT")->required();
+
+  ServerOptions server_opts;
+  std::string max_bytes;
+  auto* server = app.add_subcommand("server", "Serve clients until stopped");
+  server->add_option("--listen,-l", server_opts.listen,
+                     "Address to listen on, ADDR[:PORT] (default 127.0.0.1:5210)");
+  server->add_option("--handshake-timeout", server_opts.handshake_timeout_s,
+                     "Seconds a client has to say hello (default 5)");
+  server->add_option("--idle-timeout", server_opts.idle_timeout_s,
+                     "Seconds without progress before a session is dropped (default 30)");
+  server->add_option("--max-bytes", max_bytes, "Largest --bytes a client may ask for");
+  server->add_option("--cache-dir", server_opts.cache_dir, "Payload cache directory");
+  server->add_flag("--quiet,-q", server_opts.quiet, "No per-client log lines");
+
+  PayloadCommand payload_cmd;
+  std::string payload_bytes = "100MiB";
+  auto* payload = app.add_subcommand("payload", "Write the payload stream to a file");
+  add_payload_options(*payload, payload_cmd.payload, payload_bytes);
+  payload->add_option("--out,-o", payload_cmd.out, "Output file")->required();
+
+  try {
+    app.parse(argc, const_cast<char**>(argv));
+  } catch (const CLI::CallForHelp&) {
+    CLI::App* which = &app;
+    for (auto* sub : {client, server, payload})
+      if (sub->parsed()) which = sub;
+    return HelpRequested{which->help()};
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what());
+  }
+
+  if (server->parsed()) {
+    if (auto s = validate_server(server_opts, max_bytes); !s) return std::unexpected(s.error());
+    return server_opts;
+  }
+  if (payload->parsed()) {
+    if (auto s = validate_payload(payload_cmd.payload, payload_bytes); !s)
+      return std::unexpected(s.error());
+    return payload_cmd;
+  }
+  if (client->parsed()) {
+    if (auto s = validate_client(client_opts, client_raw); !s) return std::unexpected(s.error());
+    return client_opts;
+  }
+  if (auto s = validate_client(loop_opts, loop_raw); !s) return std::unexpected(s.error());
+  return loop_opts;
+}
+
+}  // namespace iobench

@@ -1,0 +1,81 @@
+// The validated configuration of one iobench invocation, and the command-line parser producing it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "util/result.h"
+
+namespace iobench {
+
+inline constexpr uint64_t kKiB = 1024;
+inline constexpr uint64_t kMiB = 1024 * kKiB;
+inline constexpr uint64_t kGiB = 1024 * kMiB;
+inline constexpr uint64_t kMinBuf = 64;
+inline constexpr uint64_t kMaxBuf = 16 * kMiB;
+inline constexpr uint64_t kMinBytes = 64;
+// The payload is held in memory and padded with one zstd skippable frame (< 4 GiB each).
+inline constexpr uint64_t kMaxBytes = 4 * kGiB - 1;
+inline constexpr uint16_t kDefaultPort = 5210;
+
+// What the payload is made of; shared by the sender (to build it) and the payload command.
+struct PayloadSpec {
+  uint64_t bytes = 100 * kMiB;
+  uint64_t seed = 1;
+  int zstd_level = 3;
+  std::string file;       // empty: generated replication stream
+  std::string cache_dir;  // empty: $XDG_CACHE_HOME/iobench or ~/.cache/iobench
+};
+
+// One buffer-size pair of a run list: `--buf 1k,16k` gives two.
+struct BufPair {
+  uint64_t send_bytes = 16 * kKiB;
+  uint64_t recv_bytes = 16 * kKiB;
+};
+
+struct ClientOptions {
+  std::string proto = "tcp";
+  std::string engine = "blocking";
+  std::vector<BufPair> bufs{BufPair{}};
+  PayloadSpec payload;
+  uint64_t sndbuf = 0;  // 0: kernel default
+  uint64_t rcvbuf = 0;
+  bool nodelay = true;
+  bool reverse = false;
+  bool decompress = false;
+  int repeat = 1;
+  int warmup = 0;
+  std::string json_path;  // "-" is stdout
+  std::string csv_path;
+  bool quiet = false;
+  bool verbose = false;
+  std::string connect;  // empty: loopback with a private server
+  double timeout_s = 30;
+};
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:5210";
+  double handshake_timeout_s = 5;
+  double idle_timeout_s = 30;
+  uint64_t max_bytes = kMaxBytes;
+  std::string cache_dir;
+  bool quiet = false;
+};
+
+struct PayloadCommand {
+  PayloadSpec payload;
+  std::string out;
+};
+
+struct HelpRequested {
+  std::string text;
+};
+
+using Command = std::variant<ClientOptions, ServerOptions, PayloadCommand, HelpRequested>;
+
+// Parses argv into a command. Every error is one line naming the bad value.
+Result<Command> parse_command_line(int argc, const char* const* argv);
+
+}  // namespace iobench

@@ -1,0 +1,78 @@
+#include "cli/size.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <charconv>
+#include <limits>
+#include <string>
+
+namespace iobench {
+namespace {
+
+Result<uint64_t> unit_multiplier(std::string_view unit) {
+  std::string u;
+  for (char c : unit) u.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (u.empty() || u == "b") return 1;
+  if (u == "k" || u == "kib" || u == "kb") return uint64_t{1} << 10;
+  if (u == "m" || u == "mib" || u == "mb") return uint64_t{1} << 20;
+  if (u == "g" || u == "gib" || u == "gb") return uint64_t{1} << 30;
+  return fail("unknown unit");
+}
+
+}  // namespace
+
+Result<uint64_t> parse_size(std::string_view text, std::string_view what, uint64_t min,
+                            uint64_t max) {
+  auto bad = [&](std::string_view why) {
+    return fail(fmt::format("invalid {} '{}': {} (expected e.g. 512, 16k, 64KiB, 1M; range {}..{})",
+                            what, text, why, format_size(min), format_size(max)));
+  };
+  if (text.empty()) return bad("empty");
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) return bad("not a number");
+  uint64_t number = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
+  if (ec != std::errc{} || ptr != text.data() + digits) return bad("number too large");
+  auto mult = unit_multiplier(text.substr(digits));
+  if (!mult) return bad(fmt::format("unknown unit '{}'", text.substr(digits)));
+  if (number > std::numeric_limits<uint64_t>::max() / *mult) return bad("number too large");
+  uint64_t value = number * *mult;
+  if (value < min || value > max) return bad("out of range");
+  return value;
+}
+
+Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string_view what,
+                                              uint64_t min, uint64_t max) {
+  std::vector<uint64_t> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    std::string_view item = text.substr(start, comma == std::string_view::npos ? text.size() - start
+                                                                               : comma - start);
+    auto v = parse_size(item, what, min, max);
+    if (!v) return std::unexpected(v.error());
+    out.push_back(*v);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string format_size(uint64_t bytes) {
+  if (bytes != 0 && bytes % (uint64_t{1} << 30) == 0) return fmt::format("{}G", bytes >> 30);
+  if (bytes != 0 && bytes % (uint64_t{1} << 20) == 0) return fmt::format("{}M", bytes >> 20);
+  if (bytes != 0 && bytes % (uint64_t{1} << 10) == 0) return fmt::format("{}K", bytes >> 10);
+  return fmt::format("{}", bytes);
+}
+
+std::string format_bytes_human(uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (uint64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / (1 << 30));
+  if (bytes >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  if (bytes >= (uint64_t{1} << 10)) return fmt::format("{:.1f} KiB", b / (1 << 10));
+  return fmt::format("{} B", bytes);
+}
+
+}  // namespace iobench

@@ -1,0 +1,27 @@
+// Parsing of human-written byte sizes ("16k", "64KiB", "100M") and size lists ("1k,4k,16k").
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+
+namespace iobench {
+
+// Binary units only: k/K/KiB = 1024, m/M/MiB = 1024^2, g/G/GiB = 1024^3, optional "B".
+// `what` names the option in error messages; the value must lie in [min, max].
+Result<uint64_t> parse_size(std::string_view text, std::string_view what, uint64_t min,
+                            uint64_t max);
+
+// Comma-separated list of sizes, each checked as parse_size does; duplicates are kept in order.
+Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string_view what,
+                                              uint64_t min, uint64_t max);
+
+// "16K", "1M", "1500" — the shortest exact spelling, for tables and file names.
+std::string format_size(uint64_t bytes);
+
+// "100.0 MiB" style, for human-readable logs.
+std::string format_bytes_human(uint64_t bytes);
+
+}  // namespace iobench

@@ -1,0 +1,43 @@
+#include "engine/blocking.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace iobench {
+
+Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
+                            IoCounters& io) {
+  size_t off = 0;
+  while (off < data.size()) {
+    const size_t want = std::min(buf_bytes, data.size() - off);
+    IoResult r = s.write(data.subspan(off, want));
+    ++io.calls;
+    if (!r.ok())
+      return fail(fmt::format("write failed after {} of {} bytes: {}", off, data.size(),
+                              describe(r)));
+    // A partial write continues from where the kernel stopped; the next call is not a new buffer.
+    if (r.bytes < want) ++io.short_writes;
+    off += r.bytes;
+    io.bytes += r.bytes;
+  }
+  return {};
+}
+
+Status BlockingEngine::recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
+                            IoCounters& io) {
+  uint64_t got = 0;
+  while (got < total) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), total - got));
+    IoResult r = s.read(buf.first(want));
+    ++io.calls;
+    if (!r.ok())
+      return fail(fmt::format("read failed after {} of {} bytes: {}", got, total, describe(r)));
+    got += r.bytes;
+    io.bytes += r.bytes;
+    if (auto st = sink.consume(buf.first(r.bytes)); !st) return st;
+  }
+  return {};
+}
+
+}  // namespace iobench

@@ -1,0 +1,17 @@
+// The blocking engine: plain read()/write() loops, one call per buffer.
+#pragma once
+
+#include "engine/engine.h"
+
+namespace iobench {
+
+class BlockingEngine final : public Engine {
+ public:
+  std::string_view name() const override { return "blocking"; }
+  Status send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
+              IoCounters& io) override;
+  Status recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
+              IoCounters& io) override;
+};
+
+}  // namespace iobench

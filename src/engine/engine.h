@@ -1,0 +1,45 @@
+// I/O engines: move an exact byte count through a Stream with a given buffer size. One loop per
+// engine, no policy, no knowledge of what the bytes mean.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "net/stream.h"
+#include "util/result.h"
+
+namespace iobench {
+
+// What the engine itself did; kept current while it runs, so a failure still reports progress.
+struct IoCounters {
+  uint64_t calls = 0;         // read or write calls issued on the Stream
+  uint64_t bytes = 0;         // bytes those calls moved
+  uint64_t short_writes = 0;  // writes the kernel accepted only in part
+};
+
+// Receives each chunk in order; may reject it (a corrupt stream).
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual Status consume(std::span<const std::byte> chunk) = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual std::string_view name() const = 0;
+  // Writes all of `data`, at most `buf_bytes` per call.
+  virtual Status send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
+                      IoCounters& io) = 0;
+  // Reads exactly `total` bytes into `buf` (its size is the buffer size), never past `total`
+  // so that what follows on the stream (the control channel) stays unread.
+  virtual Status recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
+                      IoCounters& io) = 0;
+};
+
+Result<std::unique_ptr<Engine>> make_engine(std::string_view name);
+
+}  // namespace iobench

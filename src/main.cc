@@ -1,0 +1,33 @@
+// iobench: streams a replication payload between a client and a server and measures both sides.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <variant>
+
+#include "cli/options.h"
+#include "run/run.h"
+
+int main(int argc, char** argv) {
+  // A peer that vanishes must surface as EPIPE on write, not kill the process.
+  signal(SIGPIPE, SIG_IGN);
+  auto cmd = iobench::parse_command_line(argc, argv);
+  if (!cmd) {
+    fmt::print(stderr, "iobench: error: {}\n", cmd.error().message);
+    return 2;
+  }
+  return std::visit(
+      [](const auto& c) -> int {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, iobench::HelpRequested>) {
+          fmt::print("{}", c.text);
+          return 0;
+        } else if constexpr (std::is_same_v<T, iobench::ServerOptions>) {
+          return iobench::run_server_command(c);
+        } else if constexpr (std::is_same_v<T, iobench::PayloadCommand>) {
+          return iobench::run_payload_command(c);
+        } else {
+          return iobench::run_client_command(c);
+        }
+      },
+      *cmd);
+}

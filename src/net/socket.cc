@@ -1,0 +1,240 @@
+#include "net/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "net/stream.h"
+
+namespace iobench {
+namespace {
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* a) const { freeaddrinfo(a); }
+};
+using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+Result<AddrInfoPtr> resolve(const HostPort& where, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(where.port);
+  int rc = getaddrinfo(where.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0)
+    return fail(fmt::format("cannot resolve host '{}': {}", where.host, gai_strerror(rc)));
+  return AddrInfoPtr(res);
+}
+
+std::string sockaddr_str(const sockaddr* sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+    return fmt::format("{}:{}", host, port);
+  }
+  if (sa->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    port = ntohs(in6->sin6_port);
+    return fmt::format("[{}]:{}", host, port);
+  }
+  return "?";
+}
+
+int get_int_opt(int fd, int level, int name) {
+  int v = 0;
+  socklen_t len = sizeof v;
+  if (getsockopt(fd, level, name, &v, &len) != 0) return -1;
+  return v;
+}
+
+}  // namespace
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+void Fd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Result<Fd> listen_on(const HostPort& where) {
+  auto ai = resolve(where, true);
+  if (!ai) return std::unexpected(ai.error());
+  int last_errno = 0;
+  for (addrinfo* a = ai->get(); a; a = a->ai_next) {
+    Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd) {
+      last_errno = errno;
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd.get(), 128) == 0)
+      return fd;
+    last_errno = errno;
+  }
+  return fail(fmt::format("cannot listen on {}: {}", where.str(), std::strerror(last_errno)));
+}
+
+Status apply_socket_options(int fd, const SocketRequest& req) {
+  // Socket buffer sizes are requested before connect so the window scale is negotiated for them.
+  auto set = [&](int level, int name, int value, const char* what) -> Status {
+    if (setsockopt(fd, level, name, &value, sizeof value) != 0)
+      return fail(fmt::format("setsockopt {}={}: {}", what, value, std::strerror(errno)));
+    return {};
+  };
+  if (req.sndbuf_bytes) {
+    if (auto s = set(SOL_SOCKET, SO_SNDBUF, static_cast<int>(req.sndbuf_bytes), "SO_SNDBUF"); !s)
+      return s;
+  }
+  if (req.rcvbuf_bytes) {
+    if (auto s = set(SOL_SOCKET, SO_RCVBUF, static_cast<int>(req.rcvbuf_bytes), "SO_RCVBUF"); !s)
+      return s;
+  }
+  return set(IPPROTO_TCP, TCP_NODELAY, req.nodelay ? 1 : 0, "TCP_NODELAY");
+}
+
+Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketRequest& req) {
+  auto ai = resolve(where, false);
+  if (!ai) return std::unexpected(ai.error());
+  std::string last = "no address";
+  for (addrinfo* a = ai->get(); a; a = a->ai_next) {
+    Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (!fd) {
+      last = std::strerror(errno);
+      continue;
+    }
+    if (auto s = apply_socket_options(fd.get(), req); !s) return std::unexpected(s.error());
+    // Non-blocking connect bounded by the timeout, so an unroutable host cannot hang the client.
+    int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd.get(), POLLOUT, 0};
+      int n;
+      do {
+        n = ::poll(&p, 1, static_cast<int>(timeout_s * 1000));
+      } while (n < 0 && errno == EINTR);
+      if (n == 0) {
+        last = "connection timed out";
+        continue;
+      }
+      int err = get_int_opt(fd.get(), SOL_SOCKET, SO_ERROR);
+      rc = err == 0 ? 0 : -1;
+      errno = err;
+    }
+    if (rc != 0) {
+      last = std::strerror(errno);
+      continue;
+    }
+    int flags = fcntl(fd.get(), F_GETFL);
+    fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+  }
+  return fail(fmt::format("cannot connect to {}: {}", where.str(), last));
+}
+
+Result<Fd> accept_client(int listen_fd, std::string& peer) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+  if (fd < 0) return fail(fmt::format("accept: {}", std::strerror(errno)));
+  peer = sockaddr_str(reinterpret_cast<sockaddr*>(&ss));
+  return Fd(fd);
+}
+
+SocketInfo query_socket_info(int fd) {
+  SocketInfo info;
+  info.sndbuf_bytes = get_int_opt(fd, SOL_SOCKET, SO_SNDBUF);
+  info.rcvbuf_bytes = get_int_opt(fd, SOL_SOCKET, SO_RCVBUF);
+  info.nodelay = get_int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  info.mtu_bytes = ss.ss_family == AF_INET6 ? get_int_opt(fd, IPPROTO_IPV6, IPV6_MTU)
+                                            : get_int_opt(fd, IPPROTO_IP, IP_MTU);
+  return info;
+}
+
+Status set_io_timeout(int fd, double seconds) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(seconds);
+  tv.tv_usec = static_cast<suseconds_t>((seconds - std::floor(seconds)) * 1e6);
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+    return fail(fmt::format("setsockopt timeout: {}", std::strerror(errno)));
+  return {};
+}
+
+uint16_t local_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+// --- FdStream ---------------------------------------------------------------------------------
+
+namespace {
+IoResult from_errno(ssize_t n) {
+  if (n > 0) return {IoResult::State::kOk, static_cast<size_t>(n), 0};
+  if (n == 0) return {IoResult::State::kEof, 0, 0};
+  // SO_RCVTIMEO/SO_SNDTIMEO expire as EAGAIN on a blocking socket.
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return {IoResult::State::kTimedOut, 0, errno};
+  return {IoResult::State::kError, 0, errno};
+}
+}  // namespace
+
+IoResult FdStream::read(std::span<std::byte> buf) {
+  ssize_t n;
+  do {
+    n = ::read(fd_, buf.data(), buf.size());
+  } while (n < 0 && errno == EINTR);
+  return from_errno(n);
+}
+
+IoResult FdStream::write(std::span<const std::byte> buf) {
+  ssize_t n;
+  do {
+    n = ::write(fd_, buf.data(), buf.size());
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return {IoResult::State::kError, 0, EIO};
+  return from_errno(n);
+}
+
+std::string describe(const IoResult& r) {
+  switch (r.state) {
+    case IoResult::State::kOk: return "ok";
+    case IoResult::State::kEof: return "peer closed the connection";
+    case IoResult::State::kWouldBlock: return "would block";
+    case IoResult::State::kTimedOut: return "timed out (no progress)";
+    case IoResult::State::kError: return std::strerror(r.err);
+  }
+  return "?";
+}
+
+}  // namespace iobench

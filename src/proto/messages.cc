@@ -1,0 +1,201 @@
+#include "proto/messages.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <optional>
+
+#include "proto/codec.h"
+
+namespace iobench::proto {
+namespace {
+
+void encode_body(Writer& w, const Hello& h) {
+  w.boolean(h.client_sends);
+  w.u64(h.bytes);
+  w.u64(h.send_buf_bytes);
+  w.u64(h.recv_buf_bytes);
+  w.u64(h.sndbuf_bytes);
+  w.u64(h.rcvbuf_bytes);
+  w.boolean(h.nodelay);
+  w.boolean(h.decompress);
+  w.u64(h.seed);
+  w.i64(h.zstd_level);
+  w.str(h.proto);
+  w.str(h.engine);
+  w.f64(h.timeout_s);
+}
+
+void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
+
+void encode_body(Writer& w, const SideResult& r) {
+  w.boolean(r.is_sender);
+  for (uint64_t v : {r.bytes_expected, r.bytes, r.buf_bytes}) w.u64(v);
+  for (int64_t v : {r.wall_ns, r.cpu_ns, r.user_us, r.sys_us, r.vol_ctxsw, r.invol_ctxsw}) w.i64(v);
+  for (uint64_t v : {r.io_calls, r.short_writes, r.xxh3, r.decoded_bytes}) w.u64(v);
+  w.boolean(r.decoded);
+  for (int64_t v : {r.sndbuf_bytes, r.rcvbuf_bytes, r.mtu_bytes}) w.i64(v);
+  w.boolean(r.nodelay);
+  w.str(r.engine);
+  w.str(r.error);
+}
+
+void encode_body(Writer& w, const ErrorMsg& e) { w.str(e.message); }
+
+Type type_of(const Message& m) {
+  return std::visit(
+      [](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, Hello>) return Type::kHello;
+        if constexpr (std::is_same_v<T, Ack>) return Type::kAck;
+        if constexpr (std::is_same_v<T, SideResult>) return Type::kResult;
+        return Type::kError;
+      },
+      m);
+}
+
+// Reads fields in order and keeps the first error; the reader never overruns, so later reads
+// after an error are harmless.
+class Fields {
+ public:
+  explicit Fields(std::span<const std::byte> body) : r_(body) {}
+  template <typename T, typename F>
+  void get(F&& read, T& out) {
+    auto v = read(r_);
+    if (!v) {
+      if (!err_) err_ = v.error();
+      return;
+    }
+    out = static_cast<T>(*v);
+  }
+  void u64(uint64_t& out) { get([](Reader& r) { return r.u64(); }, out); }
+  void i64(int64_t& out) { get([](Reader& r) { return r.i64(); }, out); }
+  void f64(double& out) { get([](Reader& r) { return r.f64(); }, out); }
+  void boolean(bool& out) { get([](Reader& r) { return r.boolean(); }, out); }
+  void str(std::string& out) { get([](Reader& r) { return r.str(kMaxStringBytes); }, out); }
+  template <typename T>
+  Result<T> finish(T value) {
+    if (!err_) {
+      if (auto s = r_.done(); !s) err_ = s.error();
+    }
+    if (err_) return std::unexpected(*err_);
+    return value;
+  }
+
+ private:
+  Reader r_;
+  std::optional<Error> err_;
+};
+
+Result<Message> decode_hello(std::span<const std::byte> body) {
+  Fields f(body);
+  Hello h;
+  f.boolean(h.client_sends);
+  f.u64(h.bytes);
+  f.u64(h.send_buf_bytes);
+  f.u64(h.recv_buf_bytes);
+  f.u64(h.sndbuf_bytes);
+  f.u64(h.rcvbuf_bytes);
+  f.boolean(h.nodelay);
+  f.boolean(h.decompress);
+  f.u64(h.seed);
+  f.i64(h.zstd_level);
+  f.str(h.proto);
+  f.str(h.engine);
+  f.f64(h.timeout_s);
+  return f.finish<Message>(h);
+}
+
+Result<Message> decode_result(std::span<const std::byte> body) {
+  Fields f(body);
+  SideResult r;
+  f.boolean(r.is_sender);
+  for (uint64_t* v : {&r.bytes_expected, &r.bytes, &r.buf_bytes}) f.u64(*v);
+  for (int64_t* v : {&r.wall_ns, &r.cpu_ns, &r.user_us, &r.sys_us, &r.vol_ctxsw, &r.invol_ctxsw})
+    f.i64(*v);
+  for (uint64_t* v : {&r.io_calls, &r.short_writes, &r.xxh3, &r.decoded_bytes}) f.u64(*v);
+  f.boolean(r.decoded);
+  for (int64_t* v : {&r.sndbuf_bytes, &r.rcvbuf_bytes, &r.mtu_bytes}) f.i64(*v);
+  f.boolean(r.nodelay);
+  f.str(r.engine);
+  f.str(r.error);
+  return f.finish<Message>(r);
+}
+
+std::string printable(std::span<const std::byte> b) {
+  std::string s;
+  for (std::byte c : b) {
+    auto ch = static_cast<unsigned char>(c);
+    s += std::isprint(ch) ? static_cast<char>(ch) : '.';
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::byte> encode(const Message& m) {
+  Writer w;
+  for (std::byte b : kMagic) w.u8(static_cast<uint8_t>(b));
+  w.u16(kVersion);
+  w.u16(static_cast<uint16_t>(type_of(m)));
+  w.u32(0);  // patched below
+  std::visit([&](const auto& v) { encode_body(w, v); }, m);
+  auto& out = w.bytes();
+  const auto body = static_cast<uint32_t>(out.size() - kHeaderBytes);
+  for (int i = 0; i < 4; ++i) out[8 + i] = static_cast<std::byte>((body >> (8 * i)) & 0xff);
+  return std::move(out);
+}
+
+Result<FrameHeader> decode_header(std::span<const std::byte> header) {
+  if (header.size() < kHeaderBytes) return fail("truncated frame header");
+  if (!std::equal(kMagic.begin(), kMagic.end(), header.begin()))
+    return fail(fmt::format("not an iobench peer (first bytes '{}')",
+                            printable(header.first(kHeaderBytes))));
+  Reader r(header.subspan(4, kHeaderBytes - 4));
+  FrameHeader h;
+  h.version = *r.u16();
+  const uint16_t type = *r.u16();
+  h.body_bytes = *r.u32();
+  if (h.version != kVersion)
+    return fail(fmt::format("protocol version {} not supported (this side speaks {})", h.version,
+                            kVersion));
+  if (type < 1 || type > 4) return fail(fmt::format("unknown message type {}", type));
+  h.type = static_cast<Type>(type);
+  if (h.body_bytes > kMaxBodyBytes)
+    return fail(fmt::format("message length {} exceeds limit {}", h.body_bytes, kMaxBodyBytes));
+  return h;
+}
+
+Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> body) {
+  if (body.size() != h.body_bytes)
+    return fail(fmt::format("body is {} bytes, header said {}", body.size(), h.body_bytes));
+  switch (h.type) {
+    case Type::kHello: return decode_hello(body);
+    case Type::kResult: return decode_result(body);
+    case Type::kAck: {
+      Fields f(body);
+      Ack a;
+      f.str(a.server_version);
+      return f.finish<Message>(a);
+    }
+    case Type::kError: {
+      Fields f(body);
+      ErrorMsg e;
+      f.str(e.message);
+      return f.finish<Message>(e);
+    }
+  }
+  return fail("unknown message type");
+}
+
+const char* type_name(const Message& m) {
+  switch (type_of(m)) {
+    case Type::kHello: return "HELLO";
+    case Type::kAck: return "ACK";
+    case Type::kResult: return "RESULT";
+    case Type::kError: return "ERROR";
+  }
+  return "?";
+}
+
+}  // namespace iobench::proto

@@ -1,0 +1,149 @@
+// The JSON document: schema version, context, effective options, per-run raw figures and
+// per-size summaries, with the source of every figure named.
+#include <fmt/format.h>
+
+#include "cli/size.h"
+#include "report/report.h"
+
+namespace iobench {
+namespace {
+
+using nlohmann::json;
+
+json side_json(const proto::SideResult& r) {
+  const SideFigures f = side_figures(r);
+  return {
+      {"role", r.is_sender ? "sender" : "receiver"},
+      {"bytes", r.bytes},
+      {"bytes_expected", r.bytes_expected},
+      {"buf_bytes", r.buf_bytes},
+      {"engine", r.engine},
+      {"duration_ns", r.wall_ns},
+      {"throughput_gbps", f.throughput_gbps},
+      {"throughput_mib_s", f.throughput_mib_s},
+      {"cpu_user_s", f.cpu_user_s},
+      {"cpu_sys_s", f.cpu_sys_s},
+      {"cpu_s", f.cpu_s},
+      {"cpu_s_per_gib", f.cpu_s_per_gib},
+      {"io_calls", r.io_calls},
+      {"bytes_per_call", f.bytes_per_call},
+      {"short_writes", r.short_writes},
+      {"voluntary_ctxsw", r.vol_ctxsw},
+      {"involuntary_ctxsw", r.invol_ctxsw},
+      {"xxh3", fmt::format("{:016x}", r.xxh3)},
+      {"decoded", r.decoded},
+      {"decoded_bytes", r.decoded_bytes},
+      {"socket",
+       {{"sndbuf_bytes", r.sndbuf_bytes},
+        {"rcvbuf_bytes", r.rcvbuf_bytes},
+        {"nodelay", r.nodelay},
+        {"mtu_bytes", r.mtu_bytes}}},
+  };
+}
+
+json stat_json(const Stat& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
+
+json summary_json(const SideSummary& s) {
+  return {{"bytes", stat_json(s.bytes)},
+          {"wall_s", stat_json(s.wall_s)},
+          {"throughput_gbps", stat_json(s.throughput_gbps)},
+          {"throughput_mib_s", stat_json(s.throughput_mib_s)},
+          {"cpu_user_s", stat_json(s.cpu_user_s)},
+          {"cpu_sys_s", stat_json(s.cpu_sys_s)},
+          {"cpu_s", stat_json(s.cpu_s)},
+          {"cpu_s_per_gib", stat_json(s.cpu_s_per_gib)},
+          {"io_calls", stat_json(s.io_calls)},
+          {"bytes_per_call", stat_json(s.bytes_per_call)}};
+}
+
+json options_json(const Report& r) {
+  const ClientOptions& o = r.options;
+  json bufs = json::array();
+  for (const auto& b : o.bufs) bufs.push_back({{"send", b.send_bytes}, {"recv", b.recv_bytes}});
+  return {{"mode", r.mode},
+          {"server", r.server},
+          {"proto", o.proto},
+          {"engine", o.engine},
+          {"bufs", bufs},
+          {"bytes", o.payload.bytes},
+          {"payload", r.payload_source},
+          {"seed", o.payload.seed},
+          {"zstd_level", o.payload.zstd_level},
+          {"sndbuf_requested", o.sndbuf},
+          {"rcvbuf_requested", o.rcvbuf},
+          {"nodelay", o.nodelay},
+          {"reverse", o.reverse},
+          {"decompress", o.decompress},
+          {"repeat", o.repeat},
+          {"warmup", o.warmup},
+          {"timeout_s", o.timeout_s}};
+}
+
+}  // namespace
+
+json render_json(const Report& r) {
+  json results = json::array();
+  for (const auto& size : r.sizes) {
+    json runs = json::array();
+    for (const auto& run : size.runs)
+      runs.push_back(
+          {{"run", run.run}, {"sender", side_json(run.sender)}, {"receiver", side_json(run.receiver)}});
+    results.push_back({{"send_buf_bytes", size.buf.send_bytes},
+                       {"recv_buf_bytes", size.buf.recv_bytes},
+                       {"label", format_size(size.buf.send_bytes) +
+                                     (size.buf.send_bytes == size.buf.recv_bytes
+                                          ? ""
+                                          : "/" + format_size(size.buf.recv_bytes))},
+                       {"runs", runs},
+                       {"summary",
+                        {{"sender", summary_json(summarize(size.runs, true))},
+                         {"receiver", summary_json(summarize(size.runs, false))}}}});
+  }
+  return {
+      {"schema_version", kSchemaVersion},
+      {"tool", "iobench"},
+      {"context", r.context},
+      {"options", options_json(r)},
+      {"sources",
+       {{"duration_ns", "CLOCK_MONOTONIC around the data phase: sender from first write to the "
+                        "receiver's RESULT (end-to-end ack); receiver from first read to last byte "
+                        "consumed"},
+        {"cpu_user_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
+        {"cpu_sys_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
+        {"cpu_s", "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) delta (exact, all threads)"},
+        {"io_calls", "counted: read/write calls the engine issued"},
+        {"syscalls", {{"source", "counted"}}},
+        {"socket", "getsockopt on the connected socket after setup"}}},
+      {"results", results},
+  };
+}
+
+std::string render_csv(const Report& r) {
+  std::string out =
+      "send_buf_bytes,recv_buf_bytes,run,side,host,bytes,duration_ns,throughput_gbps,"
+      "throughput_mib_s,cpu_user_s,cpu_sys_s,cpu_s,cpu_s_per_gib,io_calls,bytes_per_call,"
+      "short_writes,voluntary_ctxsw,involuntary_ctxsw,sndbuf_bytes,rcvbuf_bytes,nodelay,mtu_bytes,"
+      "proto,engine,decoded_bytes,xxh3\n";
+  const bool client_sends = !r.options.reverse;
+  for (const auto& size : r.sizes) {
+    for (const auto& run : size.runs) {
+      for (const auto* side : {&run.sender, &run.receiver}) {
+        const SideFigures f = side_figures(*side);
+        const bool on_client = side->is_sender == client_sends;
+        out += fmt::format(
+            "{},{},{},{},{},{},{},{:.6f},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{},{:.1f},{},{},{},{},{},"
+            "{},{},{},{},{},{:016x}\n",
+            size.buf.send_bytes, size.buf.recv_bytes, run.run,
+            side->is_sender ? "sender" : "receiver", on_client ? "client" : "server", side->bytes,
+            side->wall_ns, f.throughput_gbps, f.throughput_mib_s, f.cpu_user_s, f.cpu_sys_s,
+            f.cpu_s, f.cpu_s_per_gib, side->io_calls, f.bytes_per_call, side->short_writes,
+            side->vol_ctxsw, side->invol_ctxsw, side->sndbuf_bytes, side->rcvbuf_bytes,
+            side->nodelay ? 1 : 0, side->mtu_bytes, r.options.proto, side->engine,
+            side->decoded_bytes, side->xxh3);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace iobench

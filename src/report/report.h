@@ -1,0 +1,69 @@
+// The results of an invocation as data, and the writers that turn them into a table, JSON or CSV.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+#include "proto/messages.h"
+
+namespace iobench {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct RunRecord {
+  int run = 0;  // 0-based among measured runs
+  proto::SideResult sender;
+  proto::SideResult receiver;
+};
+
+struct SizeResults {
+  BufPair buf;
+  std::vector<RunRecord> runs;
+};
+
+struct Report {
+  nlohmann::json context;     // host, kernel, CPU, libraries, git commit
+  ClientOptions options;      // effective options
+  std::string mode;           // "loopback" or "client"
+  std::string server;         // address the client connected to
+  std::string payload_source; // "resp-v1 seed=1 level=3"
+  std::vector<SizeResults> sizes;
+};
+
+// Figures derived from one side's raw result; names carry units.
+struct SideFigures {
+  double bytes = 0;
+  double wall_s = 0;
+  double throughput_gbps = 0;
+  double throughput_mib_s = 0;
+  double cpu_user_s = 0;
+  double cpu_sys_s = 0;
+  double cpu_s = 0;  // exact total (CLOCK_PROCESS_CPUTIME_ID)
+  double cpu_s_per_gib = 0;
+  double io_calls = 0;
+  double bytes_per_call = 0;
+};
+
+SideFigures side_figures(const proto::SideResult& r);
+
+struct Stat {
+  double median = 0, min = 0, max = 0;
+};
+
+// Median/min/max of each SideFigures field across runs, for one side.
+struct SideSummary {
+  Stat bytes, wall_s, throughput_gbps, throughput_mib_s, cpu_user_s, cpu_sys_s, cpu_s,
+      cpu_s_per_gib, io_calls, bytes_per_call;
+};
+
+SideSummary summarize(const std::vector<RunRecord>& runs, bool sender);
+Stat stat_of(std::vector<double> values);
+
+nlohmann::json collect_context();
+std::string render_table(const Report& r);
+nlohmann::json render_json(const Report& r);
+std::string render_csv(const Report& r);
+
+}  // namespace iobench

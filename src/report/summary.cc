@@ -1,0 +1,54 @@
+#include <algorithm>
+
+#include "report/report.h"
+
+namespace iobench {
+
+SideFigures side_figures(const proto::SideResult& r) {
+  SideFigures f;
+  f.bytes = static_cast<double>(r.bytes);
+  f.wall_s = static_cast<double>(r.wall_ns) / 1e9;
+  if (r.wall_ns > 0) {
+    f.throughput_gbps = f.bytes * 8 / static_cast<double>(r.wall_ns);
+    f.throughput_mib_s = f.bytes / static_cast<double>(kMiB) / f.wall_s;
+  }
+  f.cpu_user_s = static_cast<double>(r.user_us) / 1e6;
+  f.cpu_sys_s = static_cast<double>(r.sys_us) / 1e6;
+  f.cpu_s = static_cast<double>(r.cpu_ns) / 1e9;
+  if (r.bytes > 0) f.cpu_s_per_gib = f.cpu_s / (f.bytes / static_cast<double>(kGiB));
+  f.io_calls = static_cast<double>(r.io_calls);
+  if (r.io_calls > 0) f.bytes_per_call = f.bytes / f.io_calls;
+  return f;
+}
+
+Stat stat_of(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  const double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return {median, v.front(), v.back()};
+}
+
+SideSummary summarize(const std::vector<RunRecord>& runs, bool sender) {
+  std::vector<SideFigures> figs;
+  for (const auto& r : runs) figs.push_back(side_figures(sender ? r.sender : r.receiver));
+  auto over = [&](double SideFigures::*field) {
+    std::vector<double> v;
+    for (const auto& f : figs) v.push_back(f.*field);
+    return stat_of(std::move(v));
+  };
+  SideSummary s;
+  s.bytes = over(&SideFigures::bytes);
+  s.wall_s = over(&SideFigures::wall_s);
+  s.throughput_gbps = over(&SideFigures::throughput_gbps);
+  s.throughput_mib_s = over(&SideFigures::throughput_mib_s);
+  s.cpu_user_s = over(&SideFigures::cpu_user_s);
+  s.cpu_sys_s = over(&SideFigures::cpu_sys_s);
+  s.cpu_s = over(&SideFigures::cpu_s);
+  s.cpu_s_per_gib = over(&SideFigures::cpu_s_per_gib);
+  s.io_calls = over(&SideFigures::io_calls);
+  s.bytes_per_call = over(&SideFigures::bytes_per_call);
+  return s;
+}
+
+}  // namespace iobench

@@ -1,0 +1,192 @@
+// The client: one connection per run, over every buffer size and repeat, then one report.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "cli/size.h"
+#include "engine/engine.h"
+#include "net/socket.h"
+#include "payload/payload.h"
+#include "report/report.h"
+#include "run/client_internal.h"
+#include "run/run.h"
+#include "run/session.h"
+
+namespace iobench {
+namespace {
+
+Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const BufPair& buf,
+                           const Payload* payload, Engine& engine) {
+  const SocketRequest req{o.sndbuf, o.rcvbuf, o.nodelay};
+  auto fd = connect_to(server, o.timeout_s, req);
+  if (!fd) return std::unexpected(fd.error());
+  if (auto st = set_io_timeout(fd->get(), o.timeout_s); !st) return std::unexpected(st.error());
+  FdStream stream(fd->get());
+
+  proto::Hello hello;
+  hello.client_sends = !o.reverse;
+  hello.bytes = o.payload.bytes;
+  hello.send_buf_bytes = buf.send_bytes;
+  hello.recv_buf_bytes = buf.recv_bytes;
+  hello.sndbuf_bytes = o.sndbuf;
+  hello.rcvbuf_bytes = o.rcvbuf;
+  hello.nodelay = o.nodelay;
+  hello.decompress = o.decompress;
+  hello.seed = o.payload.seed;
+  hello.zstd_level = o.payload.zstd_level;
+  hello.proto = o.proto;
+  hello.engine = o.engine;
+  hello.timeout_s = o.timeout_s;
+  if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
+  auto reply = recv_message(stream);
+  if (!reply) return fail(fmt::format("no answer from server {}: {}", server.str(),
+                                      reply.error().message));
+  if (auto* e = std::get_if<proto::ErrorMsg>(&*reply))
+    return fail(fmt::format("server {} refused: {}", server.str(), e->message));
+  if (!std::holds_alternative<proto::Ack>(*reply))
+    return fail(fmt::format("server {} answered {} instead of ACK", server.str(),
+                            proto::type_name(*reply)));
+
+  DataPhase d;
+  d.is_sender = !o.reverse;
+  d.bytes = o.payload.bytes;
+  d.buf_bytes = d.is_sender ? buf.send_bytes : buf.recv_bytes;
+  d.decompress = o.decompress;
+  if (payload) {
+    d.payload = payload->bytes();
+    d.payload_xxh3 = payload->xxh3;
+    d.payload_decoded_bytes = payload->decoded_bytes;
+  }
+  SessionOutcome out = run_data_phase(stream, engine, d, query_socket_info(fd->get()));
+  if (!out.error.empty())
+    return fail(fmt::format("{} (client {}: {} of {} bytes moved)", out.error,
+                            d.is_sender ? "sender" : "receiver", out.mine.bytes, d.bytes));
+  RunRecord rec;
+  rec.sender = d.is_sender ? out.mine : *out.peer;
+  rec.receiver = d.is_sender ? *out.peer : out.mine;
+  if (auto st = verify_outcome(rec.sender, rec.receiver); !st) return std::unexpected(st.error());
+  return rec;
+}
+
+Status write_output(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return {};
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) return fail(fmt::format("cannot write '{}'", path));
+  return {};
+}
+
+}  // namespace
+
+Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
+                       Report report, std::string& error) {
+  auto engine = make_engine(o.engine);
+  if (!engine) return std::unexpected(engine.error());
+  for (const BufPair& buf : o.bufs) {
+    SizeResults size{buf, {}};
+    for (int i = 0; i < o.warmup + o.repeat; ++i) {
+      auto rec = run_once(o, server, buf, payload, **engine);
+      if (!rec) {
+        error = fmt::format("buf {}: {}", format_size(buf.send_bytes), rec.error().message);
+        if (!size.runs.empty()) report.sizes.push_back(std::move(size));
+        return report;
+      }
+      if (i < o.warmup) continue;
+      rec->run = i - o.warmup;
+      size.runs.push_back(*rec);
+    }
+    report.sizes.push_back(std::move(size));
+  }
+  return report;
+}
+
+int emit_report(const ClientOptions& o, const Report& report) {
+  const bool stdout_taken = o.json_path == "-" || o.csv_path == "-";
+  if (!o.quiet) {
+    const std::string table = render_table(report);
+    std::fputs(table.c_str(), stdout_taken ? stderr : stdout);
+    std::fflush(stdout_taken ? stderr : stdout);
+  }
+  if (!o.json_path.empty()) {
+    if (auto st = write_output(o.json_path, render_json(report).dump(2) + "\n"); !st) {
+      fmt::print(stderr, "iobench: error: {}\n", st.error().message);
+      return 1;
+    }
+  }
+  if (!o.csv_path.empty()) {
+    if (auto st = write_output(o.csv_path, render_csv(report)); !st) {
+      fmt::print(stderr, "iobench: error: {}\n", st.error().message);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+Result<std::optional<Payload>> sender_payload(const ClientOptions& o) {
+  // Built or loaded before any connection, so generation is never inside a measurement.
+  if (o.reverse) return std::optional<Payload>{};
+  auto p = load_payload(o.payload);
+  if (!p) return std::unexpected(p.error());
+  return std::optional<Payload>(std::move(*p));
+}
+
+int finish_client(const ClientOptions& o, Result<Report> report, const std::string& error) {
+  if (!report) {
+    fmt::print(stderr, "iobench: error: {}\n", report.error().message);
+    return 1;
+  }
+  int rc = report->sizes.empty() ? 0 : emit_report(o, *report);
+  if (!error.empty()) {
+    fmt::print(stderr, "iobench: error: {}\n", error);
+    return 1;
+  }
+  return rc;
+}
+
+int run_client_command(const ClientOptions& o) {
+  if (o.connect.empty()) return run_loopback(o);
+  auto server = parse_host_port(o.connect, "--connect", kDefaultPort, false);
+  if (!server) {
+    fmt::print(stderr, "iobench: error: {}\n", server.error().message);
+    return 2;
+  }
+  auto payload = sender_payload(o);
+  if (!payload) {
+    fmt::print(stderr, "iobench: error: {}\n", payload.error().message);
+    return 1;
+  }
+  Report report;
+  report.context = collect_context();
+  report.options = o;
+  report.mode = "client";
+  report.server = server->str();
+  report.payload_source = *payload ? (*payload)->source : "generated by the server";
+  std::string error;
+  auto done = run_all(o, *server, *payload ? &**payload : nullptr, std::move(report), error);
+  return finish_client(o, std::move(done), error);
+}
+
+int run_payload_command(const PayloadCommand& c) {
+  auto p = load_payload(c.payload);
+  if (!p) {
+    fmt::print(stderr, "iobench: error: {}\n", p.error().message);
+    return 1;
+  }
+  std::ofstream out(c.out, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(p->data.data()),
+            static_cast<std::streamsize>(p->data.size()));
+  if (!out) {
+    fmt::print(stderr, "iobench: error: cannot write --out '{}'\n", c.out);
+    return 1;
+  }
+  fmt::print("wrote {} bytes ({}; decodes to {} bytes, xxh3 {:016x}) to {}\n", p->data.size(),
+             p->source, p->decoded_bytes, p->xxh3, c.out);
+  return 0;
+}
+
+}  // namespace iobench

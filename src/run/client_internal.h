@@ -1,0 +1,22 @@
+// Pieces of the client shared with loopback mode (not part of the public run API).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "net/address.h"
+#include "payload/payload.h"
+#include "report/report.h"
+
+namespace iobench {
+
+// Runs every size × (warmup + repeat). On the first failure, `error` is set and the report holds
+// the runs completed so far.
+Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
+                       Report report, std::string& error);
+Result<std::optional<Payload>> sender_payload(const ClientOptions& o);
+// Prints the report (if any) and the error (if any); returns the exit code.
+int finish_client(const ClientOptions& o, Result<Report> report, const std::string& error);
+int run_loopback(const ClientOptions& o);
+
+}  // namespace iobench

@@ -1,0 +1,82 @@
+// Loopback mode: a private server in a forked process (so the two sides' CPU figures never mix)
+// on 127.0.0.1 with an ephemeral port, and the client in this process.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "net/socket.h"
+#include "run/client_internal.h"
+#include "run/run.h"
+
+namespace iobench {
+
+int run_loopback(const ClientOptions& o) {
+  auto payload = sender_payload(o);
+  if (!payload) {
+    fmt::print(stderr, "iobench: error: {}\n", payload.error().message);
+    return 1;
+  }
+  if (o.reverse) {
+    // The server process sends: make sure the cache holds the payload before it is asked for.
+    if (auto p = load_payload(o.payload); !p) {
+      fmt::print(stderr, "iobench: error: {}\n", p.error().message);
+      return 1;
+    }
+  }
+  const HostPort any{"127.0.0.1", 0};
+  auto listener = listen_on(any);
+  if (!listener) {
+    fmt::print(stderr, "iobench: error: {}\n", listener.error().message);
+    return 1;
+  }
+  const HostPort server{"127.0.0.1", local_port(listener->get())};
+
+  ServerConfig cfg;
+  cfg.options.listen = server.str();
+  cfg.options.idle_timeout_s = o.timeout_s;
+  cfg.local_payload = o.payload;
+  cfg.log = o.verbose;
+
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) {
+    fmt::print(stderr, "iobench: error: fork: {}\n", std::strerror(errno));
+    return 1;
+  }
+  if (child == 0) {
+    // The server must not outlive the client, whatever happens to it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    payload->reset();  // the parent's copy is not the server's business
+    if (cfg.log) {
+      // Server log lines go to stderr in loopback, so stdout stays the client's report.
+      dup2(STDERR_FILENO, STDOUT_FILENO);
+    }
+    serve(listener->get(), cfg);
+  }
+  listener->reset();
+
+  Report report;
+  report.context = collect_context();
+  report.options = o;
+  report.mode = "loopback";
+  report.server = server.str();
+  report.payload_source = o.payload.file.empty()
+                              ? fmt::format("resp-v{} seed={} level={}", 1, o.payload.seed,
+                                            o.payload.zstd_level)
+                              : fmt::format("file:{} level={}", o.payload.file,
+                                            o.payload.zstd_level);
+  if (*payload) report.payload_source = (*payload)->source;
+  std::string error;
+  auto done = run_all(o, server, *payload ? &**payload : nullptr, std::move(report), error);
+  kill(child, SIGTERM);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return finish_client(o, std::move(done), error);
+}
+
+}  // namespace iobench

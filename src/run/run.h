@@ -1,0 +1,26 @@
+// Orchestration: the server loop, the client's runs over sizes and repeats, loopback mode.
+#pragma once
+
+#include <optional>
+
+#include "cli/options.h"
+
+namespace iobench {
+
+struct ServerConfig {
+  ServerOptions options;
+  // Loopback only: the forked server sends this spec's payload (it may name a local file),
+  // whatever the client's HELLO says about seed and level.
+  std::optional<PayloadSpec> local_payload;
+  bool log = true;
+};
+
+// Serves clients one after another until the process is stopped. Never returns on its own.
+[[noreturn]] void serve(int listen_fd, const ServerConfig& cfg);
+
+int run_server_command(const ServerOptions& o);
+// With o.connect empty: loopback (forks a private server); otherwise two-host client.
+int run_client_command(const ClientOptions& o);
+int run_payload_command(const PayloadCommand& c);
+
+}  // namespace iobench

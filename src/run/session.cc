@@ -1,0 +1,156 @@
+#include "run/session.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <vector>
+
+#include "payload/verifier.h"
+#include "probe/probe.h"
+
+namespace iobench {
+namespace {
+
+Status write_all(Stream& s, std::span<const std::byte> data) {
+  while (!data.empty()) {
+    IoResult r = s.write(data);
+    if (!r.ok()) return fail(describe(r));
+    data = data.subspan(r.bytes);
+  }
+  return {};
+}
+
+Status read_exact(Stream& s, std::span<std::byte> buf) {
+  while (!buf.empty()) {
+    IoResult r = s.read(buf);
+    if (!r.ok()) return fail(describe(r));
+    buf = buf.subspan(r.bytes);
+  }
+  return {};
+}
+
+class VerifierSink final : public ByteSink {
+ public:
+  explicit VerifierSink(Verifier& v) : v_(v) {}
+  Status consume(std::span<const std::byte> chunk) override { return v_.consume(chunk); }
+
+ private:
+  Verifier& v_;
+};
+
+void fill_probe(proto::SideResult& r, const ProbeDelta& d) {
+  r.wall_ns = d.wall_ns;
+  r.cpu_ns = d.cpu_ns;
+  r.user_us = d.user_us;
+  r.sys_us = d.sys_us;
+  r.vol_ctxsw = d.vol_ctxsw;
+  r.invol_ctxsw = d.invol_ctxsw;
+}
+
+Result<proto::SideResult> expect_result(Stream& s) {
+  auto m = recv_message(s);
+  if (!m) return fail(fmt::format("no result from peer: {}", m.error().message));
+  if (auto* e = std::get_if<proto::ErrorMsg>(&*m)) return fail("peer: " + e->message);
+  auto* r = std::get_if<proto::SideResult>(&*m);
+  if (!r) return fail(fmt::format("expected RESULT from peer, got {}", proto::type_name(*m)));
+  return *r;
+}
+
+}  // namespace
+
+Status send_message(Stream& s, const proto::Message& m) {
+  auto frame = proto::encode(m);
+  if (auto st = write_all(s, frame); !st)
+    return fail(fmt::format("sending {}: {}", proto::type_name(m), st.error().message));
+  return {};
+}
+
+Result<proto::Message> recv_message(Stream& s) {
+  std::array<std::byte, proto::kHeaderBytes> header{};
+  if (auto st = read_exact(s, header); !st) return std::unexpected(st.error());
+  auto h = proto::decode_header(header);
+  if (!h) return std::unexpected(h.error());
+  std::vector<std::byte> body(h->body_bytes);  // bounded by decode_header
+  if (auto st = read_exact(s, body); !st) return std::unexpected(st.error());
+  return proto::decode_body(*h, body);
+}
+
+SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
+                              const SocketInfo& info) {
+  SessionOutcome out;
+  proto::SideResult& me = out.mine;
+  me.is_sender = d.is_sender;
+  me.bytes_expected = d.bytes;
+  me.buf_bytes = d.buf_bytes;
+  me.engine = std::string(engine.name());
+  me.sndbuf_bytes = info.sndbuf_bytes;
+  me.rcvbuf_bytes = info.rcvbuf_bytes;
+  me.mtu_bytes = info.mtu_bytes;
+  me.nodelay = info.nodelay;
+  IoCounters io;
+
+  if (d.is_sender) {
+    me.xxh3 = d.payload_xxh3;
+    me.decoded_bytes = d.payload_decoded_bytes;
+    const ProbeSample start = probe_now();
+    Status sent = engine.send(s, d.payload.first(d.bytes), d.buf_bytes, io);
+    Result<proto::SideResult> peer =
+        sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
+    fill_probe(me, probe_now() - start);
+    me.bytes = io.bytes;
+    me.io_calls = io.calls;
+    me.short_writes = io.short_writes;
+    if (!peer) {
+      me.error = peer.error().message;
+      out.error = me.error;
+      (void)send_message(s, me);  // best effort: the peer may be gone
+      return out;
+    }
+    out.peer = *peer;
+    if (auto st = send_message(s, me); !st) out.error = st.error().message;
+    return out;
+  }
+
+  // Receiver: the buffer is allocated and touched before the clock starts.
+  std::vector<std::byte> buf(d.buf_bytes);
+  std::memset(buf.data(), 0, buf.size());
+  Verifier verifier(d.decompress);
+  VerifierSink sink(verifier);
+  const ProbeSample start = probe_now();
+  Status got = engine.recv(s, d.bytes, buf, sink, io);
+  if (got) got = verifier.finish();
+  fill_probe(me, probe_now() - start);
+  me.bytes = io.bytes;
+  me.io_calls = io.calls;
+  me.xxh3 = verifier.xxh3();
+  me.decoded = d.decompress;
+  me.decoded_bytes = verifier.decoded_bytes();
+  if (!got) me.error = got.error().message;
+  if (auto st = send_message(s, me); !st && me.error.empty()) me.error = st.error().message;
+  out.error = me.error;
+  if (!out.error.empty()) return out;
+  auto peer = expect_result(s);
+  if (!peer) {
+    out.error = peer.error().message;
+    return out;
+  }
+  out.peer = *peer;
+  return out;
+}
+
+Status verify_outcome(const proto::SideResult& sender, const proto::SideResult& receiver) {
+  if (!sender.error.empty()) return fail("sender failed: " + sender.error);
+  if (!receiver.error.empty()) return fail("receiver failed: " + receiver.error);
+  if (sender.bytes != sender.bytes_expected || receiver.bytes != sender.bytes_expected)
+    return fail(fmt::format("short transfer: expected {} bytes, sender sent {}, receiver got {}",
+                            sender.bytes_expected, sender.bytes, receiver.bytes));
+  if (sender.xxh3 != receiver.xxh3)
+    return fail(fmt::format("checksum mismatch: sender xxh3 {:016x}, receiver xxh3 {:016x}",
+                            sender.xxh3, receiver.xxh3));
+  if (receiver.decoded && receiver.decoded_bytes != sender.decoded_bytes)
+    return fail(fmt::format("decoded size mismatch: payload decodes to {} bytes, receiver got {}",
+                            sender.decoded_bytes, receiver.decoded_bytes));
+  return {};
+}
+
+}  // namespace iobench

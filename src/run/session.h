@@ -1,0 +1,48 @@
+// One side of one session: the control exchange around a data phase, shared by client and
+// server so both sides measure themselves the same way.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "engine/engine.h"
+#include "net/socket.h"
+#include "net/stream.h"
+#include "proto/messages.h"
+#include "util/result.h"
+
+namespace iobench {
+
+Status send_message(Stream& s, const proto::Message& m);
+// Reads one frame; the header is validated before the body is read.
+Result<proto::Message> recv_message(Stream& s);
+
+struct DataPhase {
+  bool is_sender = true;
+  uint64_t bytes = 0;
+  uint64_t buf_bytes = 0;
+  bool decompress = false;                   // receiver only
+  std::span<const std::byte> payload;        // sender only
+  uint64_t payload_xxh3 = 0;                 // sender only
+  uint64_t payload_decoded_bytes = 0;        // sender only
+};
+
+struct SessionOutcome {
+  proto::SideResult mine;
+  std::optional<proto::SideResult> peer;  // absent when the exchange broke down
+  std::string error;                      // empty on success (on this side)
+};
+
+// Runs the data phase and the result exchange. Wall and CPU are sampled around the data phase
+// only: the sender's clock stops when the receiver's RESULT (the end-to-end acknowledgement)
+// arrives; the receiver's when its last byte has been consumed.
+SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
+                              const SocketInfo& info);
+
+// Cross-checks sender and receiver figures: byte counts, checksum, decoded size. The error
+// names both values.
+Status verify_outcome(const proto::SideResult& sender, const proto::SideResult& receiver);
+
+}  // namespace iobench
