@@ -170,6 +170,13 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
     return fail(e.what());
   }
 
+  // Loopback options typed before a subcommand would be silently ignored: refuse them.
+  if (client->parsed() || server->parsed() || payload->parsed()) {
+    for (const CLI::Option* opt : app.get_options()) {
+      if (opt->count() > 0)
+        return fail(fmt::format("option {} must follow the subcommand", opt->get_name()));
+    }
+  }
   if (server->parsed()) {
     if (auto s = validate_server(server_opts, max_bytes); !s) return std::unexpected(s.error());
     return server_opts;

@@ -16,8 +16,8 @@ inline constexpr uint64_t kGiB = 1024 * kMiB;
 inline constexpr uint64_t kMinBuf = 64;
 inline constexpr uint64_t kMaxBuf = 16 * kMiB;
 inline constexpr uint64_t kMinBytes = 64;
-// The payload is held in memory and padded with one zstd skippable frame (< 4 GiB each).
-inline constexpr uint64_t kMaxBytes = 4 * kGiB - 1;
+// The payload is held in memory on the sending side.
+inline constexpr uint64_t kMaxBytes = 4 * kGiB;
 inline constexpr uint16_t kDefaultPort = 5210;
 
 // What the payload is made of; shared by the sender (to build it) and the payload command.
@@ -38,7 +38,7 @@ struct BufPair {
 struct ClientOptions {
   std::string proto = "tcp";
   std::string engine = "blocking";
-  std::vector<BufPair> bufs{BufPair{}};
+  std::vector<BufPair> bufs;  // filled by the parser: one entry per run size
   PayloadSpec payload;
   uint64_t sndbuf = 0;  // 0: kernel default
   uint64_t rcvbuf = 0;

@@ -41,6 +41,11 @@ json side_json(const proto::SideResult& r) {
   };
 }
 
+std::string buf_label(const BufPair& b) {
+  if (b.send_bytes == b.recv_bytes) return format_size(b.send_bytes);
+  return fmt::format("{}/{}", format_size(b.send_bytes), format_size(b.recv_bytes));
+}
+
 json stat_json(const Stat& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
 
 json summary_json(const SideSummary& s) {
@@ -90,10 +95,7 @@ json render_json(const Report& r) {
           {{"run", run.run}, {"sender", side_json(run.sender)}, {"receiver", side_json(run.receiver)}});
     results.push_back({{"send_buf_bytes", size.buf.send_bytes},
                        {"recv_buf_bytes", size.buf.recv_bytes},
-                       {"label", format_size(size.buf.send_bytes) +
-                                     (size.buf.send_bytes == size.buf.recv_bytes
-                                          ? ""
-                                          : "/" + format_size(size.buf.recv_bytes))},
+                       {"label", buf_label(size.buf)},
                        {"runs", runs},
                        {"summary",
                         {{"sender", summary_json(summarize(size.runs, true))},
