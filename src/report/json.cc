@@ -10,10 +10,11 @@ namespace {
 
 using nlohmann::json;
 
-json side_json(const proto::SideResult& r) {
+json side_json(const proto::SideResult& r, bool client_sends) {
   const SideFigures f = side_figures(r);
   return {
       {"role", r.is_sender ? "sender" : "receiver"},
+      {"host", r.is_sender == client_sends ? "client" : "server"},
       {"bytes", r.bytes},
       {"bytes_expected", r.bytes_expected},
       {"buf_bytes", r.buf_bytes},
@@ -91,8 +92,9 @@ json render_json(const Report& r) {
   for (const auto& size : r.sizes) {
     json runs = json::array();
     for (const auto& run : size.runs)
-      runs.push_back(
-          {{"run", run.run}, {"sender", side_json(run.sender)}, {"receiver", side_json(run.receiver)}});
+      runs.push_back({{"run", run.run},
+                      {"sender", side_json(run.sender, !r.options.reverse)},
+                      {"receiver", side_json(run.receiver, !r.options.reverse)}});
     results.push_back({{"send_buf_bytes", size.buf.send_bytes},
                        {"recv_buf_bytes", size.buf.recv_bytes},
                        {"label", buf_label(size.buf)},

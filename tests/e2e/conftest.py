@@ -1,0 +1,80 @@
+"""Shared fixtures for the end-to-end tests: the iobench binary, a private payload cache and a
+long-lived `iobench server` on an ephemeral loopback port."""
+import os
+import queue
+import threading
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("payload-cache"))
+
+
+def run(*args, cache=None, timeout=120, check=None):
+    """Runs iobench with args; returns CompletedProcess. `check` asserts the exit code."""
+    cmd = [BIN, *map(str, args)]
+    if cache and "--cache-dir" not in args:
+        # --cache-dir is a subcommand option, so it goes after the subcommand when there is one.
+        cmd += ["--cache-dir", cache]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check is not None:
+        assert p.returncode == check, f"{cmd}: rc={p.returncode}\nstdout={p.stdout}\nstderr={p.stderr}"
+    return p
+
+
+class Server:
+    def __init__(self, *extra, cache=None):
+        args = [BIN, "server", "--listen", "127.0.0.1:0", *map(str, extra)]
+        if cache:
+            args += ["--cache-dir", cache]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on (\S+):(\d+)", line)
+        assert m, f"server did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        self.port = int(m.group(2))
+        self.addr = f"127.0.0.1:{self.port}"
+        self.lines = []
+        # A thread drains stdout into a queue so log lines are never stuck in a buffer.
+        self.queue = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.queue.put(line)
+        self.queue.put(None)
+
+    def read_line(self, timeout=15):
+        """Next log line from the server, or fails after `timeout` seconds."""
+        try:
+            line = self.queue.get(timeout=timeout)
+        except queue.Empty:
+            line = None
+        if line is None:
+            raise AssertionError(f"no server log line within {timeout}s (alive={self.alive()})")
+        self.lines.append(line)
+        return line
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.alive():
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def server(cache_dir):
+    s = Server("--handshake-timeout", "1", "--idle-timeout", "5", cache=cache_dir)
+    yield s
+    s.stop()

@@ -1,0 +1,171 @@
+"""Bad input and faults: each error is one line naming the bad value; the server survives
+any client and serves the next one."""
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, Server, run
+
+MiB = 1 << 20
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--bogus"], "--bogus"),
+    (["--buf", "16q"], "16q"),
+    (["--buf", "0"], "'0'"),
+    (["--buf", "-1"], "-1"),
+    (["--buf", "1e9"], "1e9"),
+    (["--buf", "17m"], "17m"),
+    (["--bytes", "1q"], "1q"),
+    (["--send-buf", "1k,2k", "--buf", "1k,2k,4k"], "lists must match"),
+    (["--proto", "sctp"], "sctp"),
+    (["--repeat", "-3"], "-3"),
+    (["--zstd-level", "99"], "99"),
+    (["client", "--connect", "127.0.0.1:70000"], "70000"),
+    (["client", "--connect", "bad host:1"], "bad host"),
+    (["server", "--listen", "127.0.0.1:x"], "'x'"),
+    (["--payload", "/nonexistent/dump.rdb", "--bytes", "1M"], "/nonexistent/dump.rdb"),
+])
+def test_bad_input_is_one_line_and_nonzero(args, needle, cache_dir):
+    p = run(*args, cache=None, timeout=30)
+    assert p.returncode != 0
+    err = p.stderr.strip()
+    assert err.count("\n") == 0, err
+    assert needle in err, err
+    assert err.startswith("iobench: error:")
+
+
+def test_unresolvable_host(cache_dir):
+    p = run("client", "--connect", "no-such-host.invalid:5210", "--bytes", "1M", cache=cache_dir)
+    assert p.returncode == 1
+    assert "no-such-host.invalid" in p.stderr
+
+
+def test_connection_refused(cache_dir):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", cache=cache_dir)
+    assert p.returncode == 1
+    assert "Connection refused" in p.stderr and str(port) in p.stderr
+
+
+def test_port_already_in_use(server):
+    p = run("server", "--listen", server.addr, timeout=10)
+    assert p.returncode == 1
+    assert "Address already in use" in p.stderr and server.addr in p.stderr
+
+
+def established(port):
+    out = subprocess.run(["ss", "-Htn", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True).stdout
+    return out.strip() != ""
+
+
+def start_slow_client(server, cache_dir, *extra):
+    """A client moving 64 MiB in 64-byte writes (about a million syscalls), connected."""
+    run("payload", "--bytes", "64M", "--out", os.devnull, cache=cache_dir, check=0)
+    p = subprocess.Popen([BIN, "client", "--connect", server.addr, "--bytes", "64M", "--buf", "64",
+                          "--cache-dir", cache_dir, "--timeout", "5", *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not established(server.port):
+        assert time.monotonic() < deadline, "client never connected"
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.01)
+    time.sleep(0.2)  # into the data phase
+    return p
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_server_killed_mid_transfer(server, cache_dir, reverse):
+    client = start_slow_client(server, cache_dir, *(["--reverse"] if reverse else []))
+    server.proc.send_signal(signal.SIGKILL)
+    t0 = time.monotonic()
+    out, err = client.communicate(timeout=20)
+    assert time.monotonic() - t0 < 8, "client must notice within a few seconds"
+    assert client.returncode == 1, out + err
+    assert "of 67108864 bytes" in err, err
+    moved = int(err.split("client ")[1].split(":")[1].split(" of")[0])
+    assert 0 < moved < 64 * MiB, err
+
+
+def test_client_killed_mid_transfer_server_serves_next(server, cache_dir):
+    client = start_slow_client(server, cache_dir)
+    client.kill()
+    client.wait()
+    line = server.read_line()
+    assert "failed:" in line and "peer closed" in line, line
+    p = run("client", "--connect", server.addr, "--bytes", "1M", "-q", cache=cache_dir, check=0)
+    assert "ok: received 1.0 MiB" in server.read_line()
+    assert server.alive()
+
+
+def test_silent_client_does_not_block_the_next(server, cache_dir):
+    silent = socket.create_connection(("127.0.0.1", server.port))
+    try:
+        t0 = time.monotonic()
+        run("client", "--connect", server.addr, "--bytes", "1M", "-q", cache=cache_dir, check=0)
+        assert time.monotonic() - t0 < 5
+        assert "no hello within 1 s" in server.read_line()
+        assert "ok:" in server.read_line()
+    finally:
+        silent.close()
+
+
+def hello_frame(version=1, client_sends=True, nbytes=MiB, send_buf=16384, recv_buf=16384,
+                proto="tcp", engine="blocking", body_len=None):
+    s = lambda t: struct.pack("<H", len(t)) + t.encode()
+    body = (struct.pack("<?QQQQQ??Qq", client_sends, nbytes, send_buf, recv_buf, 0, 0, True, False,
+                        1, 3) + s(proto) + s(engine) + struct.pack("<d", 30.0))
+    n = len(body) if body_len is None else body_len
+    return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
+
+
+def talk(port, data, shut=True):
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+        c.sendall(data)
+        if shut:
+            c.shutdown(socket.SHUT_WR)
+        reply = b""
+        try:
+            while chunk := c.recv(4096):
+                reply += chunk
+        except (ConnectionResetError, socket.timeout):
+            pass
+        return reply
+
+
+@pytest.mark.parametrize("data,logged", [
+    (os.urandom(64), "not an iobench peer"),
+    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "not an iobench peer (first bytes 'GET / HTTP/1"),
+    (hello_frame(body_len=0xFFFFFFF0), "exceeds limit"),
+    (hello_frame(version=9), "protocol version 9"),
+    (hello_frame(send_buf=0), "buffer size 0"),
+    (hello_frame(nbytes=1 << 40), "bytes 1099511627776 outside"),
+    (hello_frame(proto="quic"), "unsupported proto 'quic'"),
+    (hello_frame(engine="magic"), "unknown engine 'magic'"),
+    (hello_frame()[:20], "peer closed"),
+])
+def test_misbehaving_client_is_rejected_and_server_survives(server, cache_dir, data, logged):
+    reply = talk(server.port, data)
+    line = server.read_line()
+    assert "rejected:" in line and logged in line, line
+    if "peer closed" not in logged:
+        assert reply.startswith(b"IOBC") and logged.encode() in reply
+    run("client", "--connect", server.addr, "--bytes", "1M", "-q", cache=cache_dir, check=0)
+    assert "ok:" in server.read_line()
+
+
+def test_hand_built_hello_is_served(server, cache_dir):
+    """The Python encoder above matches the C++ codec: a well-formed hello gets an ACK."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as c:
+        c.sendall(hello_frame(nbytes=4096))
+        head = c.recv(12, socket.MSG_WAITALL)
+        assert head[:4] == b"IOBC" and struct.unpack("<H", head[6:8])[0] == 2  # ACK
+    assert "failed:" in server.read_line()  # then we hung up without sending data

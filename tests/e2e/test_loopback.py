@@ -1,0 +1,137 @@
+"""End-to-end runs over loopback: every size class, reverse, decompress, repeats, JSON and CSV."""
+import csv
+import io
+import json
+
+from conftest import run
+
+MiB = 1 << 20
+
+
+def run_json(cache, *args):
+    p = run(*args, "--json", "-", "-q", cache=cache, check=0)
+    return json.loads(p.stdout)
+
+
+def test_default_table_has_both_sides(cache_dir):
+    p = run("--bytes", "2M", cache=cache_dir, check=0)
+    assert "sender" in p.stdout and "receiver" in p.stdout
+    assert "cpu_s/GiB" in p.stdout and "B/call" in p.stdout
+    assert "TCP_NODELAY on" in p.stdout
+
+
+def test_each_size_class_moves_exact_bytes_with_one_write_per_buffer(cache_dir):
+    sizes = [64, 1024, 4096, 16384, 65536, 1 << 20]
+    doc = run_json(cache_dir, "--bytes", "4M", "--buf", ",".join(map(str, sizes)))
+    assert doc["schema_version"] == 1
+    assert [r["send_buf_bytes"] for r in doc["results"]] == sizes
+    for r in doc["results"]:
+        (run0,) = r["runs"]
+        s, v = run0["sender"], run0["receiver"]
+        assert s["bytes"] == v["bytes"] == 4 * MiB
+        assert s["xxh3"] == v["xxh3"]
+        # The blocking engine writes one buffer per call when the kernel takes it whole.
+        assert s["io_calls"] == 4 * MiB // r["send_buf_bytes"] + s["short_writes"]
+        assert v["io_calls"] >= 4 * MiB // r["recv_buf_bytes"]
+        assert s["host"] == "client" and v["host"] == "server"
+        assert s["cpu_s"] > 0 and s["duration_ns"] > 0
+
+
+def test_send_and_recv_buffers_differ(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "1M", "--send-buf", "1k", "--recv-buf", "64k")
+    (r,) = doc["results"]
+    assert r["label"] == "1K/64K"
+    assert r["runs"][0]["sender"]["io_calls"] == 1024
+    assert r["runs"][0]["receiver"]["buf_bytes"] == 65536
+
+
+def test_reverse_makes_the_server_send(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "2M", "--reverse", "--buf", "4k")
+    run0 = doc["results"][0]["runs"][0]
+    assert run0["sender"]["host"] == "server"
+    assert run0["receiver"]["host"] == "client"
+    assert run0["sender"]["io_calls"] == 512
+
+
+def test_decompress_decodes_every_byte(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "3M", "--decompress", "--buf", "16k")
+    v = doc["results"][0]["runs"][0]["receiver"]
+    assert v["decoded"] is True
+    assert v["decoded_bytes"] > 3 * MiB  # the payload is compressed
+
+
+def test_reverse_decompress(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "1M", "--decompress", "--reverse")
+    assert doc["results"][0]["runs"][0]["receiver"]["decoded_bytes"] > MiB
+
+
+def test_repeat_and_warmup_report_median_min_max(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "1M", "--buf", "1k,64k", "--repeat", "3", "--warmup", "1")
+    for r in doc["results"]:
+        assert len(r["runs"]) == 3
+        assert [x["run"] for x in r["runs"]] == [0, 1, 2]
+        st = r["summary"]["sender"]["cpu_s"]
+        assert st["min"] <= st["median"] <= st["max"]
+        walls = sorted(x["sender"]["duration_ns"] / 1e9 for x in r["runs"])
+        assert abs(r["summary"]["sender"]["wall_s"]["median"] - walls[1]) < 1e-9
+
+
+def test_csv_rows_per_size_side_run(cache_dir, tmp_path):
+    out = tmp_path / "r.csv"
+    run("--bytes", "1M", "--buf", "4k,8k", "--repeat", "2", "--csv", str(out), "-q",
+        cache=cache_dir, check=0)
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 2 * 2 * 2
+    assert {r["side"] for r in rows} == {"sender", "receiver"}
+    assert {r["send_buf_bytes"] for r in rows} == {"4096", "8192"}
+    assert all(int(r["bytes"]) == MiB for r in rows)
+
+
+def test_csv_to_stdout_and_table_to_stderr(cache_dir):
+    p = run("--bytes", "1M", "--csv", "-", cache=cache_dir, check=0)
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    assert len(rows) == 2
+    assert "cpu_s/GiB" in p.stderr
+
+
+def test_json_file_has_context_and_sources(cache_dir, tmp_path):
+    out = tmp_path / "r.json"
+    run("--bytes", "1M", "--json", str(out), cache=cache_dir, check=0)
+    doc = json.loads(out.read_text())
+    ctx = doc["context"]
+    assert ctx["kernel"].startswith("Linux")
+    assert ctx["cpus_online"] >= 1
+    assert "zstd" in ctx["libraries"]
+    assert doc["sources"]["cpu_s"].startswith("clock_gettime")
+    assert doc["options"]["bytes"] == MiB
+
+
+def test_socket_buffers_report_what_the_kernel_granted(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "1M", "--sndbuf", "64k", "--rcvbuf", "128k", "--no-nodelay")
+    s = doc["results"][0]["runs"][0]["sender"]["socket"]
+    # Linux doubles the requested value for bookkeeping; either way it is what getsockopt says.
+    assert s["sndbuf_bytes"] in (65536, 131072)
+    assert s["rcvbuf_bytes"] in (131072, 262144)
+    assert s["nodelay"] is False
+    assert s["mtu_bytes"] > 0
+
+
+def test_payload_file_is_streamed(cache_dir, tmp_path):
+    f = tmp_path / "dump.rdb"
+    f.write_bytes(b"REDIS0011" + bytes(range(256)) * 1000)
+    doc = run_json(cache_dir, "--bytes", "1M", "--payload", str(f), "--decompress")
+    assert doc["options"]["payload"].startswith("file:")
+    assert doc["results"][0]["runs"][0]["receiver"]["decoded_bytes"] > 0
+    doc = run_json(cache_dir, "--bytes", "1M", "--payload", str(f), "--reverse")
+    assert doc["results"][0]["runs"][0]["sender"]["host"] == "server"
+
+
+def test_two_host_mode_prints_both_sides_and_server_logs(server, cache_dir):
+    doc = run_json(cache_dir, "client", "--connect", server.addr, "--bytes", "2M", "--buf", "8k")
+    assert doc["options"]["mode"] == "client"
+    run0 = doc["results"][0]["runs"][0]
+    assert run0["receiver"]["host"] == "server" and run0["receiver"]["cpu_s"] > 0
+    line = server.read_line()
+    assert "ok: received 2.0 MiB buf 8K" in line
+    doc = run_json(cache_dir, "client", "--connect", server.addr, "--bytes", "2M", "-R")
+    assert "ok: sent 2.0 MiB" in server.read_line()
