@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "payload/resp_generator.h"
 
@@ -126,17 +128,17 @@ std::string default_cache_dir() {
 }
 
 Status finish(Payload& p) {
-  p.xxh3 = checksum(p.data);
+  p.xxh3 = checksum(p.bytes());
   // Walk the frames: each data frame records its content size; skippable frames decode to 0.
   uint64_t decoded = 0;
-  std::span<const std::byte> rest = p.data;
+  std::span<const std::byte> rest = p.bytes();
   while (!rest.empty()) {
     const size_t frame = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
     const unsigned long long size = ZSTD_getFrameContentSize(rest.data(), rest.size());
     if (ZSTD_isError(frame) || size == ZSTD_CONTENTSIZE_ERROR ||
         size == ZSTD_CONTENTSIZE_UNKNOWN)
       return fail(fmt::format("payload '{}' is not a valid zstd stream at offset {}",
-                              p.cache_path, p.data.size() - rest.size()));
+                              p.cache_path, p.bytes().size() - rest.size()));
     decoded += size;
     rest = rest.subspan(frame);
   }
@@ -151,6 +153,22 @@ std::string describe(const PayloadSpec& spec) {
 }
 
 }  // namespace
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (addr_) ::munmap(addr_, size_);
+    addr_ = std::exchange(o.addr_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (addr_) ::munmap(addr_, size_);
+}
 
 uint64_t checksum(std::span<const std::byte> data) { return XXH3_64bits(data.data(), data.size()); }
 
@@ -194,23 +212,30 @@ Result<std::string> payload_cache_path(const PayloadSpec& spec) {
   return fmt::format("{}/file-{:016x}-l{}-{}.zst", dir, id, spec.zstd_level, spec.bytes);
 }
 
+// Maps an exact-size cache file with its pages populated up front, so no page fault lands in
+// the data phase; anything else (missing, wrong size) returns nullopt and is rebuilt.
+std::optional<MappedFile> map_cache_file(const std::string& path, uint64_t bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  void* addr = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == bytes)
+    addr = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (addr == MAP_FAILED) return std::nullopt;
+  return MappedFile(addr, bytes);
+}
+
 Result<Payload> load_payload(const PayloadSpec& spec) {
   auto path = payload_cache_path(spec);
   if (!path) return std::unexpected(path.error());
-  {
-    std::ifstream in(*path, std::ios::binary);
-    if (in) {
-      Payload p;
-      p.data.resize(spec.bytes);
-      in.read(reinterpret_cast<char*>(p.data.data()), static_cast<std::streamsize>(spec.bytes));
-      // Only an exact-size file is trusted; anything else is rebuilt below.
-      if (in.gcount() == static_cast<std::streamsize>(spec.bytes) && in.peek() == EOF) {
-        p.cache_path = *path;
-        p.from_cache = true;
-        p.source = describe(spec);
-        if (finish(p)) return p;
-      }
-    }
+  if (auto mapped = map_cache_file(*path, spec.bytes)) {
+    Payload p;
+    p.mapped = std::move(*mapped);
+    p.cache_path = *path;
+    p.from_cache = true;
+    p.source = describe(spec);
+    if (finish(p)) return p;
   }
   auto built = build_payload(spec);
   if (!built) return built;

@@ -13,15 +13,35 @@
 
 namespace iobench {
 
+// A read-only mapping of a cache file: the page cache's pages, no copy, no zero-fill.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  MappedFile(void* addr, size_t size) : addr_(addr), size_(size) {}
+  MappedFile(MappedFile&& o) noexcept;
+  MappedFile& operator=(MappedFile&& o) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(addr_), size_};
+  }
+
+ private:
+  void* addr_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct Payload {
-  std::vector<std::byte> data;  // exactly spec.bytes
+  std::vector<std::byte> data;  // exactly spec.bytes when built in memory (empty when mapped)
+  MappedFile mapped;            // exactly spec.bytes when loaded from the cache
   uint64_t decoded_bytes = 0;   // what a zstd decoder yields from `data`
   uint64_t xxh3 = 0;            // XXH3-64 of `data`
   std::string source;           // "resp-v1 seed=1 level=3" or "file:/path level=3"
   std::string cache_path;
   bool from_cache = false;
 
-  std::span<const std::byte> bytes() const { return data; }
+  std::span<const std::byte> bytes() const { return data.empty() ? mapped.bytes() : data; }
 };
 
 // Builds the payload in memory (no cache). Deterministic for a given spec.

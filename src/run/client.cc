@@ -178,13 +178,13 @@ int run_payload_command(const PayloadCommand& c) {
     return 1;
   }
   std::ofstream out(c.out, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(p->data.data()),
-            static_cast<std::streamsize>(p->data.size()));
+  out.write(reinterpret_cast<const char*>(p->bytes().data()),
+            static_cast<std::streamsize>(p->bytes().size()));
   if (!out) {
     fmt::print(stderr, "iobench: error: cannot write --out '{}'\n", c.out);
     return 1;
   }
-  fmt::print("wrote {} bytes ({}; decodes to {} bytes, xxh3 {:016x}) to {}\n", p->data.size(),
+  fmt::print("wrote {} bytes ({}; decodes to {} bytes, xxh3 {:016x}) to {}\n", p->bytes().size(),
              p->source, p->decoded_bytes, p->xxh3, c.out);
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -22,7 +23,7 @@ PayloadSpec spec_of(uint64_t bytes, uint64_t seed = 1) {
 
 std::string decode_all(const Payload& p) {
   std::string out(p.decoded_bytes, '\0');
-  size_t n = ZSTD_decompress(out.data(), out.size(), p.data.data(), p.data.size());
+  size_t n = ZSTD_decompress(out.data(), out.size(), p.bytes().data(), p.bytes().size());
   EXPECT_FALSE(ZSTD_isError(n)) << ZSTD_getErrorName(n);
   out.resize(ZSTD_isError(n) ? 0 : n);
   return out;
@@ -66,7 +67,7 @@ TEST(Payload, ExactSizeForAnyByteCount) {
   for (uint64_t bytes : {64ull, 65ull, 100ull, 1000ull, 4096ull, 65537ull, (1ull << 20) + 7}) {
     auto p = build_payload(spec_of(bytes));
     ASSERT_TRUE(p) << p.error().message;
-    EXPECT_EQ(p->data.size(), bytes);
+    EXPECT_EQ(p->bytes().size(), bytes);
     EXPECT_EQ(decode_all(*p).size(), p->decoded_bytes);
   }
 }
@@ -76,17 +77,17 @@ TEST(Payload, DeterministicPerSeed) {
   auto b = build_payload(spec_of(300000, 7));
   auto c = build_payload(spec_of(300000, 8));
   ASSERT_TRUE(a && b && c);
-  EXPECT_EQ(a->data, b->data);
+  EXPECT_TRUE(std::ranges::equal(a->bytes(), b->bytes()));
   EXPECT_EQ(a->xxh3, b->xxh3);
   EXPECT_NE(a->xxh3, c->xxh3);
-  EXPECT_EQ(a->xxh3, checksum(a->data));
+  EXPECT_EQ(a->xxh3, checksum(a->bytes()));
 }
 
 TEST(Payload, DecodesToWholeReplicationCommands) {
   auto p = build_payload(spec_of(4 << 20));
   ASSERT_TRUE(p);
   const std::string raw = decode_all(*p);
-  EXPECT_GT(raw.size(), p->data.size()) << "zstd should compress the stream";
+  EXPECT_GT(raw.size(), p->bytes().size()) << "zstd should compress the stream";
   auto names = parse_commands(raw);
   const std::set<std::string> allowed{"SELECT", "SET",  "HSET",      "RPUSH", "ZADD",
                                       "INCRBY", "DEL",  "PEXPIREAT", "MULTI", "EXEC"};
@@ -100,15 +101,15 @@ TEST(Payload, PaddingIsASkippableFrame) {
   ASSERT_TRUE(p);
   // Walk frames: the last one must be skippable (magic 0x184D2A5?) and end exactly at the size.
   size_t pos = 0, last = 0;
-  while (pos < p->data.size()) {
+  while (pos < p->bytes().size()) {
     last = pos;
-    size_t n = ZSTD_findFrameCompressedSize(p->data.data() + pos, p->data.size() - pos);
+    size_t n = ZSTD_findFrameCompressedSize(p->bytes().data() + pos, p->bytes().size() - pos);
     ASSERT_FALSE(ZSTD_isError(n));
     pos += n;
   }
-  EXPECT_EQ(pos, p->data.size());
-  EXPECT_EQ(static_cast<uint8_t>(p->data[last + 3]), 0x18);
-  EXPECT_EQ(static_cast<uint8_t>(p->data[last + 2]), 0x4D);
+  EXPECT_EQ(pos, p->bytes().size());
+  EXPECT_EQ(static_cast<uint8_t>(p->bytes()[last + 3]), 0x18);
+  EXPECT_EQ(static_cast<uint8_t>(p->bytes()[last + 2]), 0x4D);
 }
 
 TEST(Payload, FileSourceCyclesTheFile) {
@@ -124,7 +125,7 @@ TEST(Payload, FileSourceCyclesTheFile) {
   s.cache_dir = (dir / "cache").string();
   auto p = load_payload(s);
   ASSERT_TRUE(p) << p.error().message;
-  EXPECT_EQ(p->data.size(), 200000u);
+  EXPECT_EQ(p->bytes().size(), 200000u);
   EXPECT_FALSE(p->from_cache);
   EXPECT_NE(decode_all(*p).find("REDIS0011"), std::string::npos);
   auto again = load_payload(s);
@@ -150,7 +151,7 @@ TEST(Payload, CacheRebuildsAWrongSizedFile) {
   auto q = load_payload(s);
   ASSERT_TRUE(q);
   EXPECT_TRUE(q->from_cache);
-  EXPECT_EQ(q->data, p->data);
+  EXPECT_TRUE(std::ranges::equal(q->bytes(), p->bytes()));
   std::filesystem::remove_all(dir);
 }
 
@@ -167,8 +168,8 @@ TEST(Verifier, ChecksumAndDecodeInArbitraryChunks) {
   ASSERT_TRUE(p);
   for (size_t chunk : {1ul, 7ul, 1024ul, 65536ul}) {
     Verifier v(true);
-    for (size_t off = 0; off < p->data.size(); off += chunk) {
-      auto st = v.consume(std::span(p->data).subspan(off, std::min(chunk, p->data.size() - off)));
+    for (size_t off = 0; off < p->bytes().size(); off += chunk) {
+      auto st = v.consume(p->bytes().subspan(off, std::min(chunk, p->bytes().size() - off)));
       ASSERT_TRUE(st) << st.error().message;
       if (chunk == 1 && off > 100000) break;  // byte-at-a-time is slow; a prefix suffices
     }
@@ -182,7 +183,7 @@ TEST(Verifier, ChecksumAndDecodeInArbitraryChunks) {
 TEST(Verifier, CorruptStreamIsAnError) {
   auto p = build_payload(spec_of(1 << 16));
   ASSERT_TRUE(p);
-  std::vector<std::byte> bad = p->data;
+  std::vector<std::byte> bad(p->bytes().begin(), p->bytes().end());
   bad[0] = std::byte{0};  // breaks the frame magic
   Verifier v(true);
   EXPECT_FALSE(v.consume(bad));
@@ -192,7 +193,7 @@ TEST(Verifier, TruncatedFrameIsAnError) {
   auto p = build_payload(spec_of(1 << 16));
   ASSERT_TRUE(p);
   Verifier v(true);
-  ASSERT_TRUE(v.consume(std::span(p->data).first(1000)));
+  ASSERT_TRUE(v.consume(p->bytes().first(1000)));
   EXPECT_FALSE(v.finish());
 }
 
