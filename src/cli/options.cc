@@ -13,6 +13,7 @@ namespace {
 // Raw strings as typed; sizes are parsed by our own parser so errors name the value and range.
 struct RawClient {
   std::string buf, send_buf, recv_buf, bytes = "100MiB", sndbuf, rcvbuf;
+  bool no_nodelay = false;
 };
 
 void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
@@ -32,7 +33,7 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   add_payload_options(app, o.payload, raw.bytes);
   app.add_option("--sndbuf", raw.sndbuf, "SO_SNDBUF to request on both sockets (default: kernel)");
   app.add_option("--rcvbuf", raw.rcvbuf, "SO_RCVBUF to request on both sockets (default: kernel)");
-  app.add_flag("!--no-nodelay", o.nodelay, "Leave Nagle on (TCP_NODELAY is set by default)");
+  app.add_flag("--no-nodelay", raw.no_nodelay, "Leave Nagle on (TCP_NODELAY is set by default)");
   app.add_flag("--reverse,-R", o.reverse, "Server sends, client receives");
   app.add_flag("--decompress", o.decompress, "Receiver decodes the zstd stream as it arrives");
   app.add_option("--repeat", o.repeat, "Measured runs per buffer size (default 1)");
@@ -41,7 +42,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--csv", o.csv_path, "Write CSV rows to FILE ('-' = stdout)");
   app.add_flag("--quiet,-q", o.quiet, "Print no table");
   app.add_flag("--verbose,-v", o.verbose, "Log server lines too (loopback)");
-  app.add_option("--timeout", o.timeout_s, "Seconds without progress before giving up (default 30)");
+  app.add_option("--timeout", o.timeout_s,
+                 "Seconds without progress before giving up (default 30)");
 }
 
 Result<std::vector<uint64_t>> optional_list(const std::string& text, std::string_view what) {
@@ -73,8 +75,8 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   auto recv = optional_list(raw.recv_buf, "--recv-buf");
   if (!recv) return std::unexpected(recv.error());
   size_t runs = std::max({both->size(), send->size(), recv->size(), size_t{1}});
-  for (auto [list, name] : {std::pair{&*both, "--buf"}, {&*send, "--send-buf"},
-                            {&*recv, "--recv-buf"}}) {
+  for (auto [list, name] :
+       {std::pair{&*both, "--buf"}, {&*send, "--send-buf"}, {&*recv, "--recv-buf"}}) {
     if (list->size() > 1 && list->size() != runs)
       return fail(fmt::format("{} has {} sizes but another list has {}: lists must match", name,
                               list->size(), runs));
@@ -88,8 +90,9 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   for (size_t i = 0; i < runs; ++i) o.bufs.push_back({pick(*send, i), pick(*recv, i)});
 
   if (auto s = validate_payload(o.payload, raw.bytes); !s) return s;
-  for (auto [text, field, name] : {std::tuple{&raw.sndbuf, &o.sndbuf, "--sndbuf"},
-                                   {&raw.rcvbuf, &o.rcvbuf, "--rcvbuf"}}) {
+  o.nodelay = !raw.no_nodelay;
+  for (auto [text, field, name] :
+       {std::tuple{&raw.sndbuf, &o.sndbuf, "--sndbuf"}, {&raw.rcvbuf, &o.rcvbuf, "--rcvbuf"}}) {
     if (text->empty()) continue;
     auto v = parse_size(*text, name, 1 * kKiB, 1 * kGiB);
     if (!v) return std::unexpected(v.error());

@@ -49,8 +49,8 @@ Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string
   size_t start = 0;
   while (true) {
     size_t comma = text.find(',', start);
-    std::string_view item = text.substr(start, comma == std::string_view::npos ? text.size() - start
-                                                                               : comma - start);
+    std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? text.size() - start : comma - start);
     auto v = parse_size(item, what, min, max);
     if (!v) return std::unexpected(v.error());
     out.push_back(*v);

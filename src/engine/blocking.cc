@@ -14,8 +14,8 @@ Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, size_t b
     IoResult r = s.write(data.subspan(off, want));
     ++io.calls;
     if (!r.ok())
-      return fail(fmt::format("write failed after {} of {} bytes: {}", off, data.size(),
-                              describe(r)));
+      return fail(
+          fmt::format("write failed after {} of {} bytes: {}", off, data.size(), describe(r)));
     // A partial write continues from where the kernel stopped; the next call is not a new buffer.
     if (r.bytes < want) ++io.short_writes;
     off += r.bytes;

@@ -90,8 +90,7 @@ Result<Fd> listen_on(const HostPort& where) {
     }
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd.get(), 128) == 0)
-      return fd;
+    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd.get(), 128) == 0) return fd;
     last_errno = errno;
   }
   return fail(fmt::format("cannot listen on {}: {}", where.str(), std::strerror(last_errno)));
@@ -228,11 +227,16 @@ IoResult FdStream::write(std::span<const std::byte> buf) {
 
 std::string describe(const IoResult& r) {
   switch (r.state) {
-    case IoResult::State::kOk: return "ok";
-    case IoResult::State::kEof: return "peer closed the connection";
-    case IoResult::State::kWouldBlock: return "would block";
-    case IoResult::State::kTimedOut: return "timed out (no progress)";
-    case IoResult::State::kError: return std::strerror(r.err);
+    case IoResult::State::kOk:
+      return "ok";
+    case IoResult::State::kEof:
+      return "peer closed the connection";
+    case IoResult::State::kWouldBlock:
+      return "would block";
+    case IoResult::State::kTimedOut:
+      return "timed out (no progress)";
+    case IoResult::State::kError:
+      return std::strerror(r.err);
   }
   return "?";
 }

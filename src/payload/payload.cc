@@ -135,10 +135,9 @@ Status finish(Payload& p) {
   while (!rest.empty()) {
     const size_t frame = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
     const unsigned long long size = ZSTD_getFrameContentSize(rest.data(), rest.size());
-    if (ZSTD_isError(frame) || size == ZSTD_CONTENTSIZE_ERROR ||
-        size == ZSTD_CONTENTSIZE_UNKNOWN)
-      return fail(fmt::format("payload '{}' is not a valid zstd stream at offset {}",
-                              p.cache_path, p.bytes().size() - rest.size()));
+    if (ZSTD_isError(frame) || size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
+      return fail(fmt::format("payload '{}' is not a valid zstd stream at offset {}", p.cache_path,
+                              p.bytes().size() - rest.size()));
     decoded += size;
     rest = rest.subspan(frame);
   }

@@ -23,9 +23,7 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();
-  std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(addr_), size_};
-  }
+  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(addr_), size_}; }
 
  private:
   void* addr_ = nullptr;

@@ -40,7 +40,8 @@ uint64_t RespGenerator::next() {
 uint64_t RespGenerator::below(uint64_t n) { return next() % n; }
 
 size_t RespGenerator::value_size() {
-  // 70% small (8..256 B), 25% medium (256 B..4 KiB), 4.5% large (4..16 KiB), 0.5% huge (16..64 KiB).
+  // 70% small (8..256 B), 25% medium (256 B..4 KiB), 4.5% large (4..16 KiB), 0.5% huge (16..64
+  // KiB).
   uint64_t r = below(1000);
   if (r < 700) return 8 + below(249);
   if (r < 950) return 256 + below(3841);
@@ -71,16 +72,17 @@ void RespGenerator::value(std::string& out, size_t n) {
   // (like already-compressed blobs), so zstd sees a realistic ratio rather than all-zero pages.
   static constexpr char kAlphabet[] =
       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-:{}\",";
-  static constexpr char kWords[][12] = {"\"id\":",  "\"name\":", "\"ts\":",   "\"value\":",
-                                        "\"tags\":", "true,",    "false,",   "null,",
-                                        "\"user\":", "\"score\":", "\"items\":", "\"state\":"};
+  static constexpr char kWords[][12] = {
+      "\"id\":", "\"name\":", "\"ts\":",   "\"value\":", "\"tags\":",  "true,",
+      "false,",  "null,",     "\"user\":", "\"score\":", "\"items\":", "\"state\":"};
   scratch_.clear();
   while (scratch_.size() < n) {
     if (below(3) == 0) {
       scratch_.append(kWords[below(std::size(kWords))]);
     } else {
       uint64_t r = next();
-      for (int i = 0; i < 8; ++i, r >>= 8) scratch_.push_back(kAlphabet[(r & 0xff) % (sizeof(kAlphabet) - 1)]);
+      for (int i = 0; i < 8; ++i, r >>= 8)
+        scratch_.push_back(kAlphabet[(r & 0xff) % (sizeof(kAlphabet) - 1)]);
     }
   }
   scratch_.resize(n);

@@ -24,9 +24,9 @@ class RespGenerator {
   uint64_t commands() const { return commands_; }
 
  private:
-  uint64_t next();                       // xoshiro256**
-  uint64_t below(uint64_t n);            // uniform in [0, n)
-  size_t value_size();                   // skewed distribution of value sizes
+  uint64_t next();             // xoshiro256**
+  uint64_t below(uint64_t n);  // uniform in [0, n)
+  size_t value_size();         // skewed distribution of value sizes
   void key(std::string& out, const char* family, uint64_t space);
   void value(std::string& out, size_t n);
   void command(std::string& out);

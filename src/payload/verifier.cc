@@ -53,8 +53,8 @@ Status Verifier::consume(std::span<const std::byte> chunk) {
 
 Status Verifier::finish() const {
   if (decompress_ && last_hint_ != 0)
-    return fail(fmt::format("zstd stream ended inside a frame after {} decoded bytes",
-                            decoded_bytes_));
+    return fail(
+        fmt::format("zstd stream ended inside a frame after {} decoded bytes", decoded_bytes_));
   return {};
 }
 

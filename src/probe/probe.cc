@@ -10,7 +10,9 @@ int64_t clock_ns(clockid_t id) {
   clock_gettime(id, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
-int64_t tv_us(const timeval& tv) { return static_cast<int64_t>(tv.tv_sec) * 1'000'000 + tv.tv_usec; }
+int64_t tv_us(const timeval& tv) {
+  return static_cast<int64_t>(tv.tv_sec) * 1'000'000 + tv.tv_usec;
+}
 }  // namespace
 
 int64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
@@ -29,8 +31,9 @@ ProbeSample probe_now() {
 }
 
 ProbeDelta operator-(const ProbeSample& end, const ProbeSample& start) {
-  return {end.wall_ns - start.wall_ns, end.cpu_ns - start.cpu_ns,     end.user_us - start.user_us,
-          end.sys_us - start.sys_us,   end.vol_ctxsw - start.vol_ctxsw, end.invol_ctxsw - start.invol_ctxsw};
+  return {end.wall_ns - start.wall_ns,     end.cpu_ns - start.cpu_ns,
+          end.user_us - start.user_us,     end.sys_us - start.sys_us,
+          end.vol_ctxsw - start.vol_ctxsw, end.invol_ctxsw - start.invol_ctxsw};
 }
 
 }  // namespace iobench

@@ -6,9 +6,9 @@
 namespace iobench {
 
 struct ProbeSample {
-  int64_t wall_ns = 0;      // CLOCK_MONOTONIC
-  int64_t cpu_ns = 0;       // CLOCK_PROCESS_CPUTIME_ID: exact, all threads of the process
-  int64_t user_us = 0;      // getrusage(RUSAGE_SELF)
+  int64_t wall_ns = 0;  // CLOCK_MONOTONIC
+  int64_t cpu_ns = 0;   // CLOCK_PROCESS_CPUTIME_ID: exact, all threads of the process
+  int64_t user_us = 0;  // getrusage(RUSAGE_SELF)
   int64_t sys_us = 0;
   int64_t vol_ctxsw = 0;    // voluntary context switches (blocked waiting for I/O)
   int64_t invol_ctxsw = 0;  // preempted

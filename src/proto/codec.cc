@@ -21,8 +21,8 @@ void Writer::str(const std::string& s) {
 
 Result<uint64_t> Reader::take(int n, const char* what) {
   if (in_.size() - pos_ < static_cast<size_t>(n))
-    return fail(fmt::format("truncated message: {} needs {} bytes, {} left", what, n,
-                            in_.size() - pos_));
+    return fail(
+        fmt::format("truncated message: {} needs {} bytes, {} left", what, n, in_.size() - pos_));
   uint64_t v = 0;
   for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(in_[pos_ + i]) << (8 * i);
   pos_ += static_cast<size_t>(n);
@@ -66,8 +66,8 @@ Result<std::string> Reader::str(size_t max_len) {
   if (!n) return std::unexpected(n.error());
   if (*n > max_len) return fail(fmt::format("string of {} bytes exceeds limit {}", *n, max_len));
   if (in_.size() - pos_ < *n)
-    return fail(fmt::format("truncated message: string needs {} bytes, {} left", *n,
-                            in_.size() - pos_));
+    return fail(
+        fmt::format("truncated message: string needs {} bytes, {} left", *n, in_.size() - pos_));
   std::string s(reinterpret_cast<const char*>(in_.data() + pos_), *n);
   pos_ += *n;
   return s;

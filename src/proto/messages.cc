@@ -68,11 +68,21 @@ class Fields {
     }
     out = static_cast<T>(*v);
   }
-  void u64(uint64_t& out) { get([](Reader& r) { return r.u64(); }, out); }
-  void i64(int64_t& out) { get([](Reader& r) { return r.i64(); }, out); }
-  void f64(double& out) { get([](Reader& r) { return r.f64(); }, out); }
-  void boolean(bool& out) { get([](Reader& r) { return r.boolean(); }, out); }
-  void str(std::string& out) { get([](Reader& r) { return r.str(kMaxStringBytes); }, out); }
+  void u64(uint64_t& out) {
+    get([](Reader& r) { return r.u64(); }, out);
+  }
+  void i64(int64_t& out) {
+    get([](Reader& r) { return r.i64(); }, out);
+  }
+  void f64(double& out) {
+    get([](Reader& r) { return r.f64(); }, out);
+  }
+  void boolean(bool& out) {
+    get([](Reader& r) { return r.boolean(); }, out);
+  }
+  void str(std::string& out) {
+    get([](Reader& r) { return r.str(kMaxStringBytes); }, out);
+  }
   template <typename T>
   Result<T> finish(T value) {
     if (!err_) {
@@ -170,8 +180,10 @@ Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> bod
   if (body.size() != h.body_bytes)
     return fail(fmt::format("body is {} bytes, header said {}", body.size(), h.body_bytes));
   switch (h.type) {
-    case Type::kHello: return decode_hello(body);
-    case Type::kResult: return decode_result(body);
+    case Type::kHello:
+      return decode_hello(body);
+    case Type::kResult:
+      return decode_result(body);
     case Type::kAck: {
       Fields f(body);
       Ack a;
@@ -190,10 +202,14 @@ Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> bod
 
 const char* type_name(const Message& m) {
   switch (type_of(m)) {
-    case Type::kHello: return "HELLO";
-    case Type::kAck: return "ACK";
-    case Type::kResult: return "RESULT";
-    case Type::kError: return "ERROR";
+    case Type::kHello:
+      return "HELLO";
+    case Type::kAck:
+      return "ACK";
+    case Type::kResult:
+      return "RESULT";
+    case Type::kError:
+      return "ERROR";
   }
   return "?";
 }

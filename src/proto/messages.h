@@ -18,7 +18,7 @@
 namespace iobench::proto {
 
 inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'}, std::byte{'B'},
-                                                  std::byte{'C'}};
+                                                 std::byte{'C'}};
 inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message is far smaller

@@ -47,8 +47,8 @@ nlohmann::json collect_context() {
   utsname u{};
   uname(&u);
   nlohmann::json libs = {
-      {"fmt", fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100,
-                          FMT_VERSION % 100)},
+      {"fmt",
+       fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)},
       {"nlohmann_json", fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR,
                                     NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH)},
       {"cli11", CLI11_VERSION}};

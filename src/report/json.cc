@@ -109,9 +109,10 @@ json render_json(const Report& r) {
       {"context", r.context},
       {"options", options_json(r)},
       {"sources",
-       {{"duration_ns", "CLOCK_MONOTONIC around the data phase: sender from first write to the "
-                        "receiver's RESULT (end-to-end ack); receiver from first read to last byte "
-                        "consumed"},
+       {{"duration_ns",
+         "CLOCK_MONOTONIC around the data phase: sender from first write to the "
+         "receiver's RESULT (end-to-end ack); receiver from first read to last byte "
+         "consumed"},
         {"cpu_user_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
         {"cpu_sys_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
         {"cpu_s", "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) delta (exact, all threads)"},
@@ -135,7 +136,8 @@ std::string render_csv(const Report& r) {
         const SideFigures f = side_figures(*side);
         const bool on_client = side->is_sender == client_sends;
         out += fmt::format(
-            "{},{},{},{},{},{},{},{:.6f},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{},{:.1f},{},{},{},{},{},"
+            "{},{},{},{},{},{},{},{:.6f},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{},{:.1f},{},{},{},{},{"
+            "},"
             "{},{},{},{},{},{:016x}\n",
             size.buf.send_bytes, size.buf.recv_bytes, run.run,
             side->is_sender ? "sender" : "receiver", on_client ? "client" : "server", side->bytes,

@@ -24,11 +24,11 @@ struct SizeResults {
 };
 
 struct Report {
-  nlohmann::json context;     // host, kernel, CPU, libraries, git commit
-  ClientOptions options;      // effective options
-  std::string mode;           // "loopback" or "client"
-  std::string server;         // address the client connected to
-  std::string payload_source; // "resp-v1 seed=1 level=3"
+  nlohmann::json context;      // host, kernel, CPU, libraries, git commit
+  ClientOptions options;       // effective options
+  std::string mode;            // "loopback" or "client"
+  std::string server;          // address the client connected to
+  std::string payload_source;  // "resp-v1 seed=1 level=3"
   std::vector<SizeResults> sizes;
 };
 

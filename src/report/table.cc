@@ -12,10 +12,9 @@ std::string side_row(const std::string& buf, const char* side, const char* where
   return fmt::format(
       "{:>6} {:<8} {:<6} {:>11} {:>8.4f} {:>7.2f} {:>8.1f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.3f} "
       "{:>9.0f} {:>8.0f}\n",
-      buf, side, where, format_bytes_human(static_cast<uint64_t>(s.bytes.median)),
-      s.wall_s.median, s.throughput_gbps.median, s.throughput_mib_s.median, s.cpu_user_s.median,
-      s.cpu_sys_s.median, s.cpu_s.median, s.cpu_s_per_gib.median, s.io_calls.median,
-      s.bytes_per_call.median);
+      buf, side, where, format_bytes_human(static_cast<uint64_t>(s.bytes.median)), s.wall_s.median,
+      s.throughput_gbps.median, s.throughput_mib_s.median, s.cpu_user_s.median, s.cpu_sys_s.median,
+      s.cpu_s.median, s.cpu_s_per_gib.median, s.io_calls.median, s.bytes_per_call.median);
 }
 
 }  // namespace
@@ -39,8 +38,8 @@ std::string render_table(const Report& r) {
   }
   out += fmt::format(
       "{:>6} {:<8} {:<6} {:>11} {:>8} {:>7} {:>8} {:>7} {:>7} {:>7} {:>8} {:>9} {:>8}\n", "buf",
-      "side", "host", "bytes", "time_s", "Gbit/s", "MiB/s", "user_s", "sys_s", "cpu_s",
-      "cpu_s/GiB", "calls", "B/call");
+      "side", "host", "bytes", "time_s", "Gbit/s", "MiB/s", "user_s", "sys_s", "cpu_s", "cpu_s/GiB",
+      "calls", "B/call");
   for (const auto& size : r.sizes) {
     if (size.runs.empty()) continue;
     out += side_row(format_size(size.buf.send_bytes), "sender", client_sends ? "client" : "server",

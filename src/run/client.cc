@@ -40,8 +40,8 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   hello.timeout_s = o.timeout_s;
   if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
   auto reply = recv_message(stream);
-  if (!reply) return fail(fmt::format("no answer from server {}: {}", server.str(),
-                                      reply.error().message));
+  if (!reply)
+    return fail(fmt::format("no answer from server {}: {}", server.str(), reply.error().message));
   if (auto* e = std::get_if<proto::ErrorMsg>(&*reply))
     return fail(fmt::format("server {} refused: {}", server.str(), e->message));
   if (!std::holds_alternative<proto::Ack>(*reply))

@@ -91,8 +91,8 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
   if (auto st = validate_hello(*hello, o); !st) return reject(st.error().message);
   auto engine = make_engine(hello->engine);
   if (!engine) return reject(engine.error().message);
-  if (auto st = apply_socket_options(fd.get(), {hello->sndbuf_bytes, hello->rcvbuf_bytes,
-                                                hello->nodelay});
+  if (auto st = apply_socket_options(fd.get(),
+                                     {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});
       !st)
     return reject(st.error().message);
 

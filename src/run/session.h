@@ -23,10 +23,10 @@ struct DataPhase {
   bool is_sender = true;
   uint64_t bytes = 0;
   uint64_t buf_bytes = 0;
-  bool decompress = false;                   // receiver only
-  std::span<const std::byte> payload;        // sender only
-  uint64_t payload_xxh3 = 0;                 // sender only
-  uint64_t payload_decoded_bytes = 0;        // sender only
+  bool decompress = false;             // receiver only
+  std::span<const std::byte> payload;  // sender only
+  uint64_t payload_xxh3 = 0;           // sender only
+  uint64_t payload_decoded_bytes = 0;  // sender only
 };
 
 struct SessionOutcome {

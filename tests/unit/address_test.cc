@@ -24,8 +24,8 @@ TEST(HostPort, Forms) {
 }
 
 TEST(HostPort, Rejects) {
-  for (const char* bad : {"", ":80", "h:", "h:99999", "h:-1", "h:8x", "[::1", "[::1]x", "h/x:1",
-                          "h:0"}) {
+  for (const char* bad :
+       {"", ":80", "h:", "h:99999", "h:-1", "h:8x", "[::1", "[::1]x", "h/x:1", "h:0"}) {
     auto a = parse_host_port(bad, "--connect", 1, false);
     ASSERT_FALSE(a) << bad;
     EXPECT_NE(a.error().message.find(std::string("'") + bad + "'"), std::string::npos);

@@ -1,13 +1,14 @@
+#include "payload/payload.h"
+
 #include <gtest/gtest.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <set>
 
-#include "payload/payload.h"
 #include "payload/resp_generator.h"
 #include "payload/verifier.h"
 
@@ -89,8 +90,8 @@ TEST(Payload, DecodesToWholeReplicationCommands) {
   const std::string raw = decode_all(*p);
   EXPECT_GT(raw.size(), p->bytes().size()) << "zstd should compress the stream";
   auto names = parse_commands(raw);
-  const std::set<std::string> allowed{"SELECT", "SET",  "HSET",      "RPUSH", "ZADD",
-                                      "INCRBY", "DEL",  "PEXPIREAT", "MULTI", "EXEC"};
+  const std::set<std::string> allowed{"SELECT", "SET", "HSET",      "RPUSH", "ZADD",
+                                      "INCRBY", "DEL", "PEXPIREAT", "MULTI", "EXEC"};
   for (const auto& [name, count] : names) EXPECT_TRUE(allowed.count(name)) << name;
   for (const auto& name : allowed) EXPECT_GT(names[name], 0) << name << " never generated";
   EXPECT_EQ(names["MULTI"], names["EXEC"]);

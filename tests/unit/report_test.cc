@@ -1,8 +1,8 @@
+#include "report/report.h"
+
 #include <gtest/gtest.h>
 
 #include <sstream>
-
-#include "report/report.h"
 
 namespace iobench {
 namespace {
@@ -33,7 +33,8 @@ Report sample_report() {
     for (int i = 0; i < 3; ++i) {
       RunRecord r;
       r.run = i;
-      r.sender = side(true, kGiB, 1'000'000'000 + i * 100'000'000, 500'000'000, kGiB / b.send_bytes);
+      r.sender =
+          side(true, kGiB, 1'000'000'000 + i * 100'000'000, 500'000'000, kGiB / b.send_bytes);
       r.receiver = side(false, kGiB, 1'000'000'000, 250'000'000 * (i + 1), 1000);
       s.runs.push_back(r);
     }
@@ -67,7 +68,8 @@ TEST(Report, MedianMinMax) {
 TEST(Report, JsonHasSchemaContextRunsAndSummaries) {
   auto j = render_json(sample_report());
   EXPECT_EQ(j["schema_version"], kSchemaVersion);
-  for (const char* k : {"kernel", "cpu_model", "cpus_online", "compiler", "git_commit", "libraries"})
+  for (const char* k :
+       {"kernel", "cpu_model", "cpus_online", "compiler", "git_commit", "libraries"})
     EXPECT_TRUE(j["context"].contains(k)) << k;
   EXPECT_TRUE(j["context"]["libraries"].contains("zstd"));
   ASSERT_EQ(j["results"].size(), 2u);

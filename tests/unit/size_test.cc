@@ -12,9 +12,17 @@ TEST(ParseSize, AcceptsPlainAndBinaryUnits) {
     const char* text;
     uint64_t want;
   };
-  for (auto c : {Case{"512", 512}, {"1k", 1024}, {"16K", 16384}, {"64KiB", 65536},
-                 {"1m", 1 << 20}, {"100M", 100u << 20}, {"104857600", 104857600},
-                 {"100MiB", 100u << 20}, {"1GiB", 1u << 30}, {"2g", 2ull << 30}, {"64B", 64}}) {
+  for (auto c : {Case{"512", 512},
+                 {"1k", 1024},
+                 {"16K", 16384},
+                 {"64KiB", 65536},
+                 {"1m", 1 << 20},
+                 {"100M", 100u << 20},
+                 {"104857600", 104857600},
+                 {"100MiB", 100u << 20},
+                 {"1GiB", 1u << 30},
+                 {"2g", 2ull << 30},
+                 {"64B", 64}}) {
     auto v = parse_size(c.text, "--buf", 1, 4 * kGiB);
     ASSERT_TRUE(v) << c.text << ": " << v.error().message;
     EXPECT_EQ(*v, c.want) << c.text;
