@@ -14,6 +14,8 @@ namespace {
 struct RawClient {
   std::string buf, send_buf, recv_buf, bytes = "100MiB", sndbuf, rcvbuf;
   bool no_nodelay = false;
+  std::string max_fragment;
+  std::vector<CLI::Option*> tls_options;
 };
 
 void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
@@ -25,7 +27,7 @@ void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
 }
 
 void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
-  app.add_option("--proto", o.proto, "Transport: tcp (default)");
+  app.add_option("--proto", o.proto, "Transport: tcp (default) or tls");
   app.add_option("--engine", o.engine, "I/O engine: blocking (default)");
   app.add_option("--buf,-b", raw.buf, "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k");
   app.add_option("--send-buf", raw.send_buf, "Sender buffer size(s), overrides --buf");
@@ -44,6 +46,24 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_flag("--verbose,-v", o.verbose, "Log server lines too (loopback)");
   app.add_option("--timeout", o.timeout_s,
                  "Seconds without progress before giving up (default 30)");
+  auto& t = raw.tls_options;
+  t.push_back(app.add_option("--tls-io", o.tls.io,
+                             "socket (OpenSSL on the fd, default) or bio (memory BIOs)"));
+  t.push_back(app.add_option("--tls-version", o.tls.version, "1.2 or 1.3 (default)"));
+  t.push_back(app.add_option("--cipher", o.tls.cipher,
+                             "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305"));
+  t.push_back(app.add_flag("--tls-read-ahead", o.tls.read_ahead,
+                           "Let OpenSSL read ahead (fewer read calls)"));
+  t.push_back(app.add_option("--tls-max-fragment", raw.max_fragment,
+                             "Largest record sent, 512..16384 (default 16384)"));
+  t.push_back(app.add_option("--ktls", o.tls.ktls, "Kernel TLS: auto (default), on, off"));
+  t.push_back(app.add_option("--tls-ca", o.tls.ca_file,
+                             "CA file to verify the server (default: system CAs)"));
+  t.push_back(app.add_flag("--tls-insecure", o.tls.insecure,
+                           "Do not verify the server (the report says so)"));
+  t.push_back(app.add_option("--tls-server-name", o.tls.server_name,
+                             "Name to verify (default: the host)"));
+  for (CLI::Option* opt : t) opt->group("TLS (with --proto tls)");
 }
 
 Result<std::vector<uint64_t>> optional_list(const std::string& text, std::string_view what) {
@@ -61,10 +81,19 @@ Status validate_payload(PayloadSpec& p, const std::string& bytes) {
 }
 
 Status validate_client(ClientOptions& o, const RawClient& raw) {
-  if (o.proto != "tcp") {
-    if (o.proto == "tls")
-      return fail("--proto 'tls' is not available in this build yet (only tcp)");
-    return fail(fmt::format("invalid --proto '{}': expected tcp", o.proto));
+  if (o.proto != "tcp" && o.proto != "tls")
+    return fail(fmt::format("invalid --proto '{}': expected tcp or tls", o.proto));
+  if (!raw.max_fragment.empty()) {
+    auto v = parse_size(raw.max_fragment, "--tls-max-fragment", 512, 16384);
+    if (!v) return std::unexpected(v.error());
+    o.tls.max_fragment = *v;
+  }
+  if (auto st = tls::validate(o.tls); !st) return st;
+  if (o.proto == "tcp") {
+    for (const CLI::Option* opt : raw.tls_options) {
+      if (opt->count() > 0)
+        return fail(fmt::format("{} needs --proto tls", opt->get_name()));
+    }
   }
   if (o.engine != "blocking")
     return fail(fmt::format("invalid --engine '{}': expected blocking", o.engine));
@@ -114,6 +143,10 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
 }
 
 Status validate_server(ServerOptions& o, const std::string& max_bytes) {
+  if (o.tls.cert_file.empty() != o.tls.key_file.empty())
+    return fail(o.tls.cert_file.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key");
+  if (o.tls.ktls != "auto" && o.tls.ktls != "off")
+    return fail(fmt::format("invalid --ktls '{}': expected auto or off", o.tls.ktls));
   if (!max_bytes.empty()) {
     auto v = parse_size(max_bytes, "--max-bytes", kMinBytes, kMaxBytes);
     if (!v) return std::unexpected(v.error());
@@ -155,6 +188,9 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   server->add_option("--max-bytes", max_bytes, "Largest --bytes a client may ask for");
   server->add_option("--cache-dir", server_opts.cache_dir, "Payload cache directory");
   server->add_flag("--quiet,-q", server_opts.quiet, "No per-client log lines");
+  server->add_option("--tls-cert", server_opts.tls.cert_file, "Certificate chain (PEM): TLS only");
+  server->add_option("--tls-key", server_opts.tls.key_file, "Private key (PEM) for --tls-cert");
+  server->add_option("--ktls", server_opts.tls.ktls, "Kernel TLS: auto (default) or off");
 
   PayloadCommand payload_cmd;
   std::string payload_bytes = "100MiB";

@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "tls/options.h"
 #include "util/result.h"
 
 namespace iobench {
@@ -53,6 +54,7 @@ struct ClientOptions {
   bool verbose = false;
   std::string connect;  // empty: loopback with a private server
   double timeout_s = 30;
+  tls::TlsOptions tls;  // used with proto "tls"
 };
 
 struct ServerOptions {
@@ -62,6 +64,7 @@ struct ServerOptions {
   uint64_t max_bytes = kMaxBytes;
   std::string cache_dir;
   bool quiet = false;
+  tls::TlsOptions tls;  // a TLS server when cert_file is set
 };
 
 struct PayloadCommand {

@@ -15,7 +15,7 @@ Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, size_t b
     ++io.calls;
     if (!r.ok())
       return fail(
-          fmt::format("write failed after {} of {} bytes: {}", off, data.size(), describe(r)));
+          fmt::format("write failed after {} of {} bytes: {}", off, data.size(), s.describe(r)));
     // A partial write continues from where the kernel stopped; the next call is not a new buffer.
     if (r.bytes < want) ++io.short_writes;
     off += r.bytes;
@@ -32,7 +32,7 @@ Status BlockingEngine::recv(Stream& s, uint64_t total, std::span<std::byte> buf,
     IoResult r = s.read(buf.first(want));
     ++io.calls;
     if (!r.ok())
-      return fail(fmt::format("read failed after {} of {} bytes: {}", got, total, describe(r)));
+      return fail(fmt::format("read failed after {} of {} bytes: {}", got, total, s.describe(r)));
     got += r.bytes;
     io.bytes += r.bytes;
     if (auto st = sink.consume(buf.first(r.bytes)); !st) return st;

@@ -211,6 +211,7 @@ IoResult from_errno(ssize_t n) {
 IoResult FdStream::read(std::span<std::byte> buf) {
   ssize_t n;
   do {
+    ++counters_.sys_reads;
     n = ::read(fd_, buf.data(), buf.size());
   } while (n < 0 && errno == EINTR);
   return from_errno(n);
@@ -219,24 +220,27 @@ IoResult FdStream::read(std::span<std::byte> buf) {
 IoResult FdStream::write(std::span<const std::byte> buf) {
   ssize_t n;
   do {
+    ++counters_.sys_writes;
     n = ::write(fd_, buf.data(), buf.size());
   } while (n < 0 && errno == EINTR);
   if (n == 0) return {IoResult::State::kError, 0, EIO};
   return from_errno(n);
 }
 
-std::string describe(const IoResult& r) {
+StreamCounters operator-(const StreamCounters& a, const StreamCounters& b) {
+  return {a.sys_reads - b.sys_reads, a.sys_writes - b.sys_writes, a.records_in - b.records_in,
+          a.records_out - b.records_out};
+}
+
+std::string Stream::describe(const IoResult& r) const { return describe_io(r); }
+
+std::string describe_io(const IoResult& r) {
   switch (r.state) {
-    case IoResult::State::kOk:
-      return "ok";
-    case IoResult::State::kEof:
-      return "peer closed the connection";
-    case IoResult::State::kWouldBlock:
-      return "would block";
-    case IoResult::State::kTimedOut:
-      return "timed out (no progress)";
-    case IoResult::State::kError:
-      return std::strerror(r.err);
+    case IoResult::State::kOk: return "ok";
+    case IoResult::State::kEof: return "peer closed the connection";
+    case IoResult::State::kWouldBlock: return "would block";
+    case IoResult::State::kTimedOut: return "timed out (no progress)";
+    case IoResult::State::kError: return r.err ? std::strerror(r.err) : "I/O error";
   }
   return "?";
 }

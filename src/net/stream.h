@@ -1,8 +1,9 @@
 // The transport seam: engines and the control channel move bytes through a Stream, which is a
-// plain socket today and an OpenSSL session later; "would block" is a state, not an error.
+// plain socket or an OpenSSL session (tls/); "would block" is a state, not an error.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,19 +14,34 @@ struct IoResult {
   enum class State { kOk, kEof, kWouldBlock, kTimedOut, kError };
   State state = State::kOk;
   size_t bytes = 0;  // valid for kOk
-  int err = 0;       // errno for kError
+  int err = 0;       // errno for kError (0 when the stream has its own error text)
 
   bool ok() const { return state == State::kOk; }
 };
 
+// What happened underneath the Stream's calls: the syscalls it issued and, for TLS, the records.
+struct StreamCounters {
+  uint64_t sys_reads = 0;
+  uint64_t sys_writes = 0;
+  uint64_t records_in = 0;
+  uint64_t records_out = 0;
+};
+
+StreamCounters operator-(const StreamCounters& a, const StreamCounters& b);
+
 class Stream {
  public:
   virtual ~Stream() = default;
-  // One call = one attempt (a syscall for a plain socket); EINTR is retried inside.
+  // One call = one attempt (a syscall for a plain socket, an SSL_read/SSL_write for TLS).
   virtual IoResult read(std::span<std::byte> buf) = 0;
   virtual IoResult write(std::span<const std::byte> buf) = 0;
   virtual int fd() const = 0;
-  virtual std::string_view kind() const = 0;  // "tcp"
+  virtual std::string_view kind() const = 0;  // "tcp" or "tls"
+  virtual StreamCounters counters() const = 0;
+  // Human text for a failed result: "Connection reset by peer", "timed out", a TLS reason.
+  virtual std::string describe(const IoResult& r) const;
+  // Ends the session cleanly (TLS: close_notify). Best effort.
+  virtual void close() {}
 };
 
 // Plain socket: read(2)/write(2) on the descriptor, which the Stream does not own.
@@ -36,12 +52,14 @@ class FdStream final : public Stream {
   IoResult write(std::span<const std::byte> buf) override;
   int fd() const override { return fd_; }
   std::string_view kind() const override { return "tcp"; }
+  StreamCounters counters() const override { return counters_; }
 
  private:
   int fd_;
+  StreamCounters counters_;
 };
 
-// Human text for a failed IoResult: "connection reset by peer", "timed out", "peer closed".
-std::string describe(const IoResult& r);
+// Text for errno-style results (used by Stream::describe's default).
+std::string describe_io(const IoResult& r);
 
 }  // namespace iobench

@@ -24,6 +24,9 @@ void encode_body(Writer& w, const Hello& h) {
   w.str(h.proto);
   w.str(h.engine);
   w.f64(h.timeout_s);
+  w.str(h.tls_io);
+  w.boolean(h.tls_read_ahead);
+  w.u64(h.tls_max_fragment);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
@@ -38,6 +41,12 @@ void encode_body(Writer& w, const SideResult& r) {
   w.boolean(r.nodelay);
   w.str(r.engine);
   w.str(r.error);
+  for (uint64_t v : {r.sys_reads, r.sys_writes, r.records_in, r.records_out}) w.u64(v);
+  for (const auto* v : {&r.tls_version, &r.tls_cipher, &r.tls_group, &r.tls_io, &r.ktls}) w.str(*v);
+  w.i64(r.tls_handshake_ns);
+  w.boolean(r.tls_read_ahead);
+  w.u64(r.tls_max_fragment);
+  w.boolean(r.tls_verified);
 }
 
 void encode_body(Writer& w, const ErrorMsg& e) { w.str(e.message); }
@@ -113,6 +122,9 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   f.str(h.proto);
   f.str(h.engine);
   f.f64(h.timeout_s);
+  f.str(h.tls_io);
+  f.boolean(h.tls_read_ahead);
+  f.u64(h.tls_max_fragment);
   return f.finish<Message>(h);
 }
 
@@ -129,6 +141,12 @@ Result<Message> decode_result(std::span<const std::byte> body) {
   f.boolean(r.nodelay);
   f.str(r.engine);
   f.str(r.error);
+  for (uint64_t* v : {&r.sys_reads, &r.sys_writes, &r.records_in, &r.records_out}) f.u64(*v);
+  for (std::string* v : {&r.tls_version, &r.tls_cipher, &r.tls_group, &r.tls_io, &r.ktls}) f.str(*v);
+  f.i64(r.tls_handshake_ns);
+  f.boolean(r.tls_read_ahead);
+  f.u64(r.tls_max_fragment);
+  f.boolean(r.tls_verified);
   return f.finish<Message>(r);
 }
 

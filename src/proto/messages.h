@@ -39,6 +39,9 @@ struct Hello {
   std::string proto;   // "tcp"
   std::string engine;  // the server side's engine
   double timeout_s = 30;
+  std::string tls_io;  // "socket" or "bio" (TLS only)
+  bool tls_read_ahead = false;
+  uint64_t tls_max_fragment = 16384;
 };
 
 struct Ack {
@@ -68,6 +71,17 @@ struct SideResult {
   bool nodelay = false;
   std::string engine;
   std::string error;  // empty on success
+  // Underneath the engine's calls: syscalls issued by the Stream and, for TLS, records.
+  uint64_t sys_reads = 0;
+  uint64_t sys_writes = 0;
+  uint64_t records_in = 0;
+  uint64_t records_out = 0;
+  // TLS only (empty version for TCP).
+  std::string tls_version, tls_cipher, tls_group, tls_io, ktls;
+  int64_t tls_handshake_ns = 0;
+  bool tls_read_ahead = false;
+  uint64_t tls_max_fragment = 0;
+  bool tls_verified = false;
 };
 
 struct ErrorMsg {

@@ -7,13 +7,15 @@
 #include "net/address.h"
 #include "payload/payload.h"
 #include "report/report.h"
+#include "tls/tls.h"
 
 namespace iobench {
 
 // Runs every size × (warmup + repeat). On the first failure, `error` is set and the report holds
 // the runs completed so far.
+// `pinned`: loopback's ephemeral server identity, the only certificate a TLS client trusts then.
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
-                       Report report, std::string& error);
+                       const tls::Identity* pinned, Report report, std::string& error);
 Result<std::optional<Payload>> sender_payload(const ClientOptions& o);
 // Prints the report (if any) and the error (if any); returns the exit code.
 int finish_client(const ClientOptions& o, Result<Report> report, const std::string& error);

@@ -9,6 +9,7 @@
 #include "net/socket.h"
 #include "run/client_internal.h"
 #include "run/run.h"
+#include "tls/tls.h"
 
 namespace iobench {
 
@@ -24,6 +25,17 @@ int run_loopback(const ClientOptions& o) {
       fmt::print(stderr, "iobench: error: {}\n", p.error().message);
       return 1;
     }
+  }
+  // TLS on loopback needs no files: a key and certificate made in memory, which the forked
+  // server presents and the client pins.
+  std::optional<tls::Identity> identity;
+  if (o.proto == "tls") {
+    auto id = tls::make_ephemeral_identity();
+    if (!id) {
+      fmt::print(stderr, "iobench: error: {}\n", id.error().message);
+      return 1;
+    }
+    identity = std::move(*id);
   }
   const HostPort any{"127.0.0.1", 0};
   auto listener = listen_on(any);
@@ -56,6 +68,16 @@ int run_loopback(const ClientOptions& o) {
       // Server log lines go to stderr in loopback, so stdout stays the client's report.
       dup2(STDERR_FILENO, STDOUT_FILENO);
     }
+    if (identity) {
+      tls::TlsOptions server_tls;
+      server_tls.ktls = o.tls.ktls == "off" ? "off" : "auto";
+      auto ctx = tls::Context::server(server_tls, &*identity);
+      if (!ctx) {
+        fmt::print(stderr, "iobench: error: loopback server: {}\n", ctx.error().message);
+        _exit(1);
+      }
+      cfg.tls = std::make_shared<const tls::Context>(std::move(*ctx));
+    }
     serve(listener->get(), cfg);
   }
   listener->reset();
@@ -71,7 +93,8 @@ int run_loopback(const ClientOptions& o) {
           : fmt::format("file:{} level={}", o.payload.file, o.payload.zstd_level);
   if (*payload) report.payload_source = (*payload)->source;
   std::string error;
-  auto done = run_all(o, server, *payload ? &**payload : nullptr, std::move(report), error);
+  auto done = run_all(o, server, *payload ? &**payload : nullptr, identity ? &*identity : nullptr,
+                      std::move(report), error);
   kill(child, SIGTERM);
   int status = 0;
   waitpid(child, &status, 0);

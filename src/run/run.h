@@ -1,11 +1,15 @@
 // Orchestration: the server loop, the client's runs over sizes and repeats, loopback mode.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "cli/options.h"
 
 namespace iobench {
+namespace tls {
+class Context;
+}
 
 struct ServerConfig {
   ServerOptions options;
@@ -13,6 +17,8 @@ struct ServerConfig {
   // whatever the client's HELLO says about seed and level.
   std::optional<PayloadSpec> local_payload;
   bool log = true;
+  // Set: the server speaks TLS only (a plain HELLO is refused); unset: TCP only.
+  std::shared_ptr<const tls::Context> tls;
 };
 
 // Serves clients one after another until the process is stopped. Never returns on its own.

@@ -2,7 +2,11 @@
 // take it down.
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 
 #include "cli/size.h"
@@ -11,6 +15,7 @@
 #include "payload/payload.h"
 #include "run/run.h"
 #include "run/session.h"
+#include "tls/tls.h"
 
 namespace iobench {
 namespace {
@@ -46,7 +51,14 @@ class PayloadCache {
 
 // Every size the client asks for is checked against the server's own limits.
 Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
-  if (h.proto != "tcp") return fail(fmt::format("unsupported proto '{}'", h.proto));
+  if (h.proto != "tcp" && h.proto != "tls")
+    return fail(fmt::format("unsupported proto '{}'", h.proto));
+  if (h.proto == "tls") {
+    if (h.tls_io != "socket" && h.tls_io != "bio")
+      return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));
+    if (h.tls_max_fragment < 512 || h.tls_max_fragment > 16384)
+      return fail(fmt::format("TLS max fragment {} outside 512..16384", h.tls_max_fragment));
+  }
   if (h.bytes < kMinBytes || h.bytes > o.max_bytes)
     return fail(fmt::format("bytes {} outside this server's range {}..{}", h.bytes, kMinBytes,
                             o.max_bytes));
@@ -68,17 +80,52 @@ void log_line(const ServerConfig& cfg, const std::string& peer, const std::strin
   std::fflush(stdout);
 }
 
+// Looks at the first byte without consuming it: 0x16 opens a TLS ClientHello, 'I' our HELLO.
+Result<bool> first_byte_is_tls(int fd, double timeout_s) {
+  unsigned char b = 0;
+  ssize_t n;
+  do {
+    n = ::recv(fd, &b, 1, MSG_PEEK);
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return fail("peer closed before saying hello");
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return fail(fmt::format("no hello within {} s", timeout_s));
+    return fail(std::strerror(errno));
+  }
+  return b == 0x16;
+}
+
+// Sets up the transport the client chose, or explains why not (logged, and sent when possible).
+Result<std::unique_ptr<Stream>> open_stream(int fd, const ServerConfig& cfg) {
+  auto is_tls = first_byte_is_tls(fd, cfg.options.handshake_timeout_s);
+  if (!is_tls) return std::unexpected(is_tls.error());
+  if (*is_tls && !cfg.tls)
+    return fail("TLS ClientHello, but this server has no certificate (start it with "
+                "--tls-cert/--tls-key)");
+  if (!*is_tls) return std::unique_ptr<Stream>(std::make_unique<FdStream>(fd));
+  auto t = tls::TlsStream::accept(*cfg.tls, fd);
+  if (!t) return fail("TLS handshake failed: " + t.error().message);
+  return std::unique_ptr<Stream>(std::move(*t));
+}
+
 void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, PayloadCache& cache) {
   const ServerOptions& o = cfg.options;
-  FdStream stream(fd.get());
-  auto reject = [&](const std::string& why) {
-    log_line(cfg, peer, "rejected: " + why);
-    (void)send_message(stream, proto::ErrorMsg{why});
-  };
   if (auto st = set_io_timeout(fd.get(), o.handshake_timeout_s); !st) {
     log_line(cfg, peer, "failed: " + st.error().message);
     return;
   }
+  auto opened = open_stream(fd.get(), cfg);
+  if (!opened) {
+    log_line(cfg, peer, "rejected: " + opened.error().message);
+    return;
+  }
+  Stream& stream = **opened;
+  auto reject = [&](const std::string& why) {
+    log_line(cfg, peer, "rejected: " + why);
+    (void)send_message(stream, proto::ErrorMsg{why});
+    stream.close();
+  };
   auto m = recv_message(stream);
   if (!m) {
     const bool timed_out = m.error().message.starts_with("timed out");
@@ -88,11 +135,16 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
   }
   auto* hello = std::get_if<proto::Hello>(&*m);
   if (!hello) return reject(fmt::format("expected HELLO, got {}", proto::type_name(*m)));
+  if (cfg.tls && stream.kind() != "tls")
+    return reject("this server requires TLS (use --proto tls)");
+  if (hello->proto != stream.kind())
+    return reject(fmt::format("HELLO asks for proto '{}' on a {} connection", hello->proto,
+                              stream.kind()));
   if (auto st = validate_hello(*hello, o); !st) return reject(st.error().message);
   auto engine = make_engine(hello->engine);
   if (!engine) return reject(engine.error().message);
-  if (auto st = apply_socket_options(fd.get(),
-                                     {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});
+  if (auto st = apply_socket_options(fd.get(), {hello->sndbuf_bytes, hello->rcvbuf_bytes,
+                                                hello->nodelay});
       !st)
     return reject(st.error().message);
 
@@ -102,6 +154,12 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
   d.bytes = hello->bytes;
   d.buf_bytes = server_sends ? hello->send_buf_bytes : hello->recv_buf_bytes;
   d.decompress = hello->decompress;
+  if (auto* t = dynamic_cast<tls::TlsStream*>(&stream)) {
+    if (auto st = t->configure(hello->tls_io, hello->tls_read_ahead, hello->tls_max_fragment,
+                               d.buf_bytes);
+        !st)
+      return reject(st.error().message);
+  }
   if (server_sends) {
     PayloadSpec spec = cfg.local_payload.value_or(PayloadSpec{});
     if (!cfg.local_payload) {
@@ -124,10 +182,12 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
     log_line(cfg, peer, "failed: " + st.error().message);
     return;
   }
-  SessionOutcome out = run_data_phase(stream, **engine, d, query_socket_info(fd.get()));
+  SessionOutcome out = run_data_phase(stream, **engine, d, describe_transport(stream));
+  stream.close();
   const std::string what =
-      fmt::format("{} {} buf {}", server_sends ? "sent" : "received",
-                  format_bytes_human(out.mine.bytes), format_size(d.buf_bytes));
+      fmt::format("{} {} buf {} over {}", server_sends ? "sent" : "received",
+                  format_bytes_human(out.mine.bytes), format_size(d.buf_bytes),
+                  out.mine.tls_version.empty() ? "tcp" : out.mine.tls_version);
   if (!out.error.empty()) {
     log_line(cfg, peer, fmt::format("failed: {} ({})", out.error, what));
     return;
@@ -171,13 +231,24 @@ int run_server_command(const ServerOptions& o) {
     fmt::print(stderr, "iobench: error: {}\n", listener.error().message);
     return 1;
   }
+  std::shared_ptr<const tls::Context> tls_ctx;
+  if (!o.tls.cert_file.empty()) {
+    auto ctx = tls::Context::server(o.tls, nullptr);
+    if (!ctx) {
+      fmt::print(stderr, "iobench: error: {}\n", ctx.error().message);
+      return 1;
+    }
+    tls_ctx = std::make_shared<const tls::Context>(std::move(*ctx));
+  }
   HostPort bound = *where;
   bound.port = local_port(listener->get());
-  if (!is_loopback_host(where->host))
-    fmt::print(stderr, "iobench: warning: listening on {} without authentication\n", bound.str());
-  fmt::print("iobench server {} listening on {}\n", IOBENCH_VERSION, bound.str());
+  if (!is_loopback_host(where->host) && !tls_ctx)
+    fmt::print(stderr, "iobench: warning: listening on {} without TLS or authentication\n",
+               bound.str());
+  fmt::print("iobench server {} listening on {} ({}{})\n", IOBENCH_VERSION, bound.str(),
+             tls_ctx ? "tls" : "tcp", tls_ctx ? ", ktls " + tls_ctx->ktls_status() : "");
   std::fflush(stdout);
-  serve(listener->get(), ServerConfig{o, std::nullopt, !o.quiet});
+  serve(listener->get(), ServerConfig{o, std::nullopt, !o.quiet, tls_ctx});
 }
 
 }  // namespace iobench

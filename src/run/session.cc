@@ -7,6 +7,7 @@
 
 #include "payload/verifier.h"
 #include "probe/probe.h"
+#include "tls/tls.h"
 
 namespace iobench {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 Status write_all(Stream& s, std::span<const std::byte> data) {
   while (!data.empty()) {
     IoResult r = s.write(data);
-    if (!r.ok()) return fail(describe(r));
+    if (!r.ok()) return fail(s.describe(r));
     data = data.subspan(r.bytes);
   }
   return {};
@@ -23,7 +24,7 @@ Status write_all(Stream& s, std::span<const std::byte> data) {
 Status read_exact(Stream& s, std::span<std::byte> buf) {
   while (!buf.empty()) {
     IoResult r = s.read(buf);
-    if (!r.ok()) return fail(describe(r));
+    if (!r.ok()) return fail(s.describe(r));
     buf = buf.subspan(r.bytes);
   }
   return {};
@@ -75,25 +76,54 @@ Result<proto::Message> recv_message(Stream& s) {
   return proto::decode_body(*h, body);
 }
 
+proto::SideResult describe_transport(const Stream& s) {
+  proto::SideResult r;
+  const SocketInfo info = query_socket_info(s.fd());
+  r.sndbuf_bytes = info.sndbuf_bytes;
+  r.rcvbuf_bytes = info.rcvbuf_bytes;
+  r.mtu_bytes = info.mtu_bytes;
+  r.nodelay = info.nodelay;
+  if (const auto* t = dynamic_cast<const tls::TlsStream*>(&s)) {
+    const tls::TlsInfo i = t->info();
+    r.tls_version = i.version;
+    r.tls_cipher = i.cipher;
+    r.tls_group = i.group;
+    r.tls_io = i.io;
+    r.ktls = i.ktls;
+    r.tls_handshake_ns = i.handshake_ns;
+    r.tls_read_ahead = i.read_ahead;
+    r.tls_max_fragment = i.max_fragment;
+    r.tls_verified = i.verified;
+  }
+  return r;
+}
+
 SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
-                              const SocketInfo& info) {
+                              proto::SideResult base) {
   SessionOutcome out;
+  out.mine = std::move(base);
   proto::SideResult& me = out.mine;
   me.is_sender = d.is_sender;
   me.bytes_expected = d.bytes;
   me.buf_bytes = d.buf_bytes;
   me.engine = std::string(engine.name());
-  me.sndbuf_bytes = info.sndbuf_bytes;
-  me.rcvbuf_bytes = info.rcvbuf_bytes;
-  me.mtu_bytes = info.mtu_bytes;
-  me.nodelay = info.nodelay;
   IoCounters io;
+  const StreamCounters counters_before = s.counters();
+  auto take_counters = [&] {
+    const StreamCounters c = s.counters() - counters_before;
+    me.sys_reads = c.sys_reads;
+    me.sys_writes = c.sys_writes;
+    me.records_in = c.records_in;
+    me.records_out = c.records_out;
+  };
 
   if (d.is_sender) {
     me.xxh3 = d.payload_xxh3;
     me.decoded_bytes = d.payload_decoded_bytes;
     const ProbeSample start = probe_now();
     Status sent = engine.send(s, d.payload.first(d.bytes), d.buf_bytes, io);
+    // Counters stop before the acknowledgement is read: it is control traffic, not data.
+    take_counters();
     Result<proto::SideResult> peer =
         sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
     fill_probe(me, probe_now() - start);
@@ -120,6 +150,7 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   Status got = engine.recv(s, d.bytes, buf, sink, io);
   if (got) got = verifier.finish();
   fill_probe(me, probe_now() - start);
+  take_counters();
   me.bytes = io.bytes;
   me.io_calls = io.calls;
   me.xxh3 = verifier.xxh3();

@@ -39,7 +39,11 @@ struct SessionOutcome {
 // only: the sender's clock stops when the receiver's RESULT (the end-to-end acknowledgement)
 // arrives; the receiver's when its last byte has been consumed.
 SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
-                              const SocketInfo& info);
+                              proto::SideResult base);
+
+// This side's transport as the report shows it: what the kernel granted on the socket and, for
+// TLS, what the handshake negotiated. run_data_phase fills in the rest.
+proto::SideResult describe_transport(const Stream& s);
 
 // Cross-checks sender and receiver figures: byte counts, checksum, decoded size. The error
 // names both values.

@@ -1,0 +1,119 @@
+// OpenSSL for iobench: contexts (certificates, verification, versions, ciphers), an ephemeral
+// self-signed identity for loopback, kTLS detection, and the TLS Stream in two I/O models.
+// The only place that includes OpenSSL headers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/stream.h"
+#include "tls/options.h"
+#include "util/result.h"
+
+using SSL_CTX = struct ssl_ctx_st;
+using SSL = struct ssl_st;
+
+namespace iobench::tls {
+
+
+// A key and self-signed certificate (PEM) made in memory: SAN IP:127.0.0.1, IP:::1, localhost.
+struct Identity {
+  std::string cert_pem;
+  std::string key_pem;
+};
+Result<Identity> make_ephemeral_identity();
+
+struct KtlsProbe {
+  bool available = false;
+  std::string reason;  // why not, when not
+};
+// Asks the kernel for the "tls" ULP on a connected loopback socket (once per process).
+const KtlsProbe& probe_ktls();
+
+class Context {
+ public:
+  // Client: verifies the chain against `ca_file` (or only `pinned` when given) and the name.
+  static Result<Context> client(const TlsOptions& o, const Identity* pinned);
+  // Server: cert and key from files, or `identity` (loopback).
+  static Result<Context> server(const TlsOptions& o, const Identity* identity);
+  Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
+  ~Context();
+  SSL_CTX* get() const { return ctx_; }
+  const TlsOptions& options() const { return opts_; }
+  bool ktls_enabled() const { return ktls_enabled_; }
+  const std::string& ktls_status() const { return ktls_status_; }
+
+ private:
+  Context(SSL_CTX* ctx, TlsOptions o) : ctx_(ctx), opts_(std::move(o)) {}
+  SSL_CTX* ctx_ = nullptr;
+  TlsOptions opts_;
+  bool ktls_enabled_ = false;
+  std::string ktls_status_ = "off";
+};
+
+// What the handshake negotiated and how the data phase runs, for the report.
+struct TlsInfo {
+  std::string version;  // "TLSv1.3"
+  std::string cipher;   // "TLS_AES_128_GCM_SHA256"
+  std::string group;    // "X25519"
+  int64_t handshake_ns = 0;
+  std::string io;  // "socket" or "bio"
+  bool read_ahead = false;
+  uint64_t max_fragment = 0;
+  bool ktls_send = false;
+  bool ktls_recv = false;
+  std::string ktls;  // "off", "unavailable (<reason>)", "enabled: send yes, recv no"
+  bool verified = false;
+};
+
+class TlsStream final : public Stream {
+ public:
+  ~TlsStream() override;
+  // Client handshake on a connected blocking socket; `host` is verified unless insecure.
+  static Result<std::unique_ptr<TlsStream>> connect(const Context& ctx, int fd,
+                                                    const std::string& host);
+  // Server handshake; the socket's receive timeout bounds it.
+  static Result<std::unique_ptr<TlsStream>> accept(const Context& ctx, int fd);
+
+  // Applies the data-phase model once the HELLO has set it: "bio" swaps the socket BIO for
+  // memory BIOs, and every syscall then moves up to `net_buf_bytes`.
+  Status configure(const std::string& io, bool read_ahead, uint64_t max_fragment,
+                   uint64_t net_buf_bytes);
+
+  IoResult read(std::span<std::byte> buf) override;
+  IoResult write(std::span<const std::byte> buf) override;
+  int fd() const override { return fd_; }
+  std::string_view kind() const override { return "tls"; }
+  StreamCounters counters() const override { return counters_; }
+  std::string describe(const IoResult& r) const override;
+  void close() override;
+  TlsInfo info() const;
+
+ private:
+  TlsStream(SSL* ssl, int fd, const Context& ctx);
+  IoResult fail_from(int ret);
+  IoResult flush_wbio();
+  IoResult fill_rbio();
+
+  SSL* ssl_;
+  int fd_;
+  bool bio_model_ = false;
+  std::string ktls_status_;
+  std::vector<std::byte> net_buf_;  // bio model: receive buffer for read(2)
+  std::string last_error_;
+  int64_t handshake_ns_ = 0;
+  uint64_t max_fragment_ = 16384;
+  bool verified_ = false;
+  StreamCounters counters_;
+
+  friend struct Callbacks;
+};
+
+// OpenSSL's reason for the most recent failure on this thread, or `fallback`.
+std::string last_ssl_error(const std::string& fallback);
+
+}  // namespace iobench::tls
