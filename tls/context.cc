@@ -157,7 +157,7 @@ const KtlsProbe& probe_ktls() {
     if (setsockopt(client->get(), SOL_TCP, TCP_ULP, "tls", 3) == 0) {
       p.available = true;
     } else {
-      p.reason = fmt::format("kernel has no tls ULP (setsockopt TCP_ULP \"tls\": {})",
+      p.reason = fmt::format("kernel has no tls ULP: setsockopt TCP_ULP \"tls\": {}",
                              std::strerror(errno));
     }
     return p;

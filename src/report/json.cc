@@ -10,6 +10,21 @@ namespace {
 
 using nlohmann::json;
 
+json tls_json(const proto::SideResult& r) {
+  if (r.tls_version.empty()) return nullptr;
+  return {{"version", r.tls_version},
+          {"cipher", r.tls_cipher},
+          {"group", r.tls_group},
+          {"handshake_ns", r.tls_handshake_ns},
+          {"io", r.tls_io},
+          {"read_ahead", r.tls_read_ahead},
+          {"max_fragment_bytes", r.tls_max_fragment},
+          {"ktls", r.ktls},
+          {"verified", r.tls_verified},
+          {"records_in", r.records_in},
+          {"records_out", r.records_out}};
+}
+
 json side_json(const proto::SideResult& r, bool client_sends) {
   const SideFigures f = side_figures(r);
   return {
@@ -39,6 +54,8 @@ json side_json(const proto::SideResult& r, bool client_sends) {
         {"rcvbuf_bytes", r.rcvbuf_bytes},
         {"nodelay", r.nodelay},
         {"mtu_bytes", r.mtu_bytes}}},
+      {"syscalls", {{"read", r.sys_reads}, {"write", r.sys_writes}, {"source", "counted"}}},
+      {"tls", tls_json(r)},
   };
 }
 
@@ -59,7 +76,9 @@ json summary_json(const SideSummary& s) {
           {"cpu_s", stat_json(s.cpu_s)},
           {"cpu_s_per_gib", stat_json(s.cpu_s_per_gib)},
           {"io_calls", stat_json(s.io_calls)},
-          {"bytes_per_call", stat_json(s.bytes_per_call)}};
+          {"bytes_per_call", stat_json(s.bytes_per_call)},
+          {"syscalls", stat_json(s.syscalls)},
+          {"records", stat_json(s.records)}};
 }
 
 json options_json(const Report& r) {
@@ -116,8 +135,13 @@ json render_json(const Report& r) {
         {"cpu_user_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
         {"cpu_sys_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
         {"cpu_s", "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) delta (exact, all threads)"},
-        {"io_calls", "counted: read/write calls the engine issued"},
-        {"syscalls", {{"source", "counted"}}},
+        {"io_calls", "counted: read/write calls the engine issued on its stream (TLS: SSL_read / "
+                     "SSL_write calls)"},
+        {"syscalls", {{"source", "counted"},
+                      {"how", "read(2)/write(2) issued underneath the stream: by the engine for "
+                              "TCP, by OpenSSL's socket BIO (socket model) or by iobench (bio "
+                              "model) for TLS; counted from the data phase only"}}},
+        {"records", "TLS record headers seen by OpenSSL's message callback"},
         {"socket", "getsockopt on the connected socket after setup"}}},
       {"results", results},
   };
@@ -128,7 +152,8 @@ std::string render_csv(const Report& r) {
       "send_buf_bytes,recv_buf_bytes,run,side,host,bytes,duration_ns,throughput_gbps,"
       "throughput_mib_s,cpu_user_s,cpu_sys_s,cpu_s,cpu_s_per_gib,io_calls,bytes_per_call,"
       "short_writes,voluntary_ctxsw,involuntary_ctxsw,sndbuf_bytes,rcvbuf_bytes,nodelay,mtu_bytes,"
-      "proto,engine,decoded_bytes,xxh3\n";
+      "proto,engine,decoded_bytes,xxh3,sys_reads,sys_writes,records_in,records_out,tls_version,"
+      "tls_cipher,tls_group,tls_io,tls_handshake_ns\n";
   const bool client_sends = !r.options.reverse;
   for (const auto& size : r.sizes) {
     for (const auto& run : size.runs) {
@@ -138,14 +163,16 @@ std::string render_csv(const Report& r) {
         out += fmt::format(
             "{},{},{},{},{},{},{},{:.6f},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{},{:.1f},{},{},{},{},{"
             "},"
-            "{},{},{},{},{},{:016x}\n",
+            "{},{},{},{},{},{:016x},{},{},{},{},{},{},{},{},{}\n",
             size.buf.send_bytes, size.buf.recv_bytes, run.run,
             side->is_sender ? "sender" : "receiver", on_client ? "client" : "server", side->bytes,
             side->wall_ns, f.throughput_gbps, f.throughput_mib_s, f.cpu_user_s, f.cpu_sys_s,
             f.cpu_s, f.cpu_s_per_gib, side->io_calls, f.bytes_per_call, side->short_writes,
             side->vol_ctxsw, side->invol_ctxsw, side->sndbuf_bytes, side->rcvbuf_bytes,
             side->nodelay ? 1 : 0, side->mtu_bytes, r.options.proto, side->engine,
-            side->decoded_bytes, side->xxh3);
+            side->decoded_bytes, side->xxh3, side->sys_reads, side->sys_writes, side->records_in,
+            side->records_out, side->tls_version, side->tls_cipher, side->tls_group, side->tls_io,
+            side->tls_handshake_ns);
       }
     }
   }

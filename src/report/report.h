@@ -44,6 +44,8 @@ struct SideFigures {
   double cpu_s_per_gib = 0;
   double io_calls = 0;
   double bytes_per_call = 0;
+  double syscalls = 0;  // in this side's direction: write(2)s of the sender, read(2)s of the receiver
+  double records = 0;   // TLS records sent (sender) or received (receiver)
 };
 
 SideFigures side_figures(const proto::SideResult& r);
@@ -55,7 +57,7 @@ struct Stat {
 // Median/min/max of each SideFigures field across runs, for one side.
 struct SideSummary {
   Stat bytes, wall_s, throughput_gbps, throughput_mib_s, cpu_user_s, cpu_sys_s, cpu_s,
-      cpu_s_per_gib, io_calls, bytes_per_call;
+      cpu_s_per_gib, io_calls, bytes_per_call, syscalls, records;
 };
 
 SideSummary summarize(const std::vector<RunRecord>& runs, bool sender);

@@ -18,6 +18,8 @@ SideFigures side_figures(const proto::SideResult& r) {
   if (r.bytes > 0) f.cpu_s_per_gib = f.cpu_s / (f.bytes / static_cast<double>(kGiB));
   f.io_calls = static_cast<double>(r.io_calls);
   if (r.io_calls > 0) f.bytes_per_call = f.bytes / f.io_calls;
+  f.syscalls = static_cast<double>(r.is_sender ? r.sys_writes : r.sys_reads);
+  f.records = static_cast<double>(r.is_sender ? r.records_out : r.records_in);
   return f;
 }
 
@@ -48,6 +50,8 @@ SideSummary summarize(const std::vector<RunRecord>& runs, bool sender) {
   s.cpu_s_per_gib = over(&SideFigures::cpu_s_per_gib);
   s.io_calls = over(&SideFigures::io_calls);
   s.bytes_per_call = over(&SideFigures::bytes_per_call);
+  s.syscalls = over(&SideFigures::syscalls);
+  s.records = over(&SideFigures::records);
   return s;
 }
 

@@ -8,13 +8,27 @@ namespace iobench {
 namespace {
 
 std::string side_row(const std::string& buf, const char* side, const char* where,
-                     const SideSummary& s) {
-  return fmt::format(
-      "{:>6} {:<8} {:<6} {:>11} {:>8.4f} {:>7.2f} {:>8.1f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.3f} "
-      "{:>9.0f} {:>8.0f}\n",
-      buf, side, where, format_bytes_human(static_cast<uint64_t>(s.bytes.median)), s.wall_s.median,
-      s.throughput_gbps.median, s.throughput_mib_s.median, s.cpu_user_s.median, s.cpu_sys_s.median,
-      s.cpu_s.median, s.cpu_s_per_gib.median, s.io_calls.median, s.bytes_per_call.median);
+                     const SideSummary& s, bool tls) {
+  std::string row = fmt::format(
+      "{:>6} {:<8} {:<6} {:>11} {:>8.4f} {:>7.2f} {:>8.1f} {:>7.3f} {:>7.3f} {:>7.3f} {:>9.3f} "
+      "{:>9.0f} {:>8.0f} {:>9.0f}",
+      buf, side, where, format_bytes_human(static_cast<uint64_t>(s.bytes.median)),
+      s.wall_s.median, s.throughput_gbps.median, s.throughput_mib_s.median, s.cpu_user_s.median,
+      s.cpu_sys_s.median, s.cpu_s.median, s.cpu_s_per_gib.median, s.io_calls.median,
+      s.bytes_per_call.median, s.syscalls.median);
+  if (tls) row += fmt::format(" {:>8.0f}", s.records.median);
+  return row + "\n";
+}
+
+std::string tls_line(const proto::SideResult& r, bool is_client) {
+  std::string line = fmt::format(
+      "  {:<8} tls: {} {} {}, handshake {:.2f} ms, io {}, read-ahead {}, max fragment {}, "
+      "ktls {}",
+      r.is_sender ? "sender" : "receiver", r.tls_version, r.tls_cipher, r.tls_group,
+      static_cast<double>(r.tls_handshake_ns) / 1e6, r.tls_io, r.tls_read_ahead ? "on" : "off",
+      r.tls_max_fragment, r.ktls);
+  if (is_client) line += r.tls_verified ? ", server verified" : ", server NOT verified (insecure)";
+  return line + "\n";
 }
 
 }  // namespace
@@ -23,6 +37,7 @@ std::string render_table(const Report& r) {
   const ClientOptions& o = r.options;
   std::string out;
   const bool client_sends = !o.reverse;
+  const bool tls = o.proto == "tls";
   out += fmt::format("iobench {} | {} | proto {} | engine {} | payload {} | {} run(s){}\n",
                      IOBENCH_VERSION, r.mode == "loopback" ? "loopback" : "server " + r.server,
                      o.proto, o.engine, r.payload_source, o.repeat,
@@ -34,18 +49,21 @@ std::string render_table(const Report& r) {
           "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}\n",
           side->is_sender ? "sender" : "receiver", side->sndbuf_bytes, side->rcvbuf_bytes,
           side->nodelay ? "on" : "off", side->mtu_bytes);
+      if (!side->tls_version.empty())
+        out += tls_line(*side, side->is_sender == client_sends);
     }
   }
   out += fmt::format(
-      "{:>6} {:<8} {:<6} {:>11} {:>8} {:>7} {:>8} {:>7} {:>7} {:>7} {:>8} {:>9} {:>8}\n", "buf",
-      "side", "host", "bytes", "time_s", "Gbit/s", "MiB/s", "user_s", "sys_s", "cpu_s", "cpu_s/GiB",
-      "calls", "B/call");
+      "{:>6} {:<8} {:<6} {:>11} {:>8} {:>7} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8} {:>9}", "buf",
+      "side", "host", "bytes", "time_s", "Gbit/s", "MiB/s", "user_s", "sys_s", "cpu_s",
+      "cpu_s/GiB", "calls", "B/call", "syscalls");
+  out += tls ? fmt::format(" {:>8}\n", "records") : "\n";
   for (const auto& size : r.sizes) {
     if (size.runs.empty()) continue;
     out += side_row(format_size(size.buf.send_bytes), "sender", client_sends ? "client" : "server",
-                    summarize(size.runs, true));
+                    summarize(size.runs, true), tls);
     out += side_row(format_size(size.buf.recv_bytes), "receiver",
-                    client_sends ? "server" : "client", summarize(size.runs, false));
+                    client_sends ? "server" : "client", summarize(size.runs, false), tls);
   }
   return out;
 }
