@@ -269,8 +269,13 @@ Result<Context> Context::server(const TlsOptions& o, const Identity* identity) {
     if (auto st = readable(o.key_file, "--tls-key"); !st) return std::unexpected(st.error());
     if (SSL_CTX_use_certificate_chain_file(ctx.get(), o.cert_file.c_str()) != 1)
       return fail(fmt::format("--tls-cert '{}': {}", o.cert_file, last_ssl_error("unusable")));
-    if (SSL_CTX_use_PrivateKey_file(ctx.get(), o.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
-      return fail(fmt::format("--tls-key '{}': {}", o.key_file, last_ssl_error("unusable")));
+    if (SSL_CTX_use_PrivateKey_file(ctx.get(), o.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      const std::string why = last_ssl_error("unusable");
+      if (why == "key values mismatch")
+        return fail(fmt::format("--tls-key '{}' does not match --tls-cert '{}' ({})", o.key_file,
+                                o.cert_file, why));
+      return fail(fmt::format("--tls-key '{}': {}", o.key_file, why));
+    }
   }
   if (SSL_CTX_check_private_key(ctx.get()) != 1)
     return fail(fmt::format("--tls-key '{}' does not match --tls-cert '{}': {}", o.key_file,

@@ -19,7 +19,8 @@ namespace {
 
 // A handshake that dies this way usually met a server without TLS.
 std::string tls_hint(const std::string& why) {
-  for (const char* s : {"truncated", "wrong version number", "peer closed", "record layer"})
+  for (const char* s : {"truncated", "wrong version number", "peer closed", "record layer",
+                        "reset by peer"})
     if (why.find(s) != std::string::npos)
       return " (is the server running with --tls-cert/--tls-key?)";
   return "";

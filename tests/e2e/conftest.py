@@ -4,6 +4,7 @@ import os
 import queue
 import threading
 import re
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -29,6 +30,17 @@ def run(*args, cache=None, timeout=120, check=None):
     if check is not None:
         assert p.returncode == check, f"{cmd}: rc={p.returncode}\nstdout={p.stdout}\nstderr={p.stderr}"
     return p
+
+
+def hello_frame(version=1, client_sends=True, nbytes=1 << 20, send_buf=16384, recv_buf=16384,
+                proto="tcp", engine="blocking", body_len=None, tls_io="", max_fragment=16384):
+    """A HELLO frame built independently of the C++ codec (little-endian, u16-length strings)."""
+    s = lambda t: struct.pack("<H", len(t)) + t.encode()
+    body = (struct.pack("<?QQQQQ??Qq", client_sends, nbytes, send_buf, recv_buf, 0, 0, True, False,
+                        1, 3) + s(proto) + s(engine) + struct.pack("<d", 30.0) + s(tls_io)
+            + struct.pack("<?Q", False, max_fragment))
+    n = len(body) if body_len is None else body_len
+    return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
 
 
 class Server:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BIN, Server, run
+from conftest import BIN, Server, hello_frame, run
 
 MiB = 1 << 20
 
@@ -116,15 +116,6 @@ def test_silent_client_does_not_block_the_next(server, cache_dir):
         assert "ok:" in server.read_line()
     finally:
         silent.close()
-
-
-def hello_frame(version=1, client_sends=True, nbytes=MiB, send_buf=16384, recv_buf=16384,
-                proto="tcp", engine="blocking", body_len=None):
-    s = lambda t: struct.pack("<H", len(t)) + t.encode()
-    body = (struct.pack("<?QQQQQ??Qq", client_sends, nbytes, send_buf, recv_buf, 0, 0, True, False,
-                        1, 3) + s(proto) + s(engine) + struct.pack("<d", 30.0))
-    n = len(body) if body_len is None else body_len
-    return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
 
 
 def talk(port, data, shut=True):

@@ -1,0 +1,269 @@
+"""TLS end to end: both I/O models, record-aware counts, real certificates, kTLS reporting,
+and the TLS fault list."""
+import json
+import os
+import socket
+import ssl
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, ROOT, Server, hello_frame, run
+
+MiB = 1 << 20
+
+
+def run_json(cache, *args):
+    p = run(*args, "--json", "-", "-q", cache=cache, check=0)
+    return json.loads(p.stdout)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("certs")
+    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d / "good"), "--dns", "localhost",
+                    "--ip", "127.0.0.1"], check=True, capture_output=True)
+    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d / "other")], check=True,
+                   capture_output=True)
+    return d
+
+
+@pytest.fixture
+def tls_server(certs, cache_dir):
+    s = Server("--handshake-timeout", "2", "--idle-timeout", "5", "--tls-cert",
+               certs / "good" / "server.crt", "--tls-key", certs / "good" / "server.key",
+               cache=cache_dir)
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("buf", [1024, 16384, 65536])
+def test_socket_model_counts_records_like_valkey(cache_dir, buf):
+    doc = run_json(cache_dir, "--proto", "tls", "--bytes", "1M", "--buf", buf)
+    r = doc["results"][0]["runs"][0]
+    s, v = r["sender"], r["receiver"]
+    records = MiB // min(buf, 16384)
+    # Partial-write mode: one SSL_write per record, one write(2) per SSL_write.
+    assert s["io_calls"] == records
+    assert s["tls"]["records_out"] == records
+    assert s["syscalls"]["write"] == records
+    # SSL_read returns at most one record; without read-ahead each costs two read(2) calls.
+    assert v["io_calls"] == records
+    assert v["tls"]["records_in"] == records
+    assert v["syscalls"]["read"] == 2 * records
+    assert s["tls"]["version"] == "TLSv1.3" and s["tls"]["cipher"] == "TLS_AES_128_GCM_SHA256"
+    assert s["tls"]["io"] == "socket" and s["tls"]["verified"] is True
+    assert s["tls"]["handshake_ns"] > 0
+    assert s["xxh3"] == v["xxh3"]
+
+
+def test_read_ahead_cuts_read_calls(cache_dir):
+    doc = run_json(cache_dir, "--proto", "tls", "--bytes", "1M", "--buf", "1k", "--tls-read-ahead")
+    v = doc["results"][0]["runs"][0]["receiver"]
+    assert v["tls"]["read_ahead"] is True
+    assert v["io_calls"] == 1024
+    assert v["syscalls"]["read"] < 1024
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_bio_model_issues_one_syscall_per_buffer(cache_dir, reverse):
+    args = ["--proto", "tls", "--tls-io", "bio", "--bytes", "1M", "--buf", "64k"]
+    doc = run_json(cache_dir, *args, *(["--reverse"] if reverse else []))
+    r = doc["results"][0]["runs"][0]
+    s, v = r["sender"], r["receiver"]
+    assert s["tls"]["io"] == "bio" and v["tls"]["io"] == "bio"
+    assert s["io_calls"] == 16 and s["syscalls"]["write"] == 16  # whole 64K buffers
+    assert s["tls"]["records_out"] == 64
+    assert v["tls"]["records_in"] == 64
+    # Each read(2) asks for up to 64K of ciphertext: far fewer than two per record.
+    assert v["syscalls"]["read"] < 64
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+@pytest.mark.parametrize("cipher,name13,name12", [
+    ("AES-128-GCM", "TLS_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+    ("AES-256-GCM", "TLS_AES_256_GCM_SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384"),
+    ("CHACHA20-POLY1305", "TLS_CHACHA20_POLY1305_SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"),
+])
+def test_versions_and_ciphers_negotiate(cache_dir, version, cipher, name13, name12):
+    doc = run_json(cache_dir, "--proto", "tls", "--bytes", "256k", "--tls-version", version,
+                   "--cipher", cipher)
+    t = doc["results"][0]["runs"][0]["receiver"]["tls"]
+    assert t["version"] == f"TLSv{version}"
+    assert t["cipher"] == (name13 if version == "1.3" else name12)
+    assert t["group"]
+
+
+def test_max_fragment_and_decompress(cache_dir):
+    doc = run_json(cache_dir, "--proto", "tls", "--bytes", "1M", "--buf", "16k",
+                   "--tls-max-fragment", "4k", "--decompress", "--reverse")
+    r = doc["results"][0]["runs"][0]
+    assert r["sender"]["tls"]["max_fragment_bytes"] == 4096
+    assert r["sender"]["tls"]["records_out"] == 256
+    assert r["receiver"]["decoded_bytes"] > MiB
+
+
+def test_ktls_is_reported_never_assumed(cache_dir):
+    doc = run_json(cache_dir, "--proto", "tls", "--bytes", "256k")
+    k = doc["results"][0]["runs"][0]["sender"]["tls"]["ktls"]
+    probe = subprocess.run(["sh", "-c", "grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp"])
+    if probe.returncode != 0:
+        assert k.startswith("unavailable (kernel has no tls ULP"), k
+        p = run("--proto", "tls", "--bytes", "256k", "--ktls", "on", cache=cache_dir)
+        assert p.returncode != 0 and "--ktls on: kernel has no tls ULP" in p.stderr
+    else:
+        assert k.startswith("enabled"), k
+    doc = run_json(cache_dir, "--proto", "tls", "--bytes", "256k", "--ktls", "off")
+    assert doc["results"][0]["runs"][0]["sender"]["tls"]["ktls"] == "off"
+
+
+def test_table_shows_tls_line_and_records(cache_dir):
+    p = run("--proto", "tls", "--bytes", "256k", cache=cache_dir, check=0)
+    assert "tls: TLSv1.3 TLS_AES_128_GCM_SHA256" in p.stdout
+    assert "records" in p.stdout and "server verified" in p.stdout
+
+
+# --- two hosts with real certificates -----------------------------------------------------------
+
+def test_verified_client_against_cert_server(tls_server, certs, cache_dir):
+    for host in ("127.0.0.1", "localhost"):
+        doc = run_json(cache_dir, "client", "--connect", f"{host}:{tls_server.port}", "--proto",
+                       "tls", "--tls-ca", certs / "good" / "ca.crt", "--bytes", "1M")
+        assert doc["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
+        assert "ok: received 1.0 MiB buf 16K over TLSv1.3" in tls_server.read_line()
+
+
+def test_insecure_is_stated(tls_server, cache_dir):
+    p = run("client", "--connect", tls_server.addr, "--proto", "tls", "--tls-insecure", "--bytes",
+            "256k", cache=cache_dir, check=0)
+    assert "server NOT verified (insecure)" in p.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--tls-ca", "{other}/ca.crt"], "certificate verify failed: unable to get local issuer certificate"),
+    (["--tls-ca", "{good}/ca.crt", "--tls-server-name", "db.example"], "certificate verify failed: hostname mismatch"),
+    ([], "certificate verify failed"),  # system CAs do not know our test CA
+])
+def test_verification_failures_name_the_reason(tls_server, certs, cache_dir, args, needle):
+    args = [a.format(other=certs / "other", good=certs / "good") for a in args]
+    p = run("client", "--connect", tls_server.addr, "--proto", "tls", *args, "--bytes", "256k",
+            cache=cache_dir)
+    assert p.returncode == 1 and needle in p.stderr, p.stderr
+    assert "rejected: TLS handshake failed" in tls_server.read_line()
+    run("client", "--connect", tls_server.addr, "--proto", "tls", "--tls-ca",
+        certs / "good" / "ca.crt", "--bytes", "256k", "-q", cache=cache_dir, check=0)
+
+
+def test_tls_client_against_tcp_server(server, cache_dir):
+    t0 = time.monotonic()
+    p = run("client", "--connect", server.addr, "--proto", "tls", "--tls-insecure", "--bytes",
+            "256k", cache=cache_dir)
+    assert time.monotonic() - t0 < 5
+    assert p.returncode == 1
+    assert "TLS handshake" in p.stderr and "--tls-cert" in p.stderr, p.stderr
+    assert "TLS ClientHello, but this server has no certificate" in server.read_line()
+    run("client", "--connect", server.addr, "--bytes", "256k", "-q", cache=cache_dir, check=0)
+
+
+def test_tcp_client_against_tls_server(tls_server, cache_dir):
+    p = run("client", "--connect", tls_server.addr, "--bytes", "256k", cache=cache_dir)
+    assert p.returncode == 1 and "this server requires TLS" in p.stderr
+    assert "rejected: this server requires TLS" in tls_server.read_line()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--tls-cert", "/nonexistent.crt", "--tls-key", "{good}/server.key"], "cannot read --tls-cert '/nonexistent.crt'"),
+    (["--tls-cert", "{good}/server.crt", "--tls-key", "/nonexistent.key"], "cannot read --tls-key '/nonexistent.key'"),
+    (["--tls-cert", "{junk}", "--tls-key", "{good}/server.key"], "--tls-cert '{junk}'"),
+    (["--tls-cert", "{good}/server.crt", "--tls-key", "{junk}"], "--tls-key '{junk}'"),
+    (["--tls-cert", "{good}/server.crt", "--tls-key", "{other}/server.key"], "does not match"),
+    (["--tls-cert", "{good}/server.crt"], "--tls-cert needs --tls-key"),
+])
+def test_bad_server_certificates(certs, tmp_path, args, needle):
+    junk = tmp_path / "junk.pem"
+    junk.write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
+    fmt = dict(good=certs / "good", other=certs / "other", junk=junk)
+    args = [a.format(**fmt) for a in args]
+    p = run("server", "--listen", "127.0.0.1:0", *args, timeout=10)
+    assert p.returncode != 0
+    assert needle.format(**fmt) in p.stderr, p.stderr
+    assert p.stderr.strip().count("\n") == 0
+
+
+def test_unreadable_key(certs, tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root reads any file; unreadable-file path needs a non-root user")
+    key = tmp_path / "k.pem"
+    key.write_bytes((certs / "good" / "server.key").read_bytes())
+    key.chmod(0)
+    p = run("server", "--tls-cert", certs / "good" / "server.crt", "--tls-key", key, timeout=10)
+    assert p.returncode == 1 and "Permission denied" in p.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--cipher", "RC4"], "invalid --cipher 'RC4'"),
+    (["--tls-version", "1.1"], "invalid --tls-version '1.1'"),
+    (["--tls-io", "uring"], "invalid --tls-io 'uring'"),
+    (["--tls-max-fragment", "100"], "invalid --tls-max-fragment '100'"),
+    (["--ktls", "maybe"], "invalid --ktls 'maybe'"),
+])
+def test_bad_tls_options(args, needle):
+    p = run("--proto", "tls", *args, timeout=10)
+    assert p.returncode == 2 and needle in p.stderr
+
+
+def test_tls_option_without_tls_is_an_error():
+    p = run("--cipher", "AES-256-GCM", timeout=10)
+    assert p.returncode == 2 and "--cipher needs --proto tls" in p.stderr
+
+
+# --- a misbehaving TLS peer (Python's ssl module speaks our protocol) ---------------------------
+
+def tls_client(server, certs, nbytes):
+    ctx = ssl.create_default_context(cafile=str(certs / "good" / "ca.crt"))
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    s = ctx.wrap_socket(raw, server_hostname="localhost")
+    s.sendall(hello_frame(nbytes=nbytes, proto="tls", tls_io="socket"))
+    head = s.recv(12)
+    assert head[:4] == b"IOBC" and struct.unpack("<H", head[6:8])[0] == 2, head
+    s.recv(struct.unpack("<I", head[8:12])[0])
+    return s
+
+
+def test_close_without_close_notify_is_truncation(tls_server, certs, cache_dir):
+    s = tls_client(tls_server, certs, MiB)
+    s.sendall(b"\0" * 100000)
+    s.close()  # no close_notify: a truncation, not an end
+    line = tls_server.read_line()
+    assert "failed:" in line and "without close_notify (truncated stream)" in line, line
+    assert "100000 of 1048576" in line
+    run("client", "--connect", tls_server.addr, "--proto", "tls", "--tls-ca",
+        certs / "good" / "ca.crt", "--bytes", "256k", "-q", cache=cache_dir, check=0)
+
+
+def test_close_notify_mid_stream_is_a_short_transfer(tls_server, certs):
+    s = tls_client(tls_server, certs, MiB)
+    s.sendall(b"\0" * 5000)
+    try:
+        s.unwrap()  # sends close_notify; the server's answer (its RESULT) may upset Python
+    except (ssl.SSLError, OSError):
+        pass
+    s.close()
+    line = tls_server.read_line()
+    assert "failed:" in line and "close_notify" in line and "5000 of 1048576" in line, line
+
+
+def test_alert_mid_stream_is_an_error(tls_server, certs, cache_dir):
+    s = tls_client(tls_server, certs, MiB)
+    s.sendall(b"\0" * 5000)
+    os.write(s.fileno(), bytes([21, 3, 3, 0, 2, 2, 40]))  # fatal handshake_failure, in clear
+    time.sleep(0.2)
+    s.close()
+    line = tls_server.read_line()
+    assert "failed:" in line and "5000 of 1048576" in line, line
+    assert tls_server.alive()
+    run("client", "--connect", tls_server.addr, "--proto", "tls", "--tls-ca",
+        certs / "good" / "ca.crt", "--bytes", "256k", "-q", cache=cache_dir, check=0)
