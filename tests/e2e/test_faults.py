@@ -139,7 +139,7 @@ def talk(port, data, shut=True):
     (hello_frame(version=9), "protocol version 9"),
     (hello_frame(send_buf=0), "buffer size 0"),
     (hello_frame(nbytes=1 << 40), "bytes 1099511627776 outside"),
-    (hello_frame(proto="quic"), "unsupported proto 'quic'"),
+    (hello_frame(proto="quic"), "HELLO asks for proto 'quic' on a tcp connection"),
     (hello_frame(engine="magic"), "unknown engine 'magic'"),
     (hello_frame()[:20], "peer closed"),
 ])

@@ -50,10 +50,11 @@ def test_socket_model_counts_records_like_valkey(cache_dir, buf):
     assert s["io_calls"] == records
     assert s["tls"]["records_out"] == records
     assert s["syscalls"]["write"] == records
-    # SSL_read returns at most one record; without read-ahead each costs two read(2) calls.
+    # SSL_read returns at most one record; without read-ahead each costs two read(2) calls
+    # (header, then body), more when a body arrives in pieces.
     assert v["io_calls"] == records
     assert v["tls"]["records_in"] == records
-    assert v["syscalls"]["read"] == 2 * records
+    assert 2 * records <= v["syscalls"]["read"] <= 3 * records
     assert s["tls"]["version"] == "TLSv1.3" and s["tls"]["cipher"] == "TLS_AES_128_GCM_SHA256"
     assert s["tls"]["io"] == "socket" and s["tls"]["verified"] is True
     assert s["tls"]["handshake_ns"] > 0
