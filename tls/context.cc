@@ -99,7 +99,8 @@ Status validate(const TlsOptions& o) {
   if (o.io != "socket" && o.io != "bio")
     return fail(fmt::format("invalid --tls-io '{}': expected socket or bio", o.io));
   if (o.max_fragment < 512 || o.max_fragment > 16384)
-    return fail(fmt::format("invalid --tls-max-fragment '{}': expected 512..16384", o.max_fragment));
+    return fail(
+        fmt::format("invalid --tls-max-fragment '{}': expected 512..16384", o.max_fragment));
   if (o.ktls != "auto" && o.ktls != "on" && o.ktls != "off")
     return fail(fmt::format("invalid --ktls '{}': expected auto, on or off", o.ktls));
   if (o.ktls == "on" && o.io == "bio")
@@ -120,13 +121,14 @@ Result<Identity> make_ephemeral_identity() {
   X509_set_pubkey(cert.get(), key.get());
   X509_NAME* name = X509_get_subject_name(cert.get());
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("iobench ephemeral"), -1, -1, 0);
+                             reinterpret_cast<const unsigned char*>("iobench ephemeral"), -1, -1,
+                             0);
   X509_set_issuer_name(cert.get(), name);
   X509V3_CTX v3;
   X509V3_set_ctx_nodb(&v3);
   X509V3_set_ctx(&v3, cert.get(), cert.get(), nullptr, nullptr, 0);
-  X509_EXTENSION* san = X509V3_EXT_conf_nid(nullptr, &v3, NID_subject_alt_name,
-                                            "IP:127.0.0.1,IP:::1,DNS:localhost");
+  X509_EXTENSION* san =
+      X509V3_EXT_conf_nid(nullptr, &v3, NID_subject_alt_name, "IP:127.0.0.1,IP:::1,DNS:localhost");
   if (!san) return fail(last_ssl_error("cannot add subjectAltName"));
   X509_add_ext(cert.get(), san, -1);
   X509_EXTENSION_free(san);
@@ -255,8 +257,10 @@ Result<Context> Context::server(const TlsOptions& o, const Identity* identity) {
   SSL_CTX_set_num_tickets(ctx.get(), 0);
   SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);
   if (identity) {
-    BioPtr cb(BIO_new_mem_buf(identity->cert_pem.data(), static_cast<int>(identity->cert_pem.size())));
-    BioPtr kb(BIO_new_mem_buf(identity->key_pem.data(), static_cast<int>(identity->key_pem.size())));
+    BioPtr cb(
+        BIO_new_mem_buf(identity->cert_pem.data(), static_cast<int>(identity->cert_pem.size())));
+    BioPtr kb(
+        BIO_new_mem_buf(identity->key_pem.data(), static_cast<int>(identity->key_pem.size())));
     X509Ptr cert(PEM_read_bio_X509(cb.get(), nullptr, nullptr, nullptr));
     PkeyPtr key(PEM_read_bio_PrivateKey(kb.get(), nullptr, nullptr, nullptr));
     if (!cert || !key || SSL_CTX_use_certificate(ctx.get(), cert.get()) != 1 ||

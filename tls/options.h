@@ -13,11 +13,11 @@ struct TlsOptions {
   std::string cipher = "AES-128-GCM";  // AES-128-GCM, AES-256-GCM, CHACHA20-POLY1305
   std::string io = "socket";           // "socket" (OpenSSL on the fd) or "bio" (memory BIOs)
   bool read_ahead = false;
-  uint64_t max_fragment = 16384;  // SSL_set_max_send_fragment, 512..16384
-  std::string ktls = "auto";      // auto, on, off
-  std::string ca_file;            // client: trust anchors (default: the system's)
-  bool insecure = false;          // client: skip verification (reported)
-  std::string server_name;        // client: name or IP to verify; default the --connect host
+  uint64_t max_fragment = 16384;    // SSL_set_max_send_fragment, 512..16384
+  std::string ktls = "auto";        // auto, on, off
+  std::string ca_file;              // client: trust anchors (default: the system's)
+  bool insecure = false;            // client: skip verification (reported)
+  std::string server_name;          // client: name or IP to verify; default the --connect host
   std::string cert_file, key_file;  // server
 };
 

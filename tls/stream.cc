@@ -60,9 +60,7 @@ struct Callbacks {
     *read = n;
     return 1;
   }
-  static long mem_ctrl(BIO*, int cmd, long, void*) {
-    return cmd == BIO_CTRL_FLUSH ? 1 : 0;
-  }
+  static long mem_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
   static const BIO_METHOD* mem_method() {
     static BIO_METHOD* m = [] {
       BIO_METHOD* bm = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "iobench-mem");
@@ -115,8 +113,9 @@ Result<std::unique_ptr<TlsStream>> TlsStream::connect(const Context& ctx, int fd
   const std::string name = o.server_name.empty() ? host : o.server_name;
   if (!is_ip_literal(name)) SSL_set_tlsext_host_name(ssl, name.c_str());
   if (!o.insecure) {
-    const int ok = is_ip_literal(name) ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str())
-                                       : SSL_set1_host(ssl, name.c_str());
+    const int ok = is_ip_literal(name)
+                       ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str())
+                       : SSL_set1_host(ssl, name.c_str());
     if (ok != 1) return fail(fmt::format("cannot verify against name '{}'", name));
   }
   ERR_clear_error();

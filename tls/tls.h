@@ -18,7 +18,6 @@ using SSL = struct ssl_st;
 
 namespace iobench::tls {
 
-
 // A key and self-signed certificate (PEM) made in memory: SAN IP:127.0.0.1, IP:::1, localhost.
 struct Identity {
   std::string cert_pem;

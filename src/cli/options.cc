@@ -61,8 +61,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                              "CA file to verify the server (default: system CAs)"));
   t.push_back(app.add_flag("--tls-insecure", o.tls.insecure,
                            "Do not verify the server (the report says so)"));
-  t.push_back(app.add_option("--tls-server-name", o.tls.server_name,
-                             "Name to verify (default: the host)"));
+  t.push_back(
+      app.add_option("--tls-server-name", o.tls.server_name, "Name to verify (default: the host)"));
   for (CLI::Option* opt : t) opt->group("TLS (with --proto tls)");
 }
 
@@ -91,8 +91,7 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   if (auto st = tls::validate(o.tls); !st) return st;
   if (o.proto == "tcp") {
     for (const CLI::Option* opt : raw.tls_options) {
-      if (opt->count() > 0)
-        return fail(fmt::format("{} needs --proto tls", opt->get_name()));
+      if (opt->count() > 0) return fail(fmt::format("{} needs --proto tls", opt->get_name()));
     }
   }
   if (o.engine != "blocking")
@@ -144,7 +143,8 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
 
 Status validate_server(ServerOptions& o, const std::string& max_bytes) {
   if (o.tls.cert_file.empty() != o.tls.key_file.empty())
-    return fail(o.tls.cert_file.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key");
+    return fail(o.tls.cert_file.empty() ? "--tls-key needs --tls-cert"
+                                        : "--tls-cert needs --tls-key");
   if (o.tls.ktls != "auto" && o.tls.ktls != "off")
     return fail(fmt::format("invalid --ktls '{}': expected auto or off", o.tls.ktls));
   if (!max_bytes.empty()) {

@@ -236,11 +236,16 @@ std::string Stream::describe(const IoResult& r) const { return describe_io(r); }
 
 std::string describe_io(const IoResult& r) {
   switch (r.state) {
-    case IoResult::State::kOk: return "ok";
-    case IoResult::State::kEof: return "peer closed the connection";
-    case IoResult::State::kWouldBlock: return "would block";
-    case IoResult::State::kTimedOut: return "timed out (no progress)";
-    case IoResult::State::kError: return r.err ? std::strerror(r.err) : "I/O error";
+    case IoResult::State::kOk:
+      return "ok";
+    case IoResult::State::kEof:
+      return "peer closed the connection";
+    case IoResult::State::kWouldBlock:
+      return "would block";
+    case IoResult::State::kTimedOut:
+      return "timed out (no progress)";
+    case IoResult::State::kError:
+      return r.err ? std::strerror(r.err) : "I/O error";
   }
   return "?";
 }

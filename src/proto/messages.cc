@@ -142,7 +142,8 @@ Result<Message> decode_result(std::span<const std::byte> body) {
   f.str(r.engine);
   f.str(r.error);
   for (uint64_t* v : {&r.sys_reads, &r.sys_writes, &r.records_in, &r.records_out}) f.u64(*v);
-  for (std::string* v : {&r.tls_version, &r.tls_cipher, &r.tls_group, &r.tls_io, &r.ktls}) f.str(*v);
+  for (std::string* v : {&r.tls_version, &r.tls_cipher, &r.tls_group, &r.tls_io, &r.ktls})
+    f.str(*v);
   f.i64(r.tls_handshake_ns);
   f.boolean(r.tls_read_ahead);
   f.u64(r.tls_max_fragment);

@@ -135,12 +135,15 @@ json render_json(const Report& r) {
         {"cpu_user_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
         {"cpu_sys_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
         {"cpu_s", "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) delta (exact, all threads)"},
-        {"io_calls", "counted: read/write calls the engine issued on its stream (TLS: SSL_read / "
-                     "SSL_write calls)"},
-        {"syscalls", {{"source", "counted"},
-                      {"how", "read(2)/write(2) issued underneath the stream: by the engine for "
-                              "TCP, by OpenSSL's socket BIO (socket model) or by iobench (bio "
-                              "model) for TLS; counted from the data phase only"}}},
+        {"io_calls",
+         "counted: read/write calls the engine issued on its stream (TLS: SSL_read / "
+         "SSL_write calls)"},
+        {"syscalls",
+         {{"source", "counted"},
+          {"how",
+           "read(2)/write(2) issued underneath the stream: by the engine for "
+           "TCP, by OpenSSL's socket BIO (socket model) or by iobench (bio "
+           "model) for TLS; counted from the data phase only"}}},
         {"records", "TLS record headers seen by OpenSSL's message callback"},
         {"socket", "getsockopt on the connected socket after setup"}}},
       {"results", results},

@@ -44,8 +44,9 @@ struct SideFigures {
   double cpu_s_per_gib = 0;
   double io_calls = 0;
   double bytes_per_call = 0;
-  double syscalls = 0;  // in this side's direction: write(2)s of the sender, read(2)s of the receiver
-  double records = 0;   // TLS records sent (sender) or received (receiver)
+  double syscalls =
+      0;  // in this side's direction: write(2)s of the sender, read(2)s of the receiver
+  double records = 0;  // TLS records sent (sender) or received (receiver)
 };
 
 SideFigures side_figures(const proto::SideResult& r);

@@ -12,10 +12,10 @@ std::string side_row(const std::string& buf, const char* side, const char* where
   std::string row = fmt::format(
       "{:>6} {:<8} {:<6} {:>11} {:>8.4f} {:>7.2f} {:>8.1f} {:>7.3f} {:>7.3f} {:>7.3f} {:>9.3f} "
       "{:>9.0f} {:>8.0f} {:>9.0f}",
-      buf, side, where, format_bytes_human(static_cast<uint64_t>(s.bytes.median)),
-      s.wall_s.median, s.throughput_gbps.median, s.throughput_mib_s.median, s.cpu_user_s.median,
-      s.cpu_sys_s.median, s.cpu_s.median, s.cpu_s_per_gib.median, s.io_calls.median,
-      s.bytes_per_call.median, s.syscalls.median);
+      buf, side, where, format_bytes_human(static_cast<uint64_t>(s.bytes.median)), s.wall_s.median,
+      s.throughput_gbps.median, s.throughput_mib_s.median, s.cpu_user_s.median, s.cpu_sys_s.median,
+      s.cpu_s.median, s.cpu_s_per_gib.median, s.io_calls.median, s.bytes_per_call.median,
+      s.syscalls.median);
   if (tls) row += fmt::format(" {:>8.0f}", s.records.median);
   return row + "\n";
 }
@@ -49,14 +49,13 @@ std::string render_table(const Report& r) {
           "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}\n",
           side->is_sender ? "sender" : "receiver", side->sndbuf_bytes, side->rcvbuf_bytes,
           side->nodelay ? "on" : "off", side->mtu_bytes);
-      if (!side->tls_version.empty())
-        out += tls_line(*side, side->is_sender == client_sends);
+      if (!side->tls_version.empty()) out += tls_line(*side, side->is_sender == client_sends);
     }
   }
   out += fmt::format(
       "{:>6} {:<8} {:<6} {:>11} {:>8} {:>7} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8} {:>9}", "buf",
-      "side", "host", "bytes", "time_s", "Gbit/s", "MiB/s", "user_s", "sys_s", "cpu_s",
-      "cpu_s/GiB", "calls", "B/call", "syscalls");
+      "side", "host", "bytes", "time_s", "Gbit/s", "MiB/s", "user_s", "sys_s", "cpu_s", "cpu_s/GiB",
+      "calls", "B/call", "syscalls");
   out += tls ? fmt::format(" {:>8}\n", "records") : "\n";
   for (const auto& size : r.sizes) {
     if (size.runs.empty()) continue;

@@ -1,7 +1,6 @@
 // The server: one client at a time, each time-boxed, each logged in one line; no client can
 // take it down.
 #include <fmt/format.h>
-
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -101,8 +100,9 @@ Result<std::unique_ptr<Stream>> open_stream(int fd, const ServerConfig& cfg) {
   auto is_tls = first_byte_is_tls(fd, cfg.options.handshake_timeout_s);
   if (!is_tls) return std::unexpected(is_tls.error());
   if (*is_tls && !cfg.tls)
-    return fail("TLS ClientHello, but this server has no certificate (start it with "
-                "--tls-cert/--tls-key)");
+    return fail(
+        "TLS ClientHello, but this server has no certificate (start it with "
+        "--tls-cert/--tls-key)");
   if (!*is_tls) return std::unique_ptr<Stream>(std::make_unique<FdStream>(fd));
   auto t = tls::TlsStream::accept(*cfg.tls, fd);
   if (!t) return fail("TLS handshake failed: " + t.error().message);
@@ -138,13 +138,13 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
   if (cfg.tls && stream.kind() != "tls")
     return reject("this server requires TLS (use --proto tls)");
   if (hello->proto != stream.kind())
-    return reject(fmt::format("HELLO asks for proto '{}' on a {} connection", hello->proto,
-                              stream.kind()));
+    return reject(
+        fmt::format("HELLO asks for proto '{}' on a {} connection", hello->proto, stream.kind()));
   if (auto st = validate_hello(*hello, o); !st) return reject(st.error().message);
   auto engine = make_engine(hello->engine);
   if (!engine) return reject(engine.error().message);
-  if (auto st = apply_socket_options(fd.get(), {hello->sndbuf_bytes, hello->rcvbuf_bytes,
-                                                hello->nodelay});
+  if (auto st = apply_socket_options(fd.get(),
+                                     {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});
       !st)
     return reject(st.error().message);
 
@@ -184,10 +184,9 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
   }
   SessionOutcome out = run_data_phase(stream, **engine, d, describe_transport(stream));
   stream.close();
-  const std::string what =
-      fmt::format("{} {} buf {} over {}", server_sends ? "sent" : "received",
-                  format_bytes_human(out.mine.bytes), format_size(d.buf_bytes),
-                  out.mine.tls_version.empty() ? "tcp" : out.mine.tls_version);
+  const std::string what = fmt::format("{} {} buf {} over {}", server_sends ? "sent" : "received",
+                                       format_bytes_human(out.mine.bytes), format_size(d.buf_bytes),
+                                       out.mine.tls_version.empty() ? "tcp" : out.mine.tls_version);
   if (!out.error.empty()) {
     log_line(cfg, peer, fmt::format("failed: {} ({})", out.error, what));
     return;

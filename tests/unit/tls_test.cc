@@ -1,0 +1,131 @@
+#include "tls/tls.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace iobench::tls {
+namespace {
+
+TEST(TlsOptions, ValidateNamesTheBadValue) {
+  TlsOptions o;
+  EXPECT_TRUE(validate(o));
+  o.version = "1.1";
+  EXPECT_NE(validate(o).error().message.find("'1.1'"), std::string::npos);
+  o = {};
+  o.cipher = "RC4";
+  EXPECT_NE(validate(o).error().message.find("'RC4'"), std::string::npos);
+  o = {};
+  o.max_fragment = 100;
+  EXPECT_FALSE(validate(o));
+  o = {};
+  o.io = "bio";
+  o.ktls = "on";
+  EXPECT_FALSE(validate(o)) << "kTLS cannot work on memory BIOs";
+}
+
+TEST(Identity, EphemeralCertificateAndKeyArePem) {
+  auto id = make_ephemeral_identity();
+  ASSERT_TRUE(id) << id.error().message;
+  EXPECT_NE(id->cert_pem.find("BEGIN CERTIFICATE"), std::string::npos);
+  EXPECT_NE(id->key_pem.find("PRIVATE KEY"), std::string::npos);
+  auto again = make_ephemeral_identity();
+  ASSERT_TRUE(again);
+  EXPECT_NE(again->cert_pem, id->cert_pem);
+}
+
+struct Pair {
+  std::unique_ptr<TlsStream> client, server;
+};
+
+// A TLS session over a socketpair: the server handshakes in a thread.
+Pair connected_pair(const std::string& io, uint64_t buf) {
+  int fds[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  auto id = make_ephemeral_identity();
+  TlsOptions o;
+  auto sctx = Context::server(o, &*id);
+  auto cctx = Context::client(o, &*id);
+  EXPECT_TRUE(sctx && cctx);
+  Pair p;
+  std::thread t([&] {
+    auto s = TlsStream::accept(*sctx, fds[1]);
+    EXPECT_TRUE(s) << s.error().message;
+    if (s) p.server = std::move(*s);
+  });
+  auto c = TlsStream::connect(*cctx, fds[0], "127.0.0.1");
+  t.join();
+  EXPECT_TRUE(c) << c.error().message;
+  p.client = std::move(*c);
+  EXPECT_TRUE(p.client->configure(io, false, 16384, buf));
+  EXPECT_TRUE(p.server->configure(io, false, 16384, buf));
+  return p;
+}
+
+void transfer(Pair& p, size_t total, size_t buf) {
+  std::vector<std::byte> out(total, std::byte{7}), in(buf);
+  std::thread writer([&] {
+    size_t off = 0;
+    while (off < total) {
+      IoResult r = p.client->write(std::span(out).subspan(off, std::min(buf, total - off)));
+      ASSERT_TRUE(r.ok()) << p.client->describe(r);
+      off += r.bytes;
+    }
+  });
+  size_t got = 0;
+  while (got < total) {
+    IoResult r = p.server->read(in);
+    ASSERT_TRUE(r.ok()) << p.server->describe(r);
+    got += r.bytes;
+  }
+  writer.join();
+  EXPECT_EQ(got, total);
+}
+
+TEST(TlsStream, SocketModelWritesOneRecordPerCall) {
+  Pair p = connected_pair("socket", 65536);
+  const StreamCounters c0 = p.client->counters(), s0 = p.server->counters();
+  transfer(p, 1 << 20, 65536);
+  const StreamCounters c = p.client->counters() - c0, s = p.server->counters() - s0;
+  EXPECT_EQ(c.records_out, 64u);
+  EXPECT_EQ(c.sys_writes, 64u) << "partial-write mode: one write(2) per record";
+  EXPECT_EQ(s.records_in, 64u);
+  EXPECT_GE(s.sys_reads, 128u) << "header and body reads per record";
+  const TlsInfo i = p.client->info();
+  EXPECT_EQ(i.version, "TLSv1.3");
+  EXPECT_EQ(i.cipher, "TLS_AES_128_GCM_SHA256");
+  EXPECT_EQ(i.io, "socket");
+  EXPECT_TRUE(i.verified);
+}
+
+TEST(TlsStream, BioModelWritesOneSyscallPerBuffer) {
+  Pair p = connected_pair("bio", 65536);
+  const StreamCounters c0 = p.client->counters(), s0 = p.server->counters();
+  transfer(p, 1 << 20, 65536);
+  const StreamCounters c = p.client->counters() - c0, s = p.server->counters() - s0;
+  EXPECT_EQ(c.records_out, 64u);
+  EXPECT_EQ(c.sys_writes, 16u);
+  EXPECT_EQ(s.records_in, 64u);
+  EXPECT_LT(s.sys_reads, 64u);
+  EXPECT_EQ(p.server->info().io, "bio");
+}
+
+TEST(TlsStream, TruncationIsAnErrorAndCloseNotifyIsEof) {
+  for (const char* io : {"socket", "bio"}) {
+    Pair p = connected_pair(io, 16384);
+    std::vector<std::byte> buf(16384);
+    ::shutdown(p.client->fd(), SHUT_WR);  // no close_notify
+    IoResult r = p.server->read(buf);
+    EXPECT_EQ(r.state, IoResult::State::kError) << io;
+    EXPECT_NE(p.server->describe(r).find("truncated"), std::string::npos) << p.server->describe(r);
+  }
+  Pair p = connected_pair("socket", 16384);
+  p.client->close();
+  std::vector<std::byte> buf(16384);
+  EXPECT_EQ(p.server->read(buf).state, IoResult::State::kEof);
+}
+
+}  // namespace
+}  // namespace iobench::tls
