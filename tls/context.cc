@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
@@ -12,7 +13,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
 #include <memory>
 
 #include "net/socket.h"
@@ -56,9 +57,16 @@ std::string bio_to_string(BIO* b) {
   return std::string(data, static_cast<size_t>(n));
 }
 
+// Reads one byte, so a missing file, a permission problem and a directory all name their cause.
 Status readable(const std::string& path, const char* option) {
-  std::ifstream in(path);
-  if (!in) return fail(fmt::format("cannot read {} '{}': {}", option, path, std::strerror(errno)));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  char byte;
+  if (fd < 0 || ::read(fd, &byte, 1) < 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return fail(fmt::format("cannot read {} '{}': {}", option, path, std::strerror(err)));
+  }
+  ::close(fd);
   return {};
 }
 
@@ -78,6 +86,8 @@ Status set_ciphers(SSL_CTX* ctx, const TlsOptions& o, bool all) {
 }
 
 }  // namespace
+
+std::string library_version() { return OpenSSL_version(OPENSSL_VERSION); }
 
 std::string last_ssl_error(const std::string& fallback) {
   unsigned long e = ERR_get_error();

@@ -112,6 +112,9 @@ class TlsStream final : public Stream {
   friend struct Callbacks;
 };
 
+// "OpenSSL 3.0.19 27 Jan 2026", for reports.
+std::string library_version();
+
 // OpenSSL's reason for the most recent failure on this thread, or `fallback`.
 std::string last_ssl_error(const std::string& fallback);
 

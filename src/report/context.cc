@@ -9,6 +9,7 @@
 
 #include "payload/payload.h"
 #include "report/report.h"
+#include "tls/tls.h"
 
 namespace iobench {
 namespace {
@@ -53,6 +54,7 @@ nlohmann::json collect_context() {
                                     NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH)},
       {"cli11", CLI11_VERSION}};
   for (const auto& [name, version] : payload_library_versions()) libs[name] = version;
+  libs["openssl"] = tls::library_version();
   return {
       {"date", utc_now()},
       {"hostname", u.nodename},

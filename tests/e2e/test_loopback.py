@@ -102,6 +102,7 @@ def test_json_file_has_context_and_sources(cache_dir, tmp_path):
     assert ctx["kernel"].startswith("Linux")
     assert ctx["cpus_online"] >= 1
     assert "zstd" in ctx["libraries"]
+    assert ctx["libraries"]["openssl"].startswith("OpenSSL")
     assert doc["sources"]["cpu_s"].startswith("clock_gettime")
     assert doc["options"]["bytes"] == MiB
 

@@ -182,6 +182,7 @@ def test_tcp_client_against_tls_server(tls_server, cache_dir):
     (["--tls-cert", "{good}/server.crt", "--tls-key", "{junk}"], "--tls-key '{junk}'"),
     (["--tls-cert", "{good}/server.crt", "--tls-key", "{other}/server.key"], "does not match"),
     (["--tls-cert", "{good}/server.crt"], "--tls-cert needs --tls-key"),
+    (["--tls-cert", "{good}/server.crt", "--tls-key", "{good}"], "cannot read --tls-key '{good}': Is a directory"),
 ])
 def test_bad_server_certificates(certs, tmp_path, args, needle):
     junk = tmp_path / "junk.pem"
