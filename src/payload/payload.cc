@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "payload/resp_generator.h"
+#include "payload/xxh3_fast.h"
 
 namespace iobench {
 namespace {
@@ -169,7 +170,7 @@ MappedFile::~MappedFile() {
   if (addr_) ::munmap(addr_, size_);
 }
 
-uint64_t checksum(std::span<const std::byte> data) { return XXH3_64bits(data.data(), data.size()); }
+uint64_t checksum(std::span<const std::byte> data) { return xxh3_oneshot(data.data(), data.size()); }
 
 std::vector<std::pair<std::string, std::string>> payload_library_versions() {
   const unsigned x = XXH_versionNumber();

@@ -4,6 +4,8 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "payload/xxh3_fast.h"
+
 namespace iobench {
 
 struct Verifier::State {
@@ -33,7 +35,7 @@ void Verifier::reset() {
 }
 
 Status Verifier::consume(std::span<const std::byte> chunk) {
-  XXH3_64bits_update(state_->hash, chunk.data(), chunk.size());
+  xxh3_update(state_->hash, chunk.data(), chunk.size());
   if (!decompress_) return {};
   ZSTD_inBuffer in{chunk.data(), chunk.size(), 0};
   // A full output buffer may hide more pending output: loop until input is used up and the
