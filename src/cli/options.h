@@ -55,6 +55,7 @@ struct ClientOptions {
   std::string connect;  // empty: loopback with a private server
   double timeout_s = 30;
   tls::TlsOptions tls;  // used with proto "tls"
+  std::string syscalls = "auto";  // auto (perf_event where allowed), off, strace, perf
 };
 
 struct ServerOptions {

@@ -27,6 +27,7 @@ void encode_body(Writer& w, const Hello& h) {
   w.str(h.tls_io);
   w.boolean(h.tls_read_ahead);
   w.u64(h.tls_max_fragment);
+  w.boolean(h.kernel_syscalls);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
@@ -47,6 +48,15 @@ void encode_body(Writer& w, const SideResult& r) {
   w.boolean(r.tls_read_ahead);
   w.u64(r.tls_max_fragment);
   w.boolean(r.tls_verified);
+  w.str(r.syscalls_source);
+  w.str(r.syscalls_note);
+  w.u64(r.kernel_syscalls_total);
+  const size_t n = std::min(r.kernel_syscalls.size(), kMaxListEntries);
+  w.u16(static_cast<uint16_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    w.str(r.kernel_syscalls[i].first);
+    w.u64(r.kernel_syscalls[i].second);
+  }
 }
 
 void encode_body(Writer& w, const ErrorMsg& e) { w.str(e.message); }
@@ -92,6 +102,21 @@ class Fields {
   void str(std::string& out) {
     get([](Reader& r) { return r.str(kMaxStringBytes); }, out);
   }
+  // A count bounded before anything is reserved, then (string, u64) pairs.
+  void pairs(std::vector<std::pair<std::string, uint64_t>>& out) {
+    uint16_t n = 0;
+    get([](Reader& r) { return r.u16(); }, n);
+    if (err_) return;
+    if (n > kMaxListEntries) {
+      err_ = Error{fmt::format("list of {} entries exceeds limit {}", n, kMaxListEntries)};
+      return;
+    }
+    out.resize(n);
+    for (auto& [name, value] : out) {
+      str(name);
+      u64(value);
+    }
+  }
   template <typename T>
   Result<T> finish(T value) {
     if (!err_) {
@@ -125,6 +150,7 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   f.str(h.tls_io);
   f.boolean(h.tls_read_ahead);
   f.u64(h.tls_max_fragment);
+  f.boolean(h.kernel_syscalls);
   return f.finish<Message>(h);
 }
 
@@ -148,6 +174,10 @@ Result<Message> decode_result(std::span<const std::byte> body) {
   f.boolean(r.tls_read_ahead);
   f.u64(r.tls_max_fragment);
   f.boolean(r.tls_verified);
+  f.str(r.syscalls_source);
+  f.str(r.syscalls_note);
+  f.u64(r.kernel_syscalls_total);
+  f.pairs(r.kernel_syscalls);
   return f.finish<Message>(r);
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -22,6 +23,7 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message is far smaller
+inline constexpr size_t kMaxListEntries = 64;
 
 enum class Type : uint16_t { kHello = 1, kAck = 2, kResult = 3, kError = 4 };
 
@@ -42,6 +44,7 @@ struct Hello {
   std::string tls_io;  // "socket" or "bio" (TLS only)
   bool tls_read_ahead = false;
   uint64_t tls_max_fragment = 16384;
+  bool kernel_syscalls = true;  // count with perf_event tracepoints where the kernel allows
 };
 
 struct Ack {
@@ -82,6 +85,11 @@ struct SideResult {
   bool tls_read_ahead = false;
   uint64_t tls_max_fragment = 0;
   bool tls_verified = false;
+  // Syscalls as the kernel counted them in the data phase (perf_event tracepoints).
+  std::string syscalls_source;  // "perf_event", or "counted" (the stream's own counts only)
+  std::string syscalls_note;    // why not perf_event; tracepoints this kernel lacks
+  uint64_t kernel_syscalls_total = 0;
+  std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;  // by name, non-zero
 };
 
 struct ErrorMsg {

@@ -25,6 +25,22 @@ json tls_json(const proto::SideResult& r) {
           {"records_out", r.records_out}};
 }
 
+json syscalls_json(const proto::SideResult& r, const SideFigures& f) {
+  const bool kernel = r.syscalls_source == "perf_event";
+  json by_name = json::object();
+  for (const auto& [name, count] : r.kernel_syscalls) by_name[name] = count;
+  return {{"source", r.syscalls_source},
+          {"note", r.syscalls_note},
+          {"total", f.syscalls_total},
+          {"read", kernel ? kernel_count(r, "read") : r.sys_reads},
+          {"write", kernel ? kernel_count(r, "write") : r.sys_writes},
+          {"data_direction", f.syscalls},
+          {"per_mib", f.syscalls_per_mib},
+          {"bytes_per_syscall", f.bytes_per_syscall},
+          {"by_name", kernel ? by_name : json(nullptr)},
+          {"counted", {{"read", r.sys_reads}, {"write", r.sys_writes}}}};
+}
+
 json side_json(const proto::SideResult& r, bool client_sends) {
   const SideFigures f = side_figures(r);
   return {
@@ -54,7 +70,7 @@ json side_json(const proto::SideResult& r, bool client_sends) {
         {"rcvbuf_bytes", r.rcvbuf_bytes},
         {"nodelay", r.nodelay},
         {"mtu_bytes", r.mtu_bytes}}},
-      {"syscalls", {{"read", r.sys_reads}, {"write", r.sys_writes}, {"source", "counted"}}},
+      {"syscalls", syscalls_json(r, f)},
       {"tls", tls_json(r)},
   };
 }
@@ -78,6 +94,9 @@ json summary_json(const SideSummary& s) {
           {"io_calls", stat_json(s.io_calls)},
           {"bytes_per_call", stat_json(s.bytes_per_call)},
           {"syscalls", stat_json(s.syscalls)},
+          {"syscalls_total", stat_json(s.syscalls_total)},
+          {"syscalls_per_mib", stat_json(s.syscalls_per_mib)},
+          {"bytes_per_syscall", stat_json(s.bytes_per_syscall)},
           {"records", stat_json(s.records)}};
 }
 
@@ -156,7 +175,8 @@ std::string render_csv(const Report& r) {
       "throughput_mib_s,cpu_user_s,cpu_sys_s,cpu_s,cpu_s_per_gib,io_calls,bytes_per_call,"
       "short_writes,voluntary_ctxsw,involuntary_ctxsw,sndbuf_bytes,rcvbuf_bytes,nodelay,mtu_bytes,"
       "proto,engine,decoded_bytes,xxh3,sys_reads,sys_writes,records_in,records_out,tls_version,"
-      "tls_cipher,tls_group,tls_io,tls_handshake_ns\n";
+      "tls_cipher,tls_group,tls_io,tls_handshake_ns,syscalls_source,syscalls_total,"
+      "syscalls_data_direction\n";
   const bool client_sends = !r.options.reverse;
   for (const auto& size : r.sizes) {
     for (const auto& run : size.runs) {
@@ -166,7 +186,7 @@ std::string render_csv(const Report& r) {
         out += fmt::format(
             "{},{},{},{},{},{},{},{:.6f},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{},{:.1f},{},{},{},{},{"
             "},"
-            "{},{},{},{},{},{:016x},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{:016x},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.0f}\n",
             size.buf.send_bytes, size.buf.recv_bytes, run.run,
             side->is_sender ? "sender" : "receiver", on_client ? "client" : "server", side->bytes,
             side->wall_ns, f.throughput_gbps, f.throughput_mib_s, f.cpu_user_s, f.cpu_sys_s,
@@ -175,7 +195,7 @@ std::string render_csv(const Report& r) {
             side->nodelay ? 1 : 0, side->mtu_bytes, r.options.proto, side->engine,
             side->decoded_bytes, side->xxh3, side->sys_reads, side->sys_writes, side->records_in,
             side->records_out, side->tls_version, side->tls_cipher, side->tls_group, side->tls_io,
-            side->tls_handshake_ns);
+            side->tls_handshake_ns, side->syscalls_source, f.syscalls_total, f.syscalls);
       }
     }
   }

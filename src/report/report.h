@@ -44,10 +44,16 @@ struct SideFigures {
   double cpu_s_per_gib = 0;
   double io_calls = 0;
   double bytes_per_call = 0;
-  double syscalls =
-      0;  // in this side's direction: write(2)s of the sender, read(2)s of the receiver
+  // In this side's direction: write(2) and kin for the sender, read(2) and kin for the receiver.
+  double syscalls = 0;
+  double syscalls_total = 0;  // every syscall of the data phase (kernel count, else the stream's)
+  double syscalls_per_mib = 0;
+  double bytes_per_syscall = 0;
   double records = 0;  // TLS records sent (sender) or received (receiver)
 };
+
+// A syscall count by name from the kernel's counters, or 0 when not counted.
+uint64_t kernel_count(const proto::SideResult& r, std::string_view name);
 
 SideFigures side_figures(const proto::SideResult& r);
 
@@ -58,7 +64,8 @@ struct Stat {
 // Median/min/max of each SideFigures field across runs, for one side.
 struct SideSummary {
   Stat bytes, wall_s, throughput_gbps, throughput_mib_s, cpu_user_s, cpu_sys_s, cpu_s,
-      cpu_s_per_gib, io_calls, bytes_per_call, syscalls, records;
+      cpu_s_per_gib, io_calls, bytes_per_call, syscalls, syscalls_total, syscalls_per_mib,
+      bytes_per_syscall, records;
 };
 
 SideSummary summarize(const std::vector<RunRecord>& runs, bool sender);

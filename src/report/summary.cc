@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 
 #include "report/report.h"
 
@@ -18,9 +19,29 @@ SideFigures side_figures(const proto::SideResult& r) {
   if (r.bytes > 0) f.cpu_s_per_gib = f.cpu_s / (f.bytes / static_cast<double>(kGiB));
   f.io_calls = static_cast<double>(r.io_calls);
   if (r.io_calls > 0) f.bytes_per_call = f.bytes / f.io_calls;
-  f.syscalls = static_cast<double>(r.is_sender ? r.sys_writes : r.sys_reads);
+  const bool kernel = r.syscalls_source == "perf_event";
+  // The kernel's count of this side's data syscalls: read/write plus their vector and socket
+  // variants; without perf_event, the stream's own count of the read(2)/write(2) it issued.
+  static constexpr std::array<const char*, 4> kWrites{"write", "writev", "sendto", "sendmsg"};
+  static constexpr std::array<const char*, 4> kReads{"read", "readv", "recvfrom", "recvmsg"};
+  uint64_t directional = r.is_sender ? r.sys_writes : r.sys_reads;
+  if (kernel) {
+    directional = 0;
+    for (const char* n : r.is_sender ? kWrites : kReads) directional += kernel_count(r, n);
+  }
+  f.syscalls = static_cast<double>(directional);
+  f.syscalls_total =
+      static_cast<double>(kernel ? r.kernel_syscalls_total : r.sys_reads + r.sys_writes);
+  if (r.bytes > 0) f.syscalls_per_mib = f.syscalls_total / (f.bytes / static_cast<double>(kMiB));
+  if (f.syscalls_total > 0) f.bytes_per_syscall = f.bytes / f.syscalls_total;
   f.records = static_cast<double>(r.is_sender ? r.records_out : r.records_in);
   return f;
+}
+
+uint64_t kernel_count(const proto::SideResult& r, std::string_view name) {
+  for (const auto& [n, v] : r.kernel_syscalls)
+    if (n == name) return v;
+  return 0;
 }
 
 Stat stat_of(std::vector<double> v) {
@@ -51,6 +72,9 @@ SideSummary summarize(const std::vector<RunRecord>& runs, bool sender) {
   s.io_calls = over(&SideFigures::io_calls);
   s.bytes_per_call = over(&SideFigures::bytes_per_call);
   s.syscalls = over(&SideFigures::syscalls);
+  s.syscalls_total = over(&SideFigures::syscalls_total);
+  s.syscalls_per_mib = over(&SideFigures::syscalls_per_mib);
+  s.bytes_per_syscall = over(&SideFigures::bytes_per_syscall);
   s.records = over(&SideFigures::records);
   return s;
 }

@@ -11,11 +11,11 @@ std::string side_row(const std::string& buf, const char* side, const char* where
                      const SideSummary& s, bool tls) {
   std::string row = fmt::format(
       "{:>6} {:<8} {:<6} {:>11} {:>8.4f} {:>7.2f} {:>8.1f} {:>7.3f} {:>7.3f} {:>7.3f} {:>9.3f} "
-      "{:>9.0f} {:>8.0f} {:>9.0f}",
+      "{:>9.0f} {:>8.0f} {:>9.0f} {:>9.0f}",
       buf, side, where, format_bytes_human(static_cast<uint64_t>(s.bytes.median)), s.wall_s.median,
       s.throughput_gbps.median, s.throughput_mib_s.median, s.cpu_user_s.median, s.cpu_sys_s.median,
       s.cpu_s.median, s.cpu_s_per_gib.median, s.io_calls.median, s.bytes_per_call.median,
-      s.syscalls.median);
+      s.syscalls.median, s.syscalls_total.median);
   if (tls) row += fmt::format(" {:>8.0f}", s.records.median);
   return row + "\n";
 }
@@ -50,12 +50,17 @@ std::string render_table(const Report& r) {
           side->is_sender ? "sender" : "receiver", side->sndbuf_bytes, side->rcvbuf_bytes,
           side->nodelay ? "on" : "off", side->mtu_bytes);
       if (!side->tls_version.empty()) out += tls_line(*side, side->is_sender == client_sends);
+      out += fmt::format("  {:<8} syscalls: {}{}\n", side->is_sender ? "sender" : "receiver",
+                         side->syscalls_source == "perf_event"
+                             ? "kernel counters (perf_event tracepoints)"
+                             : "counted by iobench",
+                         side->syscalls_note.empty() ? "" : " - " + side->syscalls_note);
     }
   }
   out += fmt::format(
-      "{:>6} {:<8} {:<6} {:>11} {:>8} {:>7} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8} {:>9}", "buf",
-      "side", "host", "bytes", "time_s", "Gbit/s", "MiB/s", "user_s", "sys_s", "cpu_s", "cpu_s/GiB",
-      "calls", "B/call", "syscalls");
+      "{:>6} {:<8} {:<6} {:>11} {:>8} {:>7} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8} {:>9} {:>9}",
+      "buf", "side", "host", "bytes", "time_s", "Gbit/s", "MiB/s", "user_s", "sys_s", "cpu_s",
+      "cpu_s/GiB", "calls", "B/call", "syscalls", "sys_total");
   out += tls ? fmt::format(" {:>8}\n", "records") : "\n";
   for (const auto& size : r.sizes) {
     if (size.runs.empty()) continue;

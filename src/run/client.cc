@@ -63,6 +63,7 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   hello.tls_io = o.tls.io;
   hello.tls_read_ahead = o.tls.read_ahead;
   hello.tls_max_fragment = o.tls.max_fragment;
+  hello.kernel_syscalls = o.syscalls != "off";
   if (auto st = send_message(*stream, hello); !st) return std::unexpected(st.error());
   auto reply = recv_message(*stream);
   if (!reply)
@@ -78,6 +79,7 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   d.bytes = o.payload.bytes;
   d.buf_bytes = d.is_sender ? buf.send_bytes : buf.recv_bytes;
   d.decompress = o.decompress;
+  d.kernel_syscalls = o.syscalls != "off";
   if (payload) {
     d.payload = payload->bytes();
     d.payload_xxh3 = payload->xxh3;

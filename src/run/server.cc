@@ -154,6 +154,7 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
   d.bytes = hello->bytes;
   d.buf_bytes = server_sends ? hello->send_buf_bytes : hello->recv_buf_bytes;
   d.decompress = hello->decompress;
+  d.kernel_syscalls = hello->kernel_syscalls;
   if (auto* t = dynamic_cast<tls::TlsStream*>(&stream)) {
     if (auto st = t->configure(hello->tls_io, hello->tls_read_ahead, hello->tls_max_fragment,
                                d.buf_bytes);

@@ -1,12 +1,14 @@
 #include "run/session.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
 #include <vector>
 
 #include "payload/verifier.h"
 #include "probe/probe.h"
+#include "probe/syscall_counter.h"
 #include "tls/tls.h"
 
 namespace iobench {
@@ -108,6 +110,28 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   me.buf_bytes = d.buf_bytes;
   me.engine = std::string(engine.name());
   IoCounters io;
+  // Opened before the clock starts (a few dozen perf_event_open calls); started and stopped
+  // tightly around the engine's loop, so control messages are never counted.
+  std::optional<SyscallCounter> kernel;
+  if (d.kernel_syscalls) kernel.emplace();
+  me.syscalls_source = "counted";
+  if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
+  auto start_kernel = [&] {
+    if (kernel) kernel->start();
+  };
+  auto stop_kernel = [&] {
+    if (!kernel) return;
+    KernelSyscalls k = kernel->stop();
+    if (!k.available) {
+      me.syscalls_note = "perf_event unavailable: " + k.reason;
+      return;
+    }
+    me.syscalls_source = "perf_event";
+    me.kernel_syscalls_total = k.total;
+    me.kernel_syscalls = std::move(k.by_name);
+    if (!k.missing.empty())
+      me.syscalls_note = fmt::format("no tracepoint for: {}", fmt::join(k.missing, ", "));
+  };
   const StreamCounters counters_before = s.counters();
   auto take_counters = [&] {
     const StreamCounters c = s.counters() - counters_before;
@@ -121,7 +145,9 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
     me.xxh3 = d.payload_xxh3;
     me.decoded_bytes = d.payload_decoded_bytes;
     const ProbeSample start = probe_now();
+    start_kernel();
     Status sent = engine.send(s, d.payload.first(d.bytes), d.buf_bytes, io);
+    stop_kernel();
     // Counters stop before the acknowledgement is read: it is control traffic, not data.
     take_counters();
     Result<proto::SideResult> peer =
@@ -147,7 +173,9 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   Verifier verifier(d.decompress);
   VerifierSink sink(verifier);
   const ProbeSample start = probe_now();
+  start_kernel();
   Status got = engine.recv(s, d.bytes, buf, sink, io);
+  stop_kernel();
   if (got) got = verifier.finish();
   fill_probe(me, probe_now() - start);
   take_counters();

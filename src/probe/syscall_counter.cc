@@ -1,0 +1,132 @@
+#include "probe/syscall_counter.h"
+
+#include <fmt/format.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace iobench {
+namespace {
+
+bool read_id(const std::string& path, uint64_t& id) {
+  std::ifstream in(path);
+  return static_cast<bool>(in >> id);
+}
+
+int open_tracepoint(uint64_t id, int group) {
+  perf_event_attr a{};
+  a.size = sizeof a;
+  a.type = PERF_TYPE_TRACEPOINT;
+  a.config = id;
+  a.disabled = group < 0;  // the leader gates the whole group
+  a.inherit = true;  // threads created later count too
+  a.read_format = PERF_FORMAT_GROUP;
+  return static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, group, PERF_FLAG_FD_CLOEXEC));
+}
+
+std::string paranoid() {
+  std::ifstream in("/proc/sys/kernel/perf_event_paranoid");
+  std::string v;
+  in >> v;
+  return v.empty() ? "?" : v;
+}
+
+}  // namespace
+
+const std::vector<std::string>& counted_syscall_names() {
+  static const std::vector<std::string> names = {
+      "read",    "write",      "readv",       "writev",       "sendto",         "recvfrom",
+      "sendmsg", "recvmsg",    "sendmmsg",    "recvmmsg",     "poll",           "ppoll",
+      "select",  "pselect6",   "epoll_wait",  "epoll_pwait",  "epoll_pwait2",   "io_uring_enter",
+      "ioctl",   "getrusage",  "futex",       "sched_yield",  "nanosleep",      "clock_nanosleep"};
+  return names;
+}
+
+std::string find_tracefs() {
+  if (const char* env = std::getenv("IOBENCH_TRACEFS"); env && *env) return env;
+  for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+    uint64_t id;
+    if (read_id(std::string(dir) + "/events/raw_syscalls/sys_enter/id", id)) return dir;
+  }
+  return {};
+}
+
+SyscallCounter::SyscallCounter(std::string tracefs) {
+  if (tracefs.empty()) tracefs = find_tracefs();
+  if (tracefs.empty()) {
+    reason_ = "no tracefs with syscall events (mount -t tracefs nodev /sys/kernel/tracing)";
+    return;
+  }
+  uint64_t id = 0;
+  const std::string total = tracefs + "/events/raw_syscalls/sys_enter/id";
+  if (!read_id(total, id)) {
+    reason_ = fmt::format("cannot read {}: {}", total, std::strerror(errno ? errno : ENOENT));
+    return;
+  }
+  leader_ = open_tracepoint(id, -1);
+  if (leader_ < 0) {
+    reason_ = fmt::format("perf_event_open(raw_syscalls:sys_enter, id {}): {} "
+                          "(kernel.perf_event_paranoid={})",
+                          id, std::strerror(errno), paranoid());
+    return;
+  }
+  for (const std::string& name : counted_syscall_names()) {
+    // A syscall this kernel has no tracepoint for is skipped and noted, not an error.
+    if (!read_id(fmt::format("{}/events/syscalls/sys_enter_{}/id", tracefs, name), id)) {
+      missing_.push_back(name);
+      continue;
+    }
+    const int fd = open_tracepoint(id, leader_);
+    if (fd < 0) {
+      missing_.push_back(name);
+      continue;
+    }
+    members_.push_back(fd);
+    names_.push_back(name);
+  }
+}
+
+SyscallCounter::~SyscallCounter() {
+  for (int fd : members_) ::close(fd);
+  if (leader_ >= 0) ::close(leader_);
+}
+
+void SyscallCounter::start() {
+  if (leader_ < 0) return;
+  ioctl(leader_, PERF_EVENT_IOC_RESET, PERF_IOC_FLAG_GROUP);
+  ioctl(leader_, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
+}
+
+KernelSyscalls SyscallCounter::stop() {
+  KernelSyscalls k;
+  k.missing = missing_;
+  if (leader_ < 0) {
+    k.reason = reason_;
+    return k;
+  }
+  ioctl(leader_, PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP);
+  // PERF_FORMAT_GROUP: nr, then one value per event in group order (leader first).
+  std::vector<uint64_t> buf(2 + members_.size());
+  const ssize_t n = ::read(leader_, buf.data(), buf.size() * sizeof(uint64_t));
+  if (n < static_cast<ssize_t>(sizeof(uint64_t) * 2) || buf[0] != 1 + members_.size()) {
+    k.reason = fmt::format("reading the counters failed: {}", n < 0 ? std::strerror(errno) : "short read");
+    return k;
+  }
+  k.available = true;
+  // The disabling ioctl itself entered the kernel while counting: take it out of the total.
+  k.total = buf[1] > 0 ? buf[1] - 1 : 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    uint64_t v = buf[2 + i];
+    if (names_[i] == "ioctl" && v > 0) --v;
+    if (v > 0) k.by_name.emplace_back(names_[i], v);
+  }
+  return k;
+}
+
+}  // namespace iobench

@@ -1,0 +1,51 @@
+// Syscalls as the kernel counts them: perf_event tracepoint counters on this process (all its
+// threads, inherited), raw_syscalls:sys_enter for the total and syscalls:sys_enter_<name> per
+// type, enabled only around a data phase.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace iobench {
+
+struct KernelSyscalls {
+  bool available = false;
+  std::string reason;  // why not, when unavailable
+  uint64_t total = 0;  // raw_syscalls:sys_enter
+  std::vector<std::pair<std::string, uint64_t>> by_name;  // non-zero counts only
+  std::vector<std::string> missing;                       // tracepoints this kernel lacks
+};
+
+// The syscalls counted by type; others still count in the total.
+const std::vector<std::string>& counted_syscall_names();
+
+// tracefs with syscall events: $IOBENCH_TRACEFS, /sys/kernel/tracing, /sys/kernel/debug/tracing.
+// Empty when none has them.
+std::string find_tracefs();
+
+class SyscallCounter {
+ public:
+  // Opens disabled counters. Never fails: when the kernel refuses, available() is false and
+  // reason() says why. `tracefs` empty: find_tracefs().
+  explicit SyscallCounter(std::string tracefs = {});
+  ~SyscallCounter();
+  SyscallCounter(const SyscallCounter&) = delete;
+  SyscallCounter& operator=(const SyscallCounter&) = delete;
+
+  bool available() const { return leader_ >= 0; }
+  const std::string& reason() const { return reason_; }
+  // One ioctl each: reset+enable, disable. stop() then reads all counters in one read().
+  void start();
+  KernelSyscalls stop();
+
+ private:
+  int leader_ = -1;
+  std::vector<int> members_;
+  std::vector<std::string> names_;  // of members_, in group order
+  std::vector<std::string> missing_;
+  std::string reason_;
+};
+
+}  // namespace iobench
