@@ -41,10 +41,9 @@ std::string paranoid() {
 
 const std::vector<std::string>& counted_syscall_names() {
   static const std::vector<std::string> names = {
-      "read",    "write",      "readv",       "writev",       "sendto",         "recvfrom",
-      "sendmsg", "recvmsg",    "sendmmsg",    "recvmmsg",     "poll",           "ppoll",
-      "select",  "pselect6",   "epoll_wait",  "epoll_pwait",  "epoll_pwait2",   "io_uring_enter",
-      "ioctl",   "getrusage",  "futex",       "sched_yield",  "nanosleep",      "clock_nanosleep"};
+      "read",    "write",   "readv",      "writev",      "sendto",       "recvfrom",
+      "sendmsg", "recvmsg", "poll",       "ppoll",       "epoll_wait",   "epoll_pwait",
+      "epoll_pwait2", "io_uring_enter", "ioctl", "futex"};
   return names;
 }
 
@@ -95,6 +94,12 @@ SyscallCounter::SyscallCounter(std::string tracefs) {
 SyscallCounter::~SyscallCounter() {
   for (int fd : members_) ::close(fd);
   if (leader_ >= 0) ::close(leader_);
+}
+
+SyscallCounter& process_syscall_counter() {
+  // Never destroyed: the kernel closes the descriptors at exit either way.
+  static SyscallCounter* counter = new SyscallCounter();
+  return *counter;
 }
 
 void SyscallCounter::start() {

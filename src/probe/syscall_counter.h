@@ -25,6 +25,9 @@ const std::vector<std::string>& counted_syscall_names();
 // Empty when none has them.
 std::string find_tracefs();
 
+// Closing a tracepoint counter makes the kernel unregister the probe and wait (~35 ms each here,
+// serialized under a kernel mutex), so counters are opened once per process and reused by every
+// session: see process_syscall_counter().
 class SyscallCounter {
  public:
   // Opens disabled counters. Never fails: when the kernel refuses, available() is false and
@@ -47,5 +50,8 @@ class SyscallCounter {
   std::vector<std::string> missing_;
   std::string reason_;
 };
+
+// The process's counter, opened on first use and kept until exit.
+SyscallCounter& process_syscall_counter();
 
 }  // namespace iobench

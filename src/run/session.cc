@@ -110,10 +110,9 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   me.buf_bytes = d.buf_bytes;
   me.engine = std::string(engine.name());
   IoCounters io;
-  // Opened before the clock starts (a few dozen perf_event_open calls); started and stopped
-  // tightly around the engine's loop, so control messages are never counted.
-  std::optional<SyscallCounter> kernel;
-  if (d.kernel_syscalls) kernel.emplace();
+  // Opened before the clock starts (once per process); started and stopped tightly around the
+  // engine's loop, so control messages are never counted.
+  SyscallCounter* kernel = d.kernel_syscalls ? &process_syscall_counter() : nullptr;
   me.syscalls_source = "counted";
   if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
   auto start_kernel = [&] {

@@ -2,8 +2,10 @@
 import csv
 import io
 import json
+import os
+import subprocess
 
-from conftest import run
+from conftest import BIN, run
 
 MiB = 1 << 20
 
@@ -136,3 +138,39 @@ def test_two_host_mode_prints_both_sides_and_server_logs(server, cache_dir):
     assert "ok: received 2.0 MiB buf 8K" in line
     doc = run_json(cache_dir, "client", "--connect", server.addr, "--bytes", "2M", "-R")
     assert "ok: sent 2.0 MiB" in server.read_line()
+
+
+def kernel_counting_available(doc):
+    return doc["results"][0]["runs"][0]["sender"]["syscalls"]["source"] == "perf_event"
+
+
+def test_kernel_write_count_equals_engine_count(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "8M", "--buf", "4k")
+    s = doc["results"][0]["runs"][0]["sender"]
+    v = doc["results"][0]["runs"][0]["receiver"]
+    if not kernel_counting_available(doc):
+        import pytest
+        pytest.skip(f"perf_event unavailable: {s['syscalls']['note']}")
+    assert s["syscalls"]["source"] == "perf_event" and v["syscalls"]["source"] == "perf_event"
+    assert s["syscalls"]["write"] == s["io_calls"] == 2048
+    assert v["syscalls"]["read"] == v["io_calls"]
+    assert s["syscalls"]["total"] >= s["syscalls"]["write"]
+    assert s["syscalls"]["by_name"]["write"] == 2048
+
+
+def test_refused_kernel_counting_falls_back_and_says_why(cache_dir):
+    env = dict(os.environ, IOBENCH_TRACEFS="/nonexistent-tracefs")
+    p = subprocess.run([BIN, "--bytes", "1M", "--json", "-", "-q", "--cache-dir", cache_dir],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)["results"][0]["runs"][0]["sender"]
+    assert s["syscalls"]["source"] == "counted"
+    assert "perf_event unavailable" in s["syscalls"]["note"]
+    assert "/nonexistent-tracefs" in s["syscalls"]["note"]
+    assert s["syscalls"]["write"] == s["io_calls"]
+
+
+def test_syscalls_off(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "1M", "--syscalls", "off")
+    s = doc["results"][0]["runs"][0]["sender"]
+    assert s["syscalls"]["source"] == "counted" and s["syscalls"]["note"] == "kernel counting off"
