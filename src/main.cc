@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
           return 0;
         } else if constexpr (std::is_same_v<T, iobench::ServerOptions>) {
           return iobench::run_server_command(c);
+        } else if constexpr (std::is_same_v<T, iobench::DoctorCommand>) {
+          return iobench::run_doctor_command();
         } else if constexpr (std::is_same_v<T, iobench::PayloadCommand>) {
           return iobench::run_payload_command(c);
         } else {

@@ -1,4 +1,5 @@
 // TLS contexts, the ephemeral loopback identity and the kTLS probe.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,7 +14,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <memory>
 
 #include "net/socket.h"

@@ -202,11 +202,13 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   add_payload_options(*payload, payload_cmd.payload, payload_bytes);
   payload->add_option("--out,-o", payload_cmd.out, "Output file")->required();
 
+  auto* doctor = app.add_subcommand("doctor", "Print what this host offers a benchmark");
+
   try {
     app.parse(argc, const_cast<char**>(argv));
   } catch (const CLI::CallForHelp&) {
     CLI::App* which = &app;
-    for (auto* sub : {client, server, payload})
+    for (auto* sub : {client, server, payload, doctor})
       if (sub->parsed()) which = sub;
     return HelpRequested{which->help()};
   } catch (const CLI::ParseError& e) {
@@ -214,12 +216,13 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   }
 
   // Loopback options typed before a subcommand would be silently ignored: refuse them.
-  if (client->parsed() || server->parsed() || payload->parsed()) {
+  if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed()) {
     for (const CLI::Option* opt : app.get_options()) {
       if (opt->count() > 0)
         return fail(fmt::format("option {} must follow the subcommand", opt->get_name()));
     }
   }
+  if (doctor->parsed()) return DoctorCommand{};
   if (server->parsed()) {
     if (auto s = validate_server(server_opts, max_bytes); !s) return std::unexpected(s.error());
     return server_opts;

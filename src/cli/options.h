@@ -54,7 +54,7 @@ struct ClientOptions {
   bool verbose = false;
   std::string connect;  // empty: loopback with a private server
   double timeout_s = 30;
-  tls::TlsOptions tls;  // used with proto "tls"
+  tls::TlsOptions tls;            // used with proto "tls"
   std::string syscalls = "auto";  // auto (perf_event where allowed), off, strace, perf
 };
 
@@ -73,11 +73,14 @@ struct PayloadCommand {
   std::string out;
 };
 
+struct DoctorCommand {};
+
 struct HelpRequested {
   std::string text;
 };
 
-using Command = std::variant<ClientOptions, ServerOptions, PayloadCommand, HelpRequested>;
+using Command =
+    std::variant<ClientOptions, ServerOptions, PayloadCommand, DoctorCommand, HelpRequested>;
 
 // Parses argv into a command. Every error is one line naming the bad value.
 Result<Command> parse_command_line(int argc, const char* const* argv);

@@ -170,7 +170,9 @@ MappedFile::~MappedFile() {
   if (addr_) ::munmap(addr_, size_);
 }
 
-uint64_t checksum(std::span<const std::byte> data) { return xxh3_oneshot(data.data(), data.size()); }
+uint64_t checksum(std::span<const std::byte> data) {
+  return xxh3_oneshot(data.data(), data.size());
+}
 
 std::vector<std::pair<std::string, std::string>> payload_library_versions() {
   const unsigned x = XXH_versionNumber();

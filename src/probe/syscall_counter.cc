@@ -25,7 +25,7 @@ int open_tracepoint(uint64_t id, int group) {
   a.type = PERF_TYPE_TRACEPOINT;
   a.config = id;
   a.disabled = group < 0;  // the leader gates the whole group
-  a.inherit = true;  // threads created later count too
+  a.inherit = true;        // threads created later count too
   a.read_format = PERF_FORMAT_GROUP;
   return static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, group, PERF_FLAG_FD_CLOEXEC));
 }
@@ -43,8 +43,8 @@ const std::vector<std::string>& counted_syscall_names() {
   // Each counter costs ~35 ms when the last one on a tracepoint closes (kernel unregistration),
   // so the list stays to what the engines call.
   static const std::vector<std::string> names = {
-      "read",    "write",   "readv", "writev", "sendto",     "recvfrom",    "sendmsg",
-      "recvmsg", "poll",    "ppoll", "epoll_wait", "epoll_pwait", "io_uring_enter"};
+      "read",    "write", "readv", "writev",     "sendto",      "recvfrom",      "sendmsg",
+      "recvmsg", "poll",  "ppoll", "epoll_wait", "epoll_pwait", "io_uring_enter"};
   return names;
 }
 
@@ -71,9 +71,10 @@ SyscallCounter::SyscallCounter(std::string tracefs) {
   }
   leader_ = open_tracepoint(id, -1);
   if (leader_ < 0) {
-    reason_ = fmt::format("perf_event_open(raw_syscalls:sys_enter, id {}): {} "
-                          "(kernel.perf_event_paranoid={})",
-                          id, std::strerror(errno), paranoid());
+    reason_ = fmt::format(
+        "perf_event_open(raw_syscalls:sys_enter, id {}): {} "
+        "(kernel.perf_event_paranoid={})",
+        id, std::strerror(errno), paranoid());
     return;
   }
   for (const std::string& name : counted_syscall_names()) {
@@ -121,7 +122,8 @@ KernelSyscalls SyscallCounter::stop() {
   std::vector<uint64_t> buf(2 + members_.size());
   const ssize_t n = ::read(leader_, buf.data(), buf.size() * sizeof(uint64_t));
   if (n < static_cast<ssize_t>(sizeof(uint64_t) * 2) || buf[0] != 1 + members_.size()) {
-    k.reason = fmt::format("reading the counters failed: {}", n < 0 ? std::strerror(errno) : "short read");
+    k.reason =
+        fmt::format("reading the counters failed: {}", n < 0 ? std::strerror(errno) : "short read");
     return k;
   }
   k.available = true;

@@ -12,8 +12,8 @@ namespace iobench {
 
 struct KernelSyscalls {
   bool available = false;
-  std::string reason;  // why not, when unavailable
-  uint64_t total = 0;  // raw_syscalls:sys_enter
+  std::string reason;                                     // why not, when unavailable
+  uint64_t total = 0;                                     // raw_syscalls:sys_enter
   std::vector<std::pair<std::string, uint64_t>> by_name;  // non-zero counts only
   std::vector<std::string> missing;                       // tracepoints this kernel lacks
 };

@@ -28,5 +28,7 @@ int run_server_command(const ServerOptions& o);
 // With o.connect empty: loopback (forks a private server); otherwise two-host client.
 int run_client_command(const ClientOptions& o);
 int run_payload_command(const PayloadCommand& c);
+// Prints one line per host check; exits 0 (a missing feature is information, not an error).
+int run_doctor_command();
 
 }  // namespace iobench

@@ -27,7 +27,7 @@ struct DataPhase {
   std::span<const std::byte> payload;  // sender only
   uint64_t payload_xxh3 = 0;           // sender only
   uint64_t payload_decoded_bytes = 0;  // sender only
-  bool kernel_syscalls = true;  // perf_event tracepoint counts where allowed
+  bool kernel_syscalls = true;         // perf_event tracepoint counts where allowed
 };
 
 struct SessionOutcome {

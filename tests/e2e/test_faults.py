@@ -163,3 +163,10 @@ def test_hand_built_hello_is_served(server, cache_dir):
         head = c.recv(12, socket.MSG_WAITALL)
         assert head[:4] == b"IOBC" and struct.unpack("<H", head[6:8])[0] == 2  # ACK
     assert "failed:" in server.read_line()  # then we hung up without sending data
+
+
+def test_doctor_reports_every_check():
+    p = run("doctor", timeout=30, check=0)
+    for name in ("kernel", "perf tracepoints", "hardware counters", "io_uring", "strace", "perf",
+                 "route MTU", "kTLS", "OpenSSL", "perf_event_paranoid"):
+        assert any(line.startswith(name) for line in p.stdout.splitlines()), name
