@@ -47,7 +47,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--timeout", o.timeout_s,
                  "Seconds without progress before giving up (default 30)");
   app.add_option("--syscalls", o.syscalls,
-                 "Syscall counting: auto (kernel perf_event counters where allowed), off");
+                 "Syscall counting: auto (kernel perf_event counters where allowed), off, "
+                 "strace or perf (also attach the tool to each side for every session)");
   auto& t = raw.tls_options;
   t.push_back(app.add_option("--tls-io", o.tls.io,
                              "socket (OpenSSL on the fd, default) or bio (memory BIOs)"));
@@ -96,8 +97,9 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
       if (opt->count() > 0) return fail(fmt::format("{} needs --proto tls", opt->get_name()));
     }
   }
-  if (o.syscalls != "auto" && o.syscalls != "off")
-    return fail(fmt::format("invalid --syscalls '{}': expected auto or off", o.syscalls));
+  if (o.syscalls != "auto" && o.syscalls != "off" && o.syscalls != "strace" && o.syscalls != "perf")
+    return fail(
+        fmt::format("invalid --syscalls '{}': expected auto, off, strace or perf", o.syscalls));
   if (o.engine != "blocking")
     return fail(fmt::format("invalid --engine '{}': expected blocking", o.engine));
   auto both = optional_list(raw.buf, "--buf");

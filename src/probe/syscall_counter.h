@@ -1,6 +1,6 @@
-// Syscalls as the kernel counts them: perf_event tracepoint counters on this process (all its
-// threads, inherited), raw_syscalls:sys_enter for the total and syscalls:sys_enter_<name> per
-// type, enabled only around a data phase.
+// Syscalls as the kernel counts them: perf_event tracepoint counters on the thread that runs the
+// engine (the only one issuing a data phase's syscalls), raw_syscalls:sys_enter for the total and
+// syscalls:sys_enter_<name> per type, enabled only around a data phase.
 #pragma once
 
 #include <cstdint>

@@ -41,9 +41,22 @@ json syscalls_json(const proto::SideResult& r, const SideFigures& f) {
           {"counted", {{"read", r.sys_reads}, {"write", r.sys_writes}}}};
 }
 
-json side_json(const proto::SideResult& r, bool client_sends) {
+json tracer_json(const std::optional<TracerCounts>& t) {
+  if (!t) return nullptr;
+  json by_name = json::object();
+  for (const auto& [name, count] : t->by_name) by_name[name] = count;
+  return {{"tool", t->tool},
+          {"window", "whole session: connect, handshake, control messages, data, teardown"},
+          {"distorts", "CPU and time figures of this run"},
+          {"total", t->total},
+          {"by_name", by_name}};
+}
+
+json side_json(const proto::SideResult& r, bool client_sends,
+               const std::optional<TracerCounts>& tracer) {
   const SideFigures f = side_figures(r);
   return {
+      {"tracer", tracer_json(tracer)},
       {"role", r.is_sender ? "sender" : "receiver"},
       {"host", r.is_sender == client_sends ? "client" : "server"},
       {"bytes", r.bytes},
@@ -130,9 +143,10 @@ json render_json(const Report& r) {
   for (const auto& size : r.sizes) {
     json runs = json::array();
     for (const auto& run : size.runs)
-      runs.push_back({{"run", run.run},
-                      {"sender", side_json(run.sender, !r.options.reverse)},
-                      {"receiver", side_json(run.receiver, !r.options.reverse)}});
+      runs.push_back(
+          {{"run", run.run},
+           {"sender", side_json(run.sender, !r.options.reverse, run.sender_tracer)},
+           {"receiver", side_json(run.receiver, !r.options.reverse, run.receiver_tracer)}});
     results.push_back({{"send_buf_bytes", size.buf.send_bytes},
                        {"recv_buf_bytes", size.buf.recv_bytes},
                        {"label", buf_label(size.buf)},

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/options.h"
+#include "probe/tracer.h"
 #include "proto/messages.h"
 
 namespace iobench {
@@ -16,6 +18,9 @@ struct RunRecord {
   int run = 0;  // 0-based among measured runs
   proto::SideResult sender;
   proto::SideResult receiver;
+  // --syscalls strace|perf: the tool attached to each side's process for the whole session
+  // (connect to close); absent for a side it could not reach (the server in two-host mode).
+  std::optional<TracerCounts> sender_tracer, receiver_tracer;
 };
 
 struct SizeResults {

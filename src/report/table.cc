@@ -31,6 +31,34 @@ std::string tls_line(const proto::SideResult& r, bool is_client) {
   return line + "\n";
 }
 
+// --syscalls strace|perf: what the tool saw for the whole session beside the data phase.
+std::string tracer_lines(const Report& r) {
+  std::string out;
+  for (const auto& size : r.sizes) {
+    for (const auto& run : size.runs) {
+      for (const auto* side : {&run.sender, &run.receiver}) {
+        const auto& t = side->is_sender ? run.sender_tracer : run.receiver_tracer;
+        if (!t) continue;
+        if (out.empty())
+          out = fmt::format(
+              "{} attached to each side for every session (connect to close); CPU and time "
+              "above are distorted by it:\n",
+              t->tool == "strace" ? "strace -f -c" : "perf stat");
+        const SideFigures f = side_figures(*side);
+        std::string top;
+        for (const auto& [name, n] : t->by_name)
+          if (n * 50 >= t->total) top += fmt::format("{}{} {}", top.empty() ? "" : ", ", name, n);
+        out += fmt::format(
+            "{:>6} {:<8} run {}: session {} syscalls ({}), data phase {:.0f}: {:+.0f} for setup, "
+            "control messages and teardown\n",
+            format_size(side->buf_bytes), side->is_sender ? "sender" : "receiver", run.run,
+            t->total, top, f.syscalls_total, static_cast<double>(t->total) - f.syscalls_total);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_table(const Report& r) {
@@ -69,7 +97,7 @@ std::string render_table(const Report& r) {
     out += side_row(format_size(size.buf.recv_bytes), "receiver",
                     client_sends ? "server" : "client", summarize(size.runs, false), tls);
   }
-  return out;
+  return out + tracer_lines(r);
 }
 
 }  // namespace iobench

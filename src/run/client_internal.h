@@ -1,6 +1,8 @@
 // Pieces of the client shared with loopback mode (not part of the public run API).
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 
@@ -14,8 +16,10 @@ namespace iobench {
 // Runs every size × (warmup + repeat). On the first failure, `error` is set and the report holds
 // the runs completed so far.
 // `pinned`: loopback's ephemeral server identity, the only certificate a TLS client trusts then.
+// `local_server`: the loopback server's pid (0 in two-host mode), for --syscalls strace|perf.
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
-                       const tls::Identity* pinned, Report report, std::string& error);
+                       const tls::Identity* pinned, pid_t local_server, Report report,
+                       std::string& error);
 Result<std::optional<Payload>> sender_payload(const ClientOptions& o);
 // Prints the report (if any) and the error (if any); returns the exit code.
 int finish_client(const ClientOptions& o, Result<Report> report, const std::string& error);

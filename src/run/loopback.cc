@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "net/socket.h"
@@ -52,7 +53,6 @@ int run_loopback(const ClientOptions& o) {
 
   std::fflush(stdout);
   std::fflush(stderr);
-  signal(SIGCHLD, SIG_IGN);
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) {
@@ -94,10 +94,11 @@ int run_loopback(const ClientOptions& o) {
   if (*payload) report.payload_source = (*payload)->source;
   std::string error;
   auto done = run_all(o, server, *payload ? &**payload : nullptr, identity ? &*identity : nullptr,
-                      std::move(report), error);
-  // The child is reaped by the kernel (SIGCHLD is ignored): its exit may take a moment while
-  // the kernel unregisters its tracepoint counters, and the client need not wait for that.
+                      child, std::move(report), error);
+  // Not waited for: the child's exit may take a moment while the kernel unregisters its
+  // tracepoint counters, and the client is about to exit too (init reaps what is left).
   kill(child, SIGTERM);
+  waitpid(child, nullptr, WNOHANG);
   return finish_client(o, std::move(done), error);
 }
 

@@ -1,0 +1,197 @@
+#include "probe/tracer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "probe/syscall_counter.h"
+
+namespace iobench {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// strace: the tracee's TracerPid turns non-zero once ptrace has attached.
+bool strace_attached(pid_t target) {
+  std::ifstream in(fmt::format("/proc/{}/status", target));
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("TracerPid:")) return std::stol(line.substr(10)) != 0;
+  return false;
+}
+
+// perf stat: its counters exist once it holds perf_event descriptors — after exec, since
+// between fork and exec the child still holds ours.
+bool perf_attached(pid_t perf) {
+  std::ifstream comm(fmt::format("/proc/{}/comm", perf));
+  std::string name;
+  if (!std::getline(comm, name) || name != "perf") return false;
+  const std::string dir = fmt::format("/proc/{}/fd", perf);
+  DIR* d = opendir(dir.c_str());
+  if (!d) return false;
+  bool found = false;
+  while (dirent* e = readdir(d)) {
+    char target[128] = {};
+    const std::string link = dir + "/" + e->d_name;
+    if (readlink(link.c_str(), target, sizeof target - 1) > 0 && std::strstr(target, "perf_event"))
+      found = true;
+  }
+  closedir(d);
+  return found;
+}
+
+std::vector<std::string> perf_events() {
+  std::vector<std::string> ev{"raw_syscalls:sys_enter"};
+  for (const auto& n : counted_syscall_names()) ev.push_back("syscalls:sys_enter_" + n);
+  return ev;
+}
+
+}  // namespace
+
+Result<Tracer> Tracer::attach(const std::string& tool, pid_t pid, const std::string& out_file) {
+  std::vector<std::string> args;
+  const std::string target = std::to_string(pid);
+  if (tool == "strace") {
+    args = {"strace", "-f", "-c", "-o", out_file, "-p", target};
+  } else if (tool == "perf") {
+    std::string events;
+    for (const auto& e : perf_events()) events += (events.empty() ? "" : ",") + e;
+    args = {"perf", "stat", "-x,", "-e", events, "-o", out_file, "-p", target};
+  } else {
+    return fail(fmt::format("unknown tracer '{}'", tool));
+  }
+  const pid_t child = fork();
+  if (child < 0) return fail(fmt::format("fork: {}", std::strerror(errno)));
+  if (child == 0) {
+    const int devnull = ::open("/dev/null", O_RDWR);
+    dup2(devnull, STDIN_FILENO);
+    dup2(devnull, STDOUT_FILENO);
+    dup2(devnull, STDERR_FILENO);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  Tracer t(tool, child, out_file);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!(tool == "strace" ? strace_attached(pid) : perf_attached(child))) {
+    int status = 0;
+    if (waitpid(child, &status, WNOHANG) == child) {
+      t.pid_ = -1;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return fail(fmt::format("--syscalls {}: {} not found on PATH", tool, tool));
+      return fail(
+          fmt::format("--syscalls {}: {} exited before attaching (status {})", tool, tool, status));
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      return fail(fmt::format("--syscalls {}: {} did not attach within 5 s", tool, tool));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return t;
+}
+
+Tracer::Tracer(Tracer&& o) noexcept
+    : tool_(std::move(o.tool_)), pid_(std::exchange(o.pid_, -1)), out_(std::move(o.out_)) {}
+
+Tracer::~Tracer() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+Result<TracerCounts> Tracer::detach() {
+  if (pid_ <= 0) return fail("tracer not running");
+  kill(pid_, SIGINT);  // both tools write their summary on SIGINT
+  int status = 0;
+  waitpid(std::exchange(pid_, -1), &status, 0);
+  const std::string text = read_file(out_);
+  return tool_ == "strace" ? parse_strace_summary(text) : parse_perf_stat_csv(text);
+}
+
+Result<TracerCounts> parse_strace_summary(const std::string& text) {
+  // % time     seconds  usecs/call     calls    errors syscall
+  // ------ ----------- ----------- --------- --------- ----------------
+  //  21.24    0.001701          25        68           write
+  // ------ ----------- ----------- --------- --------- ----------------
+  // 100.00    0.008007          13       584        13 total
+  TracerCounts c{"strace", 0, {}};
+  std::istringstream in(text);
+  std::string line;
+  bool in_table = false;
+  while (std::getline(in, line)) {
+    if (line.starts_with("------")) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table || line.empty()) continue;
+    std::istringstream f(line);
+    std::vector<std::string> tok;
+    for (std::string t; f >> t;) tok.push_back(t);
+    if (tok.size() < 5) continue;
+    uint64_t calls = 0;
+    const char* end = tok[3].data() + tok[3].size();
+    auto [ptr, ec] = std::from_chars(tok[3].data(), end, calls);
+    if (ec != std::errc{} || ptr != end)
+      return fail(fmt::format("unexpected strace -c line: '{}'", line));
+    if (tok.back() == "total")
+      c.total = calls;
+    else
+      c.by_name.emplace_back(tok.back(), calls);
+  }
+  if (!in_table && text.find("% time") == std::string::npos && !text.empty())
+    return fail("strace -c output has no summary table");
+  if (c.total == 0)
+    for (const auto& [n, v] : c.by_name) c.total += v;
+  return c;
+}
+
+Result<TracerCounts> parse_perf_stat_csv(const std::string& text) {
+  // value,unit,event,run-time,percent,... ; "<not counted>" when the task never ran.
+  TracerCounts c{"perf", 0, {}};
+  std::istringstream in(text);
+  std::string line;
+  bool any = false;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> cols;
+    std::istringstream f(line);
+    for (std::string col; std::getline(f, col, ',');) cols.push_back(col);
+    if (cols.size() < 3) continue;
+    any = true;
+    uint64_t v = 0;
+    if (!cols[0].starts_with("<")) {
+      const char* end = cols[0].data() + cols[0].size();
+      auto [ptr, ec] = std::from_chars(cols[0].data(), end, v);
+      if (ec != std::errc{} || ptr != end)
+        return fail(fmt::format("unexpected perf stat line: '{}'", line));
+    }
+    const std::string& event = cols[2];
+    if (event == "raw_syscalls:sys_enter") {
+      c.total = v;
+    } else if (event.starts_with("syscalls:sys_enter_")) {
+      if (v > 0) c.by_name.emplace_back(event.substr(19), v);
+    }
+  }
+  if (!any) return fail("perf stat wrote no counts");
+  return c;
+}
+
+}  // namespace iobench
