@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "probe/syscall_counter.h"
 
 namespace {
 
@@ -84,3 +85,27 @@ void BM_TcpLoopbackWriteRead(benchmark::State& state) {
 // Powers of two from 64 B to 64 KiB (1K, 4K, 8K, 16K and 64K among them).
 BENCHMARK(BM_SocketpairWriteRead)->RangeMultiplier(2)->Range(64, 64 << 10);
 BENCHMARK(BM_TcpLoopbackWriteRead)->RangeMultiplier(2)->Range(64, 64 << 10);
+
+namespace {
+
+// What kernel counting adds to each syscall: the cheapest syscall (write to a bad descriptor),
+// with the perf_event tracepoint group enabled (arg 1) or not (arg 0).
+void BM_SyscallWithCounting(benchmark::State& state) {
+  iobench::SyscallCounter& counter = iobench::process_syscall_counter();
+  const bool on = state.range(0) != 0;
+  if (on && !counter.available()) {
+    state.SkipWithError(counter.reason().c_str());
+    return;
+  }
+  if (on) counter.start();
+  for (auto _ : state) benchmark::DoNotOptimize(::write(-1, nullptr, 0));
+  if (on) {
+    const auto k = counter.stop();
+    state.counters["counted"] =
+        benchmark::Counter(static_cast<double>(k.total), benchmark::Counter::kAvgIterations);
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_SyscallWithCounting)->Arg(0)->Arg(1);
