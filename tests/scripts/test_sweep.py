@@ -1,0 +1,121 @@
+"""Tests of the sweep scripts on tiny sweeps: manifest and resume, failed cells, plots, the
+recommendation's knee, the netns path (root only) and teardown after an interrupt."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
+sys.path.insert(0, str(SCRIPTS))
+import sweeplib  # noqa: E402
+
+
+def sweep(tmp_path, name, *args, check=None):
+    p = subprocess.run([str(SCRIPTS / "sweep"), name, "--results", str(tmp_path), "--iobench", BIN,
+                        "--bytes", "1M", "--repeat", "2", "--warmup", "0", *args],
+                       capture_output=True, text=True, timeout=300)
+    if check is not None:
+        assert p.returncode == check, p.stdout + p.stderr
+    return p
+
+
+def test_manifest_cells_and_resume(tmp_path):
+    sweep(tmp_path, "tiny", "--proto", "tcp,tls", "--bufs", "4k,16k", check=0)
+    d = tmp_path / "tiny"
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["name"] == "tiny" and m["finished"] and m["iobench_commit"]
+    assert [c["id"] for c in m["cells"]] == ["tcp-blocking-c1-4k", "tcp-blocking-c1-16k",
+                                             "tls-blocking-c1-4k", "tls-blocking-c1-16k"]
+    assert all(c["status"] == "ok" for c in m["cells"])
+    first = {f.name: f.stat().st_mtime_ns for f in (d / "cells").iterdir()}
+    p = sweep(tmp_path, "tiny", "--proto", "tcp,tls", "--bufs", "4k,16k", check=0)
+    assert "4 already done" in p.stdout
+    assert {f.name: f.stat().st_mtime_ns for f in (d / "cells").iterdir()} == first
+
+
+def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
+    p = sweep(tmp_path, "bad", "--proto", "tcp", "--bufs", "17m,4k", check=1)
+    m = json.loads((tmp_path / "bad" / "manifest.json").read_text())
+    status = {c["id"]: c for c in m["cells"]}
+    assert status["tcp-blocking-c1-17m"]["status"] == "failed"
+    assert "17m" in status["tcp-blocking-c1-17m"]["error"]
+    assert status["tcp-blocking-c1-4k"]["status"] == "ok"
+    assert "failed tcp-blocking-c1-17m" in p.stdout
+
+
+def test_plots_and_recommendation_are_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    sweep(tmp_path, "plots", "--proto", "tcp,tls", "--bufs", "1k,16k", check=0)
+    d = tmp_path / "plots"
+    subprocess.run([str(SCRIPTS / "plot"), str(d)], check=True, capture_output=True)
+    for name in ("cpu_per_gib.png", "syscalls_per_gib.png", "throughput.png"):
+        png = d / "plots" / name
+        assert png.stat().st_size > 10000 and png.read_bytes()[:4] == b"\x89PNG"
+    subprocess.run([str(SCRIPTS / "recommend"), str(d)], check=True, capture_output=True)
+    text = (d / "recommendation.md").read_text()
+    assert "| Chunk Size | write-time sec | writes total |" in text
+    assert "Knee:" in text and "One connection:" in text
+
+
+def row(buf, cpu):
+    half = {"median": cpu / 2, "min": cpu / 2, "max": cpu / 2}
+    return {"buf": buf, "sender": {"cpu_s_per_gib": half}, "receiver": {"cpu_s_per_gib": half}}
+
+
+def test_knee_on_a_synthetic_curve():
+    rows = [row(1024, 10.0), row(4096, 3.0), row(8192, 2.05), row(16384, 2.0), row(65536, 1.99)]
+    assert sweeplib.knee(rows, 0.05)["buf"] == 8192
+    assert sweeplib.knee(rows, 0.0)["buf"] == 65536
+    assert sweeplib.knee(rows, 0.60)["buf"] == 4096
+
+
+def netns_list():
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
+                                reason="network namespaces need root, ip and tc")
+
+
+@needs_root
+def test_netns_sweep(tmp_path):
+    sweep(tmp_path, "link", "--where", "netns", "--proto", "tcp", "--bufs", "16k", check=0)
+    doc = json.loads((tmp_path / "link" / "cells" / "tcp-blocking-c1-16k.json").read_text())
+    run = doc["results"][0]["runs"][0]
+    assert run["sender"]["socket"]["mtu_bytes"] == 9001
+    assert doc["options"]["server"] == "10.231.0.1:5210"
+    assert "iobnet-srv" not in netns_list()
+
+
+@needs_root
+def test_interrupted_netns_run_tears_down(tmp_path):
+    p = subprocess.Popen([str(SCRIPTS / "netns-link"), "--name", "iobint", "--",
+                          "--bytes", "64M", "--buf", "64", "--repeat", "50", "-q"],
+                         env=dict(os.environ, IOBENCH=BIN), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while "iobint-cli" not in netns_list():
+        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=30)
+    assert p.returncode != 0
+    assert "iobint" not in netns_list()
+    links = subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+    assert "iobint" not in links
+
+
+@needs_root
+def test_netns_delay_is_refused():
+    p = subprocess.run([str(SCRIPTS / "netns-link"), "--delay", "5", "--", "--bytes", "1M"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "netem" in p.stderr
