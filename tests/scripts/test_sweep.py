@@ -119,3 +119,26 @@ def test_netns_delay_is_refused():
     p = subprocess.run([str(SCRIPTS / "netns-link"), "--delay", "5", "--", "--bytes", "1M"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "netem" in p.stderr
+
+
+def ssh_to_localhost():
+    if not shutil.which("ssh"):
+        return False
+    p = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
+                        "-o", "StrictHostKeyChecking=accept-new", "root@127.0.0.1", "true"],
+                       capture_output=True)
+    return p.returncode == 0
+
+
+@pytest.mark.skipif(not ssh_to_localhost(), reason="no key-based ssh to root@127.0.0.1 (sshd)")
+def test_two_host_sweep_over_ssh(tmp_path):
+    sweep(tmp_path, "ssh", "--server-host", "root@127.0.0.1", "--server-iobench", BIN,
+          "--port", "5297", "--proto", "tcp,tls", "--bufs", "4k", check=0)
+    for cell in ("tcp-blocking-c1-4k", "tls-blocking-c1-4k"):
+        doc = json.loads((tmp_path / "ssh" / "cells" / f"{cell}.json").read_text())
+        assert doc["options"]["mode"] == "client"
+    tls = json.loads((tmp_path / "ssh" / "cells" / "tls-blocking-c1-4k.json").read_text())
+    assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
+    left = subprocess.run(["pgrep", "-f", "iobench server --listen 0.0.0.0:529[78]"],
+                          capture_output=True, text=True).stdout
+    assert left == "", "the remote servers must be stopped"
