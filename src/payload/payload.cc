@@ -146,13 +146,14 @@ Status finish(Payload& p) {
   return {};
 }
 
-std::string describe(const PayloadSpec& spec) {
+}  // namespace
+
+std::string describe_payload(const PayloadSpec& spec) {
   if (spec.file.empty())
     return fmt::format("resp-v{} seed={} level={}", kGeneratorVersion, spec.seed, spec.zstd_level);
   return fmt::format("file:{} level={}", spec.file, spec.zstd_level);
 }
 
-}  // namespace
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
     : addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
@@ -192,7 +193,7 @@ Result<Payload> build_payload(const PayloadSpec& spec) {
   Payload p;
   auto frames = fill_frames(*source, spec.zstd_level, spec.bytes, p.data);
   if (!frames) return std::unexpected(frames.error());
-  p.source = describe(spec);
+  p.source = describe_payload(spec);
   if (auto s = finish(p); !s) return std::unexpected(s.error());
   return p;
 }
@@ -236,7 +237,7 @@ Result<Payload> load_payload(const PayloadSpec& spec) {
     p.mapped = std::move(*mapped);
     p.cache_path = *path;
     p.from_cache = true;
-    p.source = describe(spec);
+    p.source = describe_payload(spec);
     if (finish(p)) return p;
   }
   auto built = build_payload(spec);

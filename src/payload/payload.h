@@ -54,6 +54,9 @@ Result<std::string> payload_cache_path(const PayloadSpec& spec);
 // XXH3-64 over bytes; the sender's reference for the receiver's running checksum.
 uint64_t checksum(std::span<const std::byte> data);
 
+// "resp-v1 seed=1 level=3" or "file:/path level=3": what a spec streams, for reports.
+std::string describe_payload(const PayloadSpec& spec);
+
 // Versions of the compression and hash libraries linked in, as {name, version}, for reports.
 std::vector<std::pair<std::string, std::string>> payload_library_versions();
 

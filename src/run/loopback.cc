@@ -87,11 +87,7 @@ int run_loopback(const ClientOptions& o) {
   report.options = o;
   report.mode = "loopback";
   report.server = server.str();
-  report.payload_source =
-      o.payload.file.empty()
-          ? fmt::format("resp-v{} seed={} level={}", 1, o.payload.seed, o.payload.zstd_level)
-          : fmt::format("file:{} level={}", o.payload.file, o.payload.zstd_level);
-  if (*payload) report.payload_source = (*payload)->source;
+  report.payload_source = describe_payload(o.payload);
   std::string error;
   auto done = run_all(o, server, *payload ? &**payload : nullptr, identity ? &*identity : nullptr,
                       child, std::move(report), error);
