@@ -61,7 +61,7 @@ void BM_SocketpairWriteRead(benchmark::State& state) {
   ::close(sv[1]);
 }
 
-void BM_TcpLoopbackWriteRead(benchmark::State& state) {
+void tcp_loopback(benchmark::State& state, bool counting) {
   auto listener = iobench::listen_on({"127.0.0.1", 0});
   if (!listener) {
     state.SkipWithError(listener.error().message.c_str());
@@ -77,14 +77,26 @@ void BM_TcpLoopbackWriteRead(benchmark::State& state) {
     return;
   }
   set_buffers(server->get());
+  iobench::SyscallCounter& counter = iobench::process_syscall_counter();
+  if (counting && !counter.available()) {
+    state.SkipWithError(counter.reason().c_str());
+    return;
+  }
+  if (counting) counter.start();
   write_read(state, client->get(), server->get());
+  if (counting) (void)counter.stop();
 }
+
+void BM_TcpLoopbackWriteRead(benchmark::State& state) { tcp_loopback(state, false); }
+// The same with the kernel's syscall counters enabled: the cost of counting a real transfer.
+void BM_TcpLoopbackWriteReadCounted(benchmark::State& state) { tcp_loopback(state, true); }
 
 }  // namespace
 
 // Powers of two from 64 B to 64 KiB (1K, 4K, 8K, 16K and 64K among them).
 BENCHMARK(BM_SocketpairWriteRead)->RangeMultiplier(2)->Range(64, 64 << 10);
 BENCHMARK(BM_TcpLoopbackWriteRead)->RangeMultiplier(2)->Range(64, 64 << 10);
+BENCHMARK(BM_TcpLoopbackWriteReadCounted)->Arg(1 << 10)->Arg(64 << 10);
 
 namespace {
 
