@@ -221,7 +221,7 @@ IoResult TlsStream::fail_from(int ret) {
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE:
       // A blocking socket only "wants" more when SO_RCVTIMEO/SO_SNDTIMEO expired.
-      return {IoResult::State::kTimedOut, 0, EAGAIN};
+      return {nonblocking_ ? IoResult::State::kWouldBlock : IoResult::State::kTimedOut, 0, EAGAIN};
     case SSL_ERROR_SYSCALL: {
       const int err = errno;
       if (ERR_peek_error() == 0 && err == 0) {

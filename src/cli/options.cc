@@ -28,7 +28,10 @@ void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
 
 void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--proto", o.proto, "Transport: tcp (default) or tls");
-  app.add_option("--engine", o.engine, "I/O engine: blocking (default)");
+  app.add_option("--engine", o.engine, "I/O engine: blocking (default) or epoll");
+  app.add_flag("--edge", o.edge, "epoll: edge-triggered (default level-triggered)");
+  app.add_option("--reads-per-event", o.reads_per_event,
+                 "epoll: at most N reads per readiness event (Valkey: 25); 0 = until EAGAIN");
   app.add_option("--buf,-b", raw.buf, "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k");
   app.add_option("--send-buf", raw.send_buf, "Sender buffer size(s), overrides --buf");
   app.add_option("--recv-buf", raw.recv_buf, "Receiver buffer size(s), overrides --buf");
@@ -100,8 +103,17 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   if (o.syscalls != "auto" && o.syscalls != "off" && o.syscalls != "strace" && o.syscalls != "perf")
     return fail(
         fmt::format("invalid --syscalls '{}': expected auto, off, strace or perf", o.syscalls));
-  if (o.engine != "blocking")
-    return fail(fmt::format("invalid --engine '{}': expected blocking", o.engine));
+  if (o.engine != "blocking" && o.engine != "epoll") {
+    if (o.engine == "uring")
+      return fail("--engine 'uring' is not available in this build yet (blocking, epoll)");
+    return fail(fmt::format("invalid --engine '{}': expected blocking or epoll", o.engine));
+  }
+  if (o.engine != "epoll" && (o.edge || o.reads_per_event > 0))
+    return fail("--edge and --reads-per-event need --engine epoll");
+  if (o.edge && o.reads_per_event > 0)
+    return fail("--reads-per-event needs level-triggered epoll (drop --edge)");
+  if (o.engine == "epoll" && o.proto == "tls" && o.tls.io == "bio")
+    return fail("--engine epoll with --tls-io bio is not available yet (use --tls-io socket)");
   auto both = optional_list(raw.buf, "--buf");
   if (!both) return std::unexpected(both.error());
   auto send = optional_list(raw.send_buf, "--send-buf");

@@ -56,6 +56,8 @@ struct ClientOptions {
   double timeout_s = 30;
   tls::TlsOptions tls;            // used with proto "tls"
   std::string syscalls = "auto";  // auto (perf_event where allowed), off, strace, perf
+  bool edge = false;              // epoll engine: edge-triggered
+  uint32_t reads_per_event = 0;   // epoll engine: level-triggered cap (0: until EAGAIN)
 };
 
 struct ServerOptions {

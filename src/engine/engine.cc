@@ -1,12 +1,14 @@
 #include <fmt/format.h>
 
 #include "engine/blocking.h"
+#include "engine/epoll.h"
 
 namespace iobench {
 
-Result<std::unique_ptr<Engine>> make_engine(std::string_view name) {
+Result<std::unique_ptr<Engine>> make_engine(std::string_view name, const EngineOptions& o) {
   if (name == "blocking") return std::make_unique<BlockingEngine>();
-  return fail(fmt::format("unknown engine '{}' (available: blocking)", name));
+  if (name == "epoll") return EpollEngine::create(o);
+  return fail(fmt::format("unknown engine '{}' (available: blocking, epoll)", name));
 }
 
 }  // namespace iobench

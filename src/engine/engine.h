@@ -18,6 +18,15 @@ struct IoCounters {
   uint64_t calls = 0;         // read or write calls issued on the Stream
   uint64_t bytes = 0;         // bytes those calls moved
   uint64_t short_writes = 0;  // writes the kernel accepted only in part
+  uint64_t waits = 0;         // readiness waits (epoll_wait)
+  uint64_t would_block = 0;   // calls that found nothing to do (EAGAIN)
+};
+
+struct EngineOptions {
+  double timeout_s = 30;  // no progress for this long is an error
+  bool edge = false;      // epoll: edge-triggered (EPOLLET) instead of level-triggered
+  uint32_t reads_per_event =
+      0;  // epoll, level-triggered: cap reads per readiness (0: until EAGAIN)
 };
 
 // Receives each chunk in order; may reject it (a corrupt stream).
@@ -40,6 +49,6 @@ class Engine {
                       IoCounters& io) = 0;
 };
 
-Result<std::unique_ptr<Engine>> make_engine(std::string_view name);
+Result<std::unique_ptr<Engine>> make_engine(std::string_view name, const EngineOptions& o = {});
 
 }  // namespace iobench

@@ -199,14 +199,23 @@ bool is_loopback_host(const std::string& host) {
 // --- FdStream ---------------------------------------------------------------------------------
 
 namespace {
-IoResult from_errno(ssize_t n) {
+IoResult from_errno(ssize_t n, bool nonblocking) {
   if (n > 0) return {IoResult::State::kOk, static_cast<size_t>(n), 0};
   if (n == 0) return {IoResult::State::kEof, 0, 0};
-  // SO_RCVTIMEO/SO_SNDTIMEO expire as EAGAIN on a blocking socket.
-  if (errno == EAGAIN || errno == EWOULDBLOCK) return {IoResult::State::kTimedOut, 0, errno};
+  // EAGAIN: "not now" on a non-blocking socket; SO_RCVTIMEO/SO_SNDTIMEO expiring on a blocking one.
+  if (errno == EAGAIN || errno == EWOULDBLOCK)
+    return {nonblocking ? IoResult::State::kWouldBlock : IoResult::State::kTimedOut, 0, errno};
   return {IoResult::State::kError, 0, errno};
 }
 }  // namespace
+
+Status Stream::set_nonblocking(bool on) {
+  const int flags = fcntl(fd(), F_GETFL);
+  if (flags < 0 || fcntl(fd(), F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) != 0)
+    return fail(fmt::format("fcntl O_NONBLOCK: {}", std::strerror(errno)));
+  nonblocking_ = on;
+  return {};
+}
 
 IoResult FdStream::read(std::span<std::byte> buf) {
   ssize_t n;
@@ -214,7 +223,7 @@ IoResult FdStream::read(std::span<std::byte> buf) {
     ++counters_.sys_reads;
     n = ::read(fd_, buf.data(), buf.size());
   } while (n < 0 && errno == EINTR);
-  return from_errno(n);
+  return from_errno(n, nonblocking_);
 }
 
 IoResult FdStream::write(std::span<const std::byte> buf) {
@@ -224,7 +233,7 @@ IoResult FdStream::write(std::span<const std::byte> buf) {
     n = ::write(fd_, buf.data(), buf.size());
   } while (n < 0 && errno == EINTR);
   if (n == 0) return {IoResult::State::kError, 0, EIO};
-  return from_errno(n);
+  return from_errno(n, nonblocking_);
 }
 
 StreamCounters operator-(const StreamCounters& a, const StreamCounters& b) {

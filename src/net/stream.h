@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/result.h"
+
 namespace iobench {
 
 struct IoResult {
@@ -42,6 +44,13 @@ class Stream {
   virtual std::string describe(const IoResult& r) const;
   // Ends the session cleanly (TLS: close_notify). Best effort.
   virtual void close() {}
+  // Event-loop engines switch the descriptor to O_NONBLOCK for the data phase: "no data now"
+  // is then kWouldBlock instead of a receive timeout (kTimedOut).
+  Status set_nonblocking(bool on);
+  bool nonblocking() const { return nonblocking_; }
+
+ protected:
+  bool nonblocking_ = false;
 };
 
 // Plain socket: read(2)/write(2) on the descriptor, which the Stream does not own.

@@ -154,7 +154,6 @@ std::string describe_payload(const PayloadSpec& spec) {
   return fmt::format("file:{} level={}", spec.file, spec.zstd_level);
 }
 
-
 MappedFile::MappedFile(MappedFile&& o) noexcept
     : addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
 

@@ -28,6 +28,8 @@ void encode_body(Writer& w, const Hello& h) {
   w.boolean(h.tls_read_ahead);
   w.u64(h.tls_max_fragment);
   w.boolean(h.kernel_syscalls);
+  w.boolean(h.edge);
+  w.u32(h.reads_per_event);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
@@ -57,6 +59,8 @@ void encode_body(Writer& w, const SideResult& r) {
     w.str(r.kernel_syscalls[i].first);
     w.u64(r.kernel_syscalls[i].second);
   }
+  w.u64(r.engine_waits);
+  w.u64(r.engine_would_block);
 }
 
 void encode_body(Writer& w, const ErrorMsg& e) { w.str(e.message); }
@@ -86,6 +90,9 @@ class Fields {
       return;
     }
     out = static_cast<T>(*v);
+  }
+  void u32(uint32_t& out) {
+    get([](Reader& r) { return r.u32(); }, out);
   }
   void u64(uint64_t& out) {
     get([](Reader& r) { return r.u64(); }, out);
@@ -151,6 +158,8 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   f.boolean(h.tls_read_ahead);
   f.u64(h.tls_max_fragment);
   f.boolean(h.kernel_syscalls);
+  f.boolean(h.edge);
+  f.u32(h.reads_per_event);
   return f.finish<Message>(h);
 }
 
@@ -178,6 +187,8 @@ Result<Message> decode_result(std::span<const std::byte> body) {
   f.str(r.syscalls_note);
   f.u64(r.kernel_syscalls_total);
   f.pairs(r.kernel_syscalls);
+  f.u64(r.engine_waits);
+  f.u64(r.engine_would_block);
   return f.finish<Message>(r);
 }
 

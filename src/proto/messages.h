@@ -44,7 +44,9 @@ struct Hello {
   std::string tls_io;  // "socket" or "bio" (TLS only)
   bool tls_read_ahead = false;
   uint64_t tls_max_fragment = 16384;
-  bool kernel_syscalls = true;  // count with perf_event tracepoints where the kernel allows
+  bool kernel_syscalls = true;   // count with perf_event tracepoints where the kernel allows
+  bool edge = false;             // epoll engine: edge-triggered
+  uint32_t reads_per_event = 0;  // epoll engine: cap (0: until EAGAIN)
 };
 
 struct Ack {
@@ -90,6 +92,8 @@ struct SideResult {
   std::string syscalls_note;    // why not perf_event; tracepoints this kernel lacks
   uint64_t kernel_syscalls_total = 0;
   std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;  // by name, non-zero
+  uint64_t engine_waits = 0;        // epoll_wait calls (event-loop engines)
+  uint64_t engine_would_block = 0;  // calls that returned EAGAIN
 };
 
 struct ErrorMsg {

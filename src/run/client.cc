@@ -104,6 +104,8 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   hello.tls_read_ahead = o.tls.read_ahead;
   hello.tls_max_fragment = o.tls.max_fragment;
   hello.kernel_syscalls = o.syscalls != "off";
+  hello.edge = o.edge;
+  hello.reads_per_event = o.reads_per_event;
   if (auto st = send_message(*stream, hello); !st) return std::unexpected(st.error());
   auto reply = recv_message(*stream);
   if (!reply)
@@ -164,7 +166,7 @@ Status write_output(const std::string& path, const std::string& text) {
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error) {
-  auto engine = make_engine(o.engine);
+  auto engine = make_engine(o.engine, {o.timeout_s, o.edge, o.reads_per_event});
   if (!engine) return std::unexpected(engine.error());
   std::optional<tls::Context> tls_ctx;
   if (o.proto == "tls") {

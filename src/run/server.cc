@@ -52,6 +52,8 @@ class PayloadCache {
 Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
   if (h.proto != "tcp" && h.proto != "tls")
     return fail(fmt::format("unsupported proto '{}'", h.proto));
+  if (h.proto == "tls" && h.engine == "epoll" && h.tls_io == "bio")
+    return fail("engine epoll with TLS I/O model bio is not supported");
   if (h.proto == "tls") {
     if (h.tls_io != "socket" && h.tls_io != "bio")
       return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));
@@ -141,7 +143,7 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
     return reject(
         fmt::format("HELLO asks for proto '{}' on a {} connection", hello->proto, stream.kind()));
   if (auto st = validate_hello(*hello, o); !st) return reject(st.error().message);
-  auto engine = make_engine(hello->engine);
+  auto engine = make_engine(hello->engine, {o.idle_timeout_s, hello->edge, hello->reads_per_event});
   if (!engine) return reject(engine.error().message);
   if (auto st = apply_socket_options(fd.get(),
                                      {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});

@@ -155,6 +155,8 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
     me.bytes = io.bytes;
     me.io_calls = io.calls;
     me.short_writes = io.short_writes;
+    me.engine_waits = io.waits;
+    me.engine_would_block = io.would_block;
     if (!peer) {
       me.error = peer.error().message;
       out.error = me.error;
@@ -180,6 +182,8 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   take_counters();
   me.bytes = io.bytes;
   me.io_calls = io.calls;
+  me.engine_waits = io.waits;
+  me.engine_would_block = io.would_block;
   me.xxh3 = verifier.xxh3();
   me.decoded = d.decompress;
   me.decoded_bytes = verifier.decoded_bytes();

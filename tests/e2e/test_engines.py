@@ -1,0 +1,56 @@
+"""Event-loop engines end to end: exact bytes and matching checksums over TCP and TLS at each
+size class, trigger modes, the reads-per-event cap, and refused combinations."""
+import json
+
+import pytest
+
+from conftest import run
+
+MiB = 1 << 20
+
+
+def run_json(cache, *args):
+    p = run(*args, "--json", "-", "-q", cache=cache, check=0)
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("proto", ["tcp", "tls"])
+@pytest.mark.parametrize("buf", ["1k", "16k", "64k"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_epoll_moves_exact_bytes(cache_dir, proto, buf, reverse):
+    doc = run_json(cache_dir, "--engine", "epoll", "--proto", proto, "--buf", buf, "--bytes", "2M",
+                   *(["--reverse"] if reverse else []))
+    r = doc["results"][0]["runs"][0]
+    s, v = r["sender"], r["receiver"]
+    assert s["engine"] == v["engine"] == "epoll"
+    assert s["bytes"] == v["bytes"] == 2 * MiB and s["xxh3"] == v["xxh3"]
+    # Every wait follows a call that found nothing to do.
+    assert v["engine_waits"] == v["engine_would_block"]
+    assert v["io_calls"] >= v["engine_would_block"]
+
+
+def test_edge_triggered(cache_dir):
+    doc = run_json(cache_dir, "--engine", "epoll", "--edge", "--buf", "4k", "--bytes", "2M")
+    v = doc["results"][0]["runs"][0]["receiver"]
+    assert v["bytes"] == 2 * MiB
+
+
+def test_reads_per_event_cap_adds_waits_without_eagain(cache_dir):
+    doc = run_json(cache_dir, "--engine", "epoll", "--reads-per-event", "1", "--buf", "4k",
+                   "--bytes", "2M")
+    v = doc["results"][0]["runs"][0]["receiver"]
+    # With a cap of one read per event, the loop waits after every read that did not block.
+    assert v["engine_waits"] >= v["io_calls"] - v["engine_would_block"] - 1
+    assert v["engine_waits"] > v["engine_would_block"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--engine", "uring"], "--engine 'uring' is not available in this build yet"),
+    (["--engine", "aio"], "invalid --engine 'aio'"),
+    (["--edge"], "--edge and --reads-per-event need --engine epoll"),
+    (["--engine", "epoll", "--edge", "--reads-per-event", "25"], "needs level-triggered"),
+    (["--engine", "epoll", "--proto", "tls", "--tls-io", "bio"], "--engine epoll with --tls-io bio"),
+])
+def test_refused_engine_options(args, needle):
+    p = run(*args, timeout=10)
+    assert p.returncode == 2 and needle in p.stderr, p.stderr
