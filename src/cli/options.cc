@@ -28,7 +28,8 @@ void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
 
 void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--proto", o.proto, "Transport: tcp (default) or tls");
-  app.add_option("--engine", o.engine, "I/O engine: blocking (default) or epoll");
+  app.add_option("--engine", o.engine, "I/O engine: blocking (default), epoll or uring");
+  app.add_option("--qd", o.queue_depth, "uring: requests in flight per io_uring_enter (default 8)");
   app.add_flag("--edge", o.edge, "epoll: edge-triggered (default level-triggered)");
   app.add_option("--reads-per-event", o.reads_per_event,
                  "epoll: at most N reads per readiness event (Valkey: 25); 0 = until EAGAIN");
@@ -103,11 +104,12 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   if (o.syscalls != "auto" && o.syscalls != "off" && o.syscalls != "strace" && o.syscalls != "perf")
     return fail(
         fmt::format("invalid --syscalls '{}': expected auto, off, strace or perf", o.syscalls));
-  if (o.engine != "blocking" && o.engine != "epoll") {
-    if (o.engine == "uring")
-      return fail("--engine 'uring' is not available in this build yet (blocking, epoll)");
-    return fail(fmt::format("invalid --engine '{}': expected blocking or epoll", o.engine));
-  }
+  if (o.engine != "blocking" && o.engine != "epoll" && o.engine != "uring")
+    return fail(fmt::format("invalid --engine '{}': expected blocking, epoll or uring", o.engine));
+  if (o.queue_depth < 1 || o.queue_depth > 4096)
+    return fail(fmt::format("invalid --qd '{}': expected 1..4096", o.queue_depth));
+  if (o.engine == "uring" && o.proto == "tls")
+    return fail("--engine uring with --proto tls is not available yet (plain TCP only)");
   if (o.engine != "epoll" && (o.edge || o.reads_per_event > 0))
     return fail("--edge and --reads-per-event need --engine epoll");
   if (o.edge && o.reads_per_event > 0)

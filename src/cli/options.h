@@ -58,6 +58,7 @@ struct ClientOptions {
   std::string syscalls = "auto";  // auto (perf_event where allowed), off, strace, perf
   bool edge = false;              // epoll engine: edge-triggered
   uint32_t reads_per_event = 0;   // epoll engine: level-triggered cap (0: until EAGAIN)
+  uint32_t queue_depth = 8;       // uring engine: requests in flight per io_uring_enter
 };
 
 struct ServerOptions {

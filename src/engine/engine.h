@@ -25,8 +25,9 @@ struct IoCounters {
 struct EngineOptions {
   double timeout_s = 30;  // no progress for this long is an error
   bool edge = false;      // epoll: edge-triggered (EPOLLET) instead of level-triggered
-  uint32_t reads_per_event =
-      0;  // epoll, level-triggered: cap reads per readiness (0: until EAGAIN)
+  // epoll, level-triggered: cap reads per readiness event (0: until EAGAIN).
+  uint32_t reads_per_event = 0;
+  uint32_t queue_depth = 8;  // uring: requests in flight per io_uring_enter
 };
 
 // Receives each chunk in order; may reject it (a corrupt stream).

@@ -30,6 +30,7 @@ void encode_body(Writer& w, const Hello& h) {
   w.boolean(h.kernel_syscalls);
   w.boolean(h.edge);
   w.u32(h.reads_per_event);
+  w.u32(h.queue_depth);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
@@ -160,6 +161,7 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   f.boolean(h.kernel_syscalls);
   f.boolean(h.edge);
   f.u32(h.reads_per_event);
+  f.u32(h.queue_depth);
   return f.finish<Message>(h);
 }
 

@@ -47,6 +47,7 @@ struct Hello {
   bool kernel_syscalls = true;   // count with perf_event tracepoints where the kernel allows
   bool edge = false;             // epoll engine: edge-triggered
   uint32_t reads_per_event = 0;  // epoll engine: cap (0: until EAGAIN)
+  uint32_t queue_depth = 8;      // uring engine: requests per io_uring_enter
 };
 
 struct Ack {

@@ -106,6 +106,7 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   hello.kernel_syscalls = o.syscalls != "off";
   hello.edge = o.edge;
   hello.reads_per_event = o.reads_per_event;
+  hello.queue_depth = o.queue_depth;
   if (auto st = send_message(*stream, hello); !st) return std::unexpected(st.error());
   auto reply = recv_message(*stream);
   if (!reply)
@@ -166,7 +167,7 @@ Status write_output(const std::string& path, const std::string& text) {
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error) {
-  auto engine = make_engine(o.engine, {o.timeout_s, o.edge, o.reads_per_event});
+  auto engine = make_engine(o.engine, {o.timeout_s, o.edge, o.reads_per_event, o.queue_depth});
   if (!engine) return std::unexpected(engine.error());
   std::optional<tls::Context> tls_ctx;
   if (o.proto == "tls") {

@@ -143,7 +143,10 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
     return reject(
         fmt::format("HELLO asks for proto '{}' on a {} connection", hello->proto, stream.kind()));
   if (auto st = validate_hello(*hello, o); !st) return reject(st.error().message);
-  auto engine = make_engine(hello->engine, {o.idle_timeout_s, hello->edge, hello->reads_per_event});
+  if (hello->queue_depth < 1 || hello->queue_depth > 4096)
+    return reject(fmt::format("queue depth {} outside 1..4096", hello->queue_depth));
+  auto engine = make_engine(
+      hello->engine, {o.idle_timeout_s, hello->edge, hello->reads_per_event, hello->queue_depth});
   if (!engine) return reject(engine.error().message);
   if (auto st = apply_socket_options(fd.get(),
                                      {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});

@@ -38,7 +38,7 @@ def hello_frame(version=1, client_sends=True, nbytes=1 << 20, send_buf=16384, re
     s = lambda t: struct.pack("<H", len(t)) + t.encode()
     body = (struct.pack("<?QQQQQ??Qq", client_sends, nbytes, send_buf, recv_buf, 0, 0, True, False,
                         1, 3) + s(proto) + s(engine) + struct.pack("<d", 30.0) + s(tls_io)
-            + struct.pack("<?Q??I", False, max_fragment, True, False, 0))
+            + struct.pack("<?Q??II", False, max_fragment, True, False, 0, 8))
     n = len(body) if body_len is None else body_len
     return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
 

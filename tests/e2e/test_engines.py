@@ -45,7 +45,8 @@ def test_reads_per_event_cap_adds_waits_without_eagain(cache_dir):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--engine", "uring"], "--engine 'uring' is not available in this build yet"),
+    (["--engine", "uring", "--proto", "tls"], "--engine uring with --proto tls is not available"),
+    (["--engine", "uring", "--qd", "0"], "invalid --qd '0'"),
     (["--engine", "aio"], "invalid --engine 'aio'"),
     (["--edge"], "--edge and --reads-per-event need --engine epoll"),
     (["--engine", "epoll", "--edge", "--reads-per-event", "25"], "needs level-triggered"),
@@ -54,3 +55,40 @@ def test_reads_per_event_cap_adds_waits_without_eagain(cache_dir):
 def test_refused_engine_options(args, needle):
     p = run(*args, timeout=10)
     assert p.returncode == 2 and needle in p.stderr, p.stderr
+
+
+def uring_available(cache):
+    p = run("--engine", "uring", "--bytes", "64k", "-q", cache=cache)
+    return p.returncode == 0, p.stderr.strip()
+
+
+@pytest.mark.parametrize("buf", ["1k", "16k", "64k"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_uring_moves_exact_bytes_with_fewer_syscalls(cache_dir, buf, reverse):
+    ok, why = uring_available(cache_dir)
+    if not ok:
+        pytest.skip(f"io_uring refused here: {why}")
+    doc = run_json(cache_dir, "--engine", "uring", "--buf", buf, "--bytes", "2M", "--qd", "8",
+                   *(["--reverse"] if reverse else []))
+    r = doc["results"][0]["runs"][0]
+    s, v = r["sender"], r["receiver"]
+    assert s["engine"] == v["engine"] == "uring"
+    assert s["bytes"] == v["bytes"] == 2 * MiB and s["xxh3"] == v["xxh3"]
+    buffers = 2 * MiB // {"1k": 1024, "16k": 16384, "64k": 65536}[buf]
+    assert s["io_calls"] == buffers
+    # One io_uring_enter per batch of 8 buffers.
+    assert s["engine_waits"] == -(-buffers // 8)
+    if s["syscalls"]["source"] == "perf_event":
+        assert s["syscalls"]["by_name"]["io_uring_enter"] == s["engine_waits"]
+        assert "write" not in s["syscalls"]["by_name"]
+
+
+def test_uring_makes_an_eighth_of_blocking_syscalls_at_4k(cache_dir):
+    ok, why = uring_available(cache_dir)
+    if not ok:
+        pytest.skip(f"io_uring refused here: {why}")
+    blocking = run_json(cache_dir, "--buf", "4k", "--bytes", "4M")["results"][0]["summary"]
+    uring = run_json(cache_dir, "--engine", "uring", "--buf", "4k", "--bytes", "4M")["results"][0][
+        "summary"]
+    for side in ("sender", "receiver"):
+        assert uring[side]["syscalls_total"]["median"] * 8 <= blocking[side]["syscalls_total"]["median"] + 16

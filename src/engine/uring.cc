@@ -1,0 +1,122 @@
+#include "engine/uring.h"
+
+#include <fmt/format.h>
+#include <liburing.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace iobench {
+
+struct UringEngine::Ring {
+  io_uring ring{};
+  ~Ring() { io_uring_queue_exit(&ring); }
+};
+
+Result<std::unique_ptr<Engine>> UringEngine::create(const EngineOptions& o) {
+  auto r = std::make_unique<Ring>();
+  const int rc = io_uring_queue_init(std::max(o.queue_depth, 1u), &r->ring, 0);
+  if (rc < 0) {
+    r.release();  // nothing to tear down
+    return fail(fmt::format("--engine uring: io_uring_queue_init: {}", std::strerror(-rc)));
+  }
+  return std::unique_ptr<Engine>(new UringEngine(std::move(r), o));
+}
+
+UringEngine::UringEngine(std::unique_ptr<Ring> ring, const EngineOptions& o)
+    : ring_(std::move(ring)), opts_(o) {}
+
+UringEngine::~UringEngine() = default;
+
+namespace {
+
+// One batch: up to `depth` requests of at most `buf` bytes each, linked so they run in order,
+// each with MSG_WAITALL so the kernel finishes a whole buffer before the next starts. Returns
+// the bytes done by the batch's in-order prefix; an error result ends the transfer.
+Result<size_t> run_batch(io_uring& ring, bool sending, int fd, std::byte* base, size_t len,
+                         size_t buf, unsigned depth, IoCounters& io) {
+  unsigned n = 0;
+  for (size_t off = 0; off < len && n < depth; off += buf, ++n) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    const size_t chunk = std::min(buf, len - off);
+    if (sending)
+      io_uring_prep_send(sqe, fd, base + off, chunk, MSG_WAITALL | MSG_NOSIGNAL);
+    else
+      io_uring_prep_recv(sqe, fd, base + off, chunk, MSG_WAITALL);
+    sqe->user_data = n;
+    if (off + chunk < len && n + 1 < depth) sqe->flags |= IOSQE_IO_LINK;
+  }
+  ++io.waits;  // io_uring_enter: submit the batch and wait for all of it
+  int rc;
+  do {
+    rc = io_uring_submit_and_wait(&ring, n);
+  } while (rc == -EINTR);
+  if (rc < 0) return fail(fmt::format("io_uring_submit_and_wait: {}", std::strerror(-rc)));
+  std::vector<int> res(n, -ECANCELED);
+  for (unsigned got = 0; got < n;) {
+    io_uring_cqe* cqe = nullptr;
+    rc = io_uring_wait_cqe(&ring, &cqe);
+    if (rc == -EINTR) continue;
+    if (rc < 0) return fail(fmt::format("io_uring_wait_cqe: {}", std::strerror(-rc)));
+    res[cqe->user_data] = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    ++got;
+  }
+  size_t done = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    ++io.calls;
+    const size_t chunk = std::min(buf, len - done);
+    if (res[i] == -ECANCELED) break;  // a link broke before it: resubmitted by the caller
+    if (res[i] < 0) return fail(std::strerror(-res[i]));
+    if (res[i] == 0 && !sending) return fail("peer closed the connection");
+    done += static_cast<size_t>(res[i]);
+    if (static_cast<size_t>(res[i]) < chunk) {
+      if (sending) ++io.short_writes;
+      break;  // short: the rest of the batch was cancelled
+    }
+  }
+  return done;
+}
+
+}  // namespace
+
+Status UringEngine::send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
+                         IoCounters& io) {
+  if (s.kind() != "tcp") return fail("--engine uring carries plain TCP only in this build");
+  size_t off = 0;
+  while (off < data.size()) {
+    auto done = run_batch(ring_->ring, true, s.fd(), const_cast<std::byte*>(data.data()) + off,
+                          data.size() - off, buf_bytes, opts_.queue_depth, io);
+    if (!done)
+      return fail(fmt::format("write failed after {} of {} bytes: {}", off, data.size(),
+                              done.error().message));
+    off += *done;
+    io.bytes += *done;
+  }
+  return {};
+}
+
+Status UringEngine::recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
+                         IoCounters& io) {
+  if (s.kind() != "tcp") return fail("--engine uring carries plain TCP only in this build");
+  // One buffer per request in flight, so a batch of `qd` receives fills qd buffers in order.
+  std::vector<std::byte> slots(buf.size() * opts_.queue_depth);
+  uint64_t got = 0;
+  while (got < total) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(slots.size(), total - got));
+    auto done = run_batch(ring_->ring, false, s.fd(), slots.data(), want, buf.size(),
+                          opts_.queue_depth, io);
+    if (!done)
+      return fail(
+          fmt::format("read failed after {} of {} bytes: {}", got, total, done.error().message));
+    if (auto st = sink.consume(std::span(slots).first(*done)); !st) return st;
+    got += *done;
+    io.bytes += *done;
+  }
+  return {};
+}
+
+}  // namespace iobench
