@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -67,42 +69,83 @@ std::vector<std::string> perf_events() {
 Result<Tracer> Tracer::attach(const std::string& tool, pid_t pid, const std::string& out_file) {
   std::vector<std::string> args;
   const std::string target = std::to_string(pid);
+  // perf stat starts with its counters disabled and enables them when told, acknowledging on a
+  // second pipe: only then is every syscall of the session counted (seeing its descriptors is
+  // not enough — it opens them before it enables them).
+  int ctl[2] = {-1, -1}, ack[2] = {-1, -1};
   if (tool == "strace") {
     args = {"strace", "-f", "-c", "-o", out_file, "-p", target};
   } else if (tool == "perf") {
     std::string events;
     for (const auto& e : perf_events()) events += (events.empty() ? "" : ",") + e;
-    args = {"perf", "stat", "-x,", "-e", events, "-o", out_file, "-p", target};
+    if (pipe2(ctl, O_CLOEXEC) != 0 || pipe2(ack, O_CLOEXEC) != 0)
+      return fail(fmt::format("pipe: {}", std::strerror(errno)));
+    args = {"perf", "stat", "-x,",       "-e",     events, "-o",  out_file,
+            "-D",   "-1",   "--control", "fd:3,4", "-p",   target};
   } else {
     return fail(fmt::format("unknown tracer '{}'", tool));
   }
+  auto close_pipes = [&] {
+    for (int fd : {ctl[0], ctl[1], ack[0], ack[1]})
+      if (fd >= 0) ::close(fd);
+  };
   const pid_t child = fork();
-  if (child < 0) return fail(fmt::format("fork: {}", std::strerror(errno)));
+  if (child < 0) {
+    close_pipes();
+    return fail(fmt::format("fork: {}", std::strerror(errno)));
+  }
   if (child == 0) {
     const int devnull = ::open("/dev/null", O_RDWR);
     dup2(devnull, STDIN_FILENO);
     dup2(devnull, STDOUT_FILENO);
     dup2(devnull, STDERR_FILENO);
+    if (ctl[0] >= 0) {
+      // Via high descriptors first: a pipe end may itself be 3 or 4 (or /dev/null may be).
+      const int c = fcntl(ctl[0], F_DUPFD, 10);
+      const int a = fcntl(ack[1], F_DUPFD, 10);
+      dup2(c, 3);  // dup2 to another number clears close-on-exec on the copy
+      dup2(a, 4);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     execvp(argv[0], argv.data());
     _exit(127);
   }
+  if (ctl[0] >= 0) {
+    ::close(ctl[0]);
+    ::close(ack[1]);
+    ctl[0] = ack[1] = -1;
+  }
   Tracer t(tool, child, out_file);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!(tool == "strace" ? strace_attached(pid) : perf_attached(child))) {
+  auto exited = [&]() -> std::optional<Error> {
     int status = 0;
-    if (waitpid(child, &status, WNOHANG) == child) {
-      t.pid_ = -1;
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        return fail(fmt::format("--syscalls {}: {} not found on PATH", tool, tool));
-      return fail(
-          fmt::format("--syscalls {}: {} exited before attaching (status {})", tool, tool, status));
+    if (waitpid(child, &status, WNOHANG) != child) return std::nullopt;
+    t.pid_ = -1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+      return Error{fmt::format("--syscalls {}: {} not found on PATH", tool, tool)};
+    return Error{
+        fmt::format("--syscalls {}: {} exited before attaching (status {})", tool, tool, status)};
+  };
+  while (!(tool == "strace" ? strace_attached(pid) : perf_attached(child))) {
+    if (auto e = exited()) {
+      close_pipes();
+      return std::unexpected(*e);
     }
-    if (std::chrono::steady_clock::now() > deadline)
+    if (std::chrono::steady_clock::now() > deadline) {
+      close_pipes();
       return fail(fmt::format("--syscalls {}: {} did not attach within 5 s", tool, tool));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (tool == "perf") {
+    const bool sent = ::write(ctl[1], "enable\n", 7) == 7;
+    char reply[8] = {};
+    pollfd p{ack[0], POLLIN, 0};
+    const bool acked = sent && ::poll(&p, 1, 5000) == 1 && ::read(ack[0], reply, 4) > 0;
+    close_pipes();
+    if (!acked) return fail("--syscalls perf: perf stat did not acknowledge 'enable'");
   }
   return t;
 }
