@@ -54,6 +54,7 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
     return fail(fmt::format("unsupported proto '{}'", h.proto));
   if (h.proto == "tls" && h.engine == "epoll" && h.tls_io == "bio")
     return fail("engine epoll with TLS I/O model bio is not supported");
+  if (h.proto == "tls" && h.engine == "uring") return fail("engine uring carries plain TCP only");
   if (h.proto == "tls") {
     if (h.tls_io != "socket" && h.tls_io != "bio")
       return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));

@@ -269,3 +269,15 @@ def test_alert_mid_stream_is_an_error(tls_server, certs, cache_dir):
     assert tls_server.alive()
     run("client", "--connect", tls_server.addr, "--proto", "tls", "--tls-ca",
         certs / "good" / "ca.crt", "--bytes", "256k", "-q", cache=cache_dir, check=0)
+
+
+def test_server_refuses_uring_over_tls(tls_server, certs):
+    ctx = ssl.create_default_context(cafile=str(certs / "good" / "ca.crt"))
+    raw = socket.create_connection(("127.0.0.1", tls_server.port), timeout=5)
+    with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        s.sendall(hello_frame(nbytes=MiB, proto="tls", engine="uring", tls_io="socket"))
+        head = s.recv(12)
+        assert head[:4] == b"IOBC" and struct.unpack("<H", head[6:8])[0] == 4  # ERROR
+        body = s.recv(struct.unpack("<I", head[8:12])[0])
+        assert b"engine uring carries plain TCP only" in body
+    assert "rejected: engine uring carries plain TCP only" in tls_server.read_line()
