@@ -183,10 +183,7 @@ IoResult TlsStream::flush_wbio() {
     ++counters_.sys_writes;
     ssize_t n = ::write(fd_, st->out.data() + off, st->out.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const bool timeout = errno == EAGAIN || errno == EWOULDBLOCK;
-      return {timeout ? IoResult::State::kTimedOut : IoResult::State::kError, 0, errno};
-    }
+    if (n < 0) return io_result_from_syscall(n, nonblocking_);
     off += static_cast<size_t>(n);
   }
   st->out.clear();
@@ -204,10 +201,7 @@ IoResult TlsStream::fill_rbio() {
     last_error_ = "peer closed without close_notify (truncated stream)";
     return {IoResult::State::kError, 0, 0};
   }
-  if (n < 0) {
-    const bool timeout = errno == EAGAIN || errno == EWOULDBLOCK;
-    return {timeout ? IoResult::State::kTimedOut : IoResult::State::kError, 0, errno};
-  }
+  if (n < 0) return io_result_from_syscall(n, nonblocking_);
   st->in_pos = 0;
   st->in_len = static_cast<size_t>(n);
   return {IoResult::State::kOk, static_cast<size_t>(n), 0};

@@ -198,8 +198,7 @@ bool is_loopback_host(const std::string& host) {
 
 // --- FdStream ---------------------------------------------------------------------------------
 
-namespace {
-IoResult from_errno(ssize_t n, bool nonblocking) {
+IoResult io_result_from_syscall(ssize_t n, bool nonblocking) {
   if (n > 0) return {IoResult::State::kOk, static_cast<size_t>(n), 0};
   if (n == 0) return {IoResult::State::kEof, 0, 0};
   // EAGAIN: "not now" on a non-blocking socket; SO_RCVTIMEO/SO_SNDTIMEO expiring on a blocking one.
@@ -207,7 +206,6 @@ IoResult from_errno(ssize_t n, bool nonblocking) {
     return {nonblocking ? IoResult::State::kWouldBlock : IoResult::State::kTimedOut, 0, errno};
   return {IoResult::State::kError, 0, errno};
 }
-}  // namespace
 
 Status Stream::set_nonblocking(bool on) {
   const int flags = fcntl(fd(), F_GETFL);
@@ -223,7 +221,7 @@ IoResult FdStream::read(std::span<std::byte> buf) {
     ++counters_.sys_reads;
     n = ::read(fd_, buf.data(), buf.size());
   } while (n < 0 && errno == EINTR);
-  return from_errno(n, nonblocking_);
+  return io_result_from_syscall(n, nonblocking_);
 }
 
 IoResult FdStream::write(std::span<const std::byte> buf) {
@@ -233,7 +231,7 @@ IoResult FdStream::write(std::span<const std::byte> buf) {
     n = ::write(fd_, buf.data(), buf.size());
   } while (n < 0 && errno == EINTR);
   if (n == 0) return {IoResult::State::kError, 0, EIO};
-  return from_errno(n, nonblocking_);
+  return io_result_from_syscall(n, nonblocking_);
 }
 
 StreamCounters operator-(const StreamCounters& a, const StreamCounters& b) {

@@ -2,6 +2,8 @@
 // plain socket or an OpenSSL session (tls/); "would block" is a state, not an error.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -67,6 +69,10 @@ class FdStream final : public Stream {
   int fd_;
   StreamCounters counters_;
 };
+
+// The result of a raw read(2)/write(2) returning `n` (errno set when n < 0): EAGAIN is
+// kWouldBlock on a non-blocking descriptor and kTimedOut (SO_RCVTIMEO/SO_SNDTIMEO) otherwise.
+IoResult io_result_from_syscall(ssize_t n, bool nonblocking);
 
 // Text for errno-style results (used by Stream::describe's default).
 std::string describe_io(const IoResult& r);
