@@ -118,14 +118,7 @@ Result<std::unique_ptr<TlsStream>> TlsStream::connect(const Context& ctx, int fd
                        : SSL_set1_host(ssl, name.c_str());
     if (ok != 1) return fail(fmt::format("cannot verify against name '{}'", name));
   }
-  ERR_clear_error();
-  const int64_t t0 = monotonic_ns();
-  int rc;
-  do {
-    errno = 0;
-    rc = SSL_connect(ssl);
-  } while (rc <= 0 && SSL_get_error(ssl, rc) == SSL_ERROR_WANT_READ && errno == EINTR);
-  s->handshake_ns_ = monotonic_ns() - t0;
+  const int rc = s->handshake(SSL_connect);
   if (rc != 1) {
     IoResult r = s->fail_from(rc);
     return fail(verify_failure(ssl, s->describe(r)));
@@ -138,16 +131,21 @@ Result<std::unique_ptr<TlsStream>> TlsStream::accept(const Context& ctx, int fd)
   SSL* ssl = SSL_new(ctx.get());
   if (!ssl) return fail(last_ssl_error("SSL_new failed"));
   std::unique_ptr<TlsStream> s(new TlsStream(ssl, fd, ctx));
+  const int rc = s->handshake(SSL_accept);
+  if (rc != 1) return fail(s->describe(s->fail_from(rc)));
+  return s;
+}
+
+int TlsStream::handshake(int (*step)(SSL*)) {
   ERR_clear_error();
   const int64_t t0 = monotonic_ns();
   int rc;
   do {
     errno = 0;
-    rc = SSL_accept(ssl);
-  } while (rc <= 0 && SSL_get_error(ssl, rc) == SSL_ERROR_WANT_READ && errno == EINTR);
-  s->handshake_ns_ = monotonic_ns() - t0;
-  if (rc != 1) return fail(s->describe(s->fail_from(rc)));
-  return s;
+    rc = step(ssl_);
+  } while (rc <= 0 && SSL_get_error(ssl_, rc) == SSL_ERROR_WANT_READ && errno == EINTR);
+  handshake_ns_ = monotonic_ns() - t0;
+  return rc;
 }
 
 Status TlsStream::configure(const std::string& io, bool read_ahead, uint64_t max_fragment,

@@ -94,6 +94,8 @@ class TlsStream final : public Stream {
 
  private:
   TlsStream(SSL* ssl, int fd, const Context& ctx);
+  // Runs SSL_connect or SSL_accept to the end (EINTR retried), timing it.
+  int handshake(int (*step)(SSL*));
   IoResult fail_from(int ret);
   IoResult flush_wbio();
   IoResult fill_rbio();
