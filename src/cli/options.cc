@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <optional>
 
+#include "adaptive/policy.h"
 #include "cli/size.h"
 
 namespace iobench {
@@ -13,6 +16,7 @@ namespace {
 // Raw strings as typed; sizes are parsed by our own parser so errors name the value and range.
 struct RawClient {
   std::string buf, send_buf, recv_buf, bytes = "100MiB", sndbuf, rcvbuf;
+  std::string stagger, budget, buf_min, buf_max;
   bool no_nodelay = false;
   std::string max_fragment;
   std::vector<CLI::Option*> tls_options;
@@ -33,7 +37,17 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_flag("--edge", o.edge, "epoll: edge-triggered (default level-triggered)");
   app.add_option("--reads-per-event", o.reads_per_event,
                  "epoll: at most N reads per readiness event (Valkey: 25); 0 = until EAGAIN");
-  app.add_option("--buf,-b", raw.buf, "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k");
+  app.add_option("--buf,-b", raw.buf,
+                 "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k; 'adaptive' follows the "
+                 "live connection count (--budget)");
+  app.add_option("--conns", o.conns, "Connections at once, each streaming --bytes (default 1)");
+  app.add_option("--stagger", raw.stagger, "Start connection i at i x this (e.g. 50ms)");
+  app.add_option("--bytes-spread", o.bytes_spread,
+                 "Shorten each connection by a seeded random fraction up to this (0..0.9)");
+  app.add_option("--budget", raw.budget,
+                 "--buf adaptive: buffer memory per side, all connections (default 256K)");
+  app.add_option("--buf-min", raw.buf_min, "--buf adaptive: smallest buffer (default 4K)");
+  app.add_option("--buf-max", raw.buf_max, "--buf adaptive: largest buffer (default 64K)");
   app.add_option("--send-buf", raw.send_buf, "Sender buffer size(s), overrides --buf");
   app.add_option("--recv-buf", raw.recv_buf, "Receiver buffer size(s), overrides --buf");
   add_payload_options(app, o.payload, raw.bytes);
@@ -78,6 +92,75 @@ Result<std::vector<uint64_t>> optional_list(const std::string& text, std::string
   return parse_size_list(text, what, kMinBuf, kMaxBuf);
 }
 
+// --buf with 'adaptive' entries: one size per position (0 where adaptive), and which were.
+Result<std::vector<uint64_t>> buf_list(const std::string& text, std::vector<bool>& adaptive) {
+  std::vector<uint64_t> out;
+  if (text.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    adaptive.push_back(item == "adaptive");
+    if (item == "adaptive") {
+      out.push_back(0);
+    } else {
+      auto v = parse_size(item, "--buf", kMinBuf, kMaxBuf);
+      if (!v) return std::unexpected(v.error());
+      out.push_back(*v);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Status validate_conns(ClientOptions& o, const RawClient& raw) {
+  if (o.conns < 1 || o.conns > kMaxConns)
+    return fail(fmt::format("invalid --conns '{}': expected 1..{}", o.conns, kMaxConns));
+  if (!raw.stagger.empty()) {
+    auto v = parse_duration(raw.stagger, "--stagger", 60);
+    if (!v) return std::unexpected(v.error());
+    o.stagger_s = *v;
+  }
+  // Each connection holds a socket and an epoll or io_uring descriptor, on both sides (the
+  // loopback server is another process under the same limit).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
+      2 * uint64_t{o.conns} + 32 > nofile.rlim_cur)
+    return fail(fmt::format(
+        "--conns {} needs about {} descriptors, above RLIMIT_NOFILE {} (raise it: ulimit -n)",
+        o.conns, 2 * uint64_t{o.conns} + 32, nofile.rlim_cur));
+  if (!(o.bytes_spread >= 0 && o.bytes_spread <= 0.9))
+    return fail(fmt::format("invalid --bytes-spread '{}': expected 0..0.9", o.bytes_spread));
+  if (o.bytes_spread > 0 && o.decompress)
+    return fail("--bytes-spread cuts the payload mid-frame: it cannot go with --decompress");
+  if (o.group() && (o.syscalls == "strace" || o.syscalls == "perf"))
+    return fail(fmt::format("--syscalls {} attaches per session: use it without --conns and "
+                            "--buf adaptive (kernel counters cover those runs)",
+                            o.syscalls));
+  for (auto [text, field, name] : {std::tuple{&raw.budget, &o.budget, "--budget"},
+                                   {&raw.buf_min, &o.buf_min, "--buf-min"},
+                                   {&raw.buf_max, &o.buf_max, "--buf-max"}}) {
+    if (text->empty()) continue;
+    auto v = parse_size(*text, name, kMinBuf, name == std::string_view("--budget") ? kGiB : kMaxBuf);
+    if (!v) return std::unexpected(v.error());
+    *field = *v;
+  }
+  const bool adaptive =
+      std::any_of(o.bufs.begin(), o.bufs.end(), [](const BufPair& b) { return b.adaptive; });
+  if (!adaptive) {
+    for (auto [text, name] : {std::pair{&raw.budget, "--budget"},
+                              {&raw.buf_min, "--buf-min"},
+                              {&raw.buf_max, "--buf-max"}})
+      if (!text->empty()) return fail(fmt::format("{} needs --buf adaptive", name));
+    return {};
+  }
+  if (auto st = validate_limits({o.budget, o.buf_min, o.buf_max}, o.conns); !st) return st;
+  for (BufPair& b : o.bufs)
+    if (b.adaptive) b.send_bytes = b.recv_bytes = o.buf_max;
+  return {};
+}
+
 Status validate_payload(PayloadSpec& p, const std::string& bytes) {
   auto b = parse_size(bytes, "--bytes", kMinBytes, kMaxBytes);
   if (!b) return std::unexpected(b.error());
@@ -116,12 +199,16 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
     return fail("--reads-per-event needs level-triggered epoll (drop --edge)");
   if (o.engine == "epoll" && o.proto == "tls" && o.tls.io == "bio")
     return fail("--engine epoll with --tls-io bio is not available yet (use --tls-io socket)");
-  auto both = optional_list(raw.buf, "--buf");
+  std::vector<bool> adaptive;
+  auto both = buf_list(raw.buf, adaptive);
   if (!both) return std::unexpected(both.error());
+  const bool any_adaptive = std::find(adaptive.begin(), adaptive.end(), true) != adaptive.end();
   auto send = optional_list(raw.send_buf, "--send-buf");
   if (!send) return std::unexpected(send.error());
   auto recv = optional_list(raw.recv_buf, "--recv-buf");
   if (!recv) return std::unexpected(recv.error());
+  if (any_adaptive && (!send->empty() || !recv->empty()))
+    return fail("--buf adaptive sizes both sides: drop --send-buf/--recv-buf");
   size_t runs = std::max({both->size(), send->size(), recv->size(), size_t{1}});
   for (auto [list, name] :
        {std::pair{&*both, "--buf"}, {&*send, "--send-buf"}, {&*recv, "--recv-buf"}}) {
@@ -135,7 +222,9 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
     return l.size() == 1 ? l[0] : l[i];
   };
   o.bufs.clear();
-  for (size_t i = 0; i < runs; ++i) o.bufs.push_back({pick(*send, i), pick(*recv, i)});
+  for (size_t i = 0; i < runs; ++i)
+    o.bufs.push_back({pick(*send, i), pick(*recv, i), adaptive.empty() ? false : adaptive[i]});
+  if (auto st = validate_conns(o, raw); !st) return st;
 
   if (auto s = validate_payload(o.payload, raw.bytes); !s) return s;
   o.nodelay = !raw.no_nodelay;
@@ -172,6 +261,8 @@ Status validate_server(ServerOptions& o, const std::string& max_bytes) {
     if (!v) return std::unexpected(v.error());
     o.max_bytes = *v;
   }
+  if (o.max_conns < 1 || o.max_conns > 4096)
+    return fail(fmt::format("invalid --max-conns '{}': expected 1..4096", o.max_conns));
   for (auto [v, name] : {std::pair{o.handshake_timeout_s, "--handshake-timeout"},
                          {o.idle_timeout_s, "--idle-timeout"}}) {
     if (!(v > 0 && v <= 3600))
@@ -206,6 +297,8 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   server->add_option("--idle-timeout", server_opts.idle_timeout_s,
                      "Seconds without progress before a session is dropped (default 30)");
   server->add_option("--max-bytes", max_bytes, "Largest --bytes a client may ask for");
+  server->add_option("--max-conns", server_opts.max_conns,
+                     "Sessions served at once; more are refused (default 128)");
   server->add_option("--cache-dir", server_opts.cache_dir, "Payload cache directory");
   server->add_flag("--quiet,-q", server_opts.quiet, "No per-client log lines");
   server->add_option("--tls-cert", server_opts.tls.cert_file, "Certificate chain (PEM): TLS only");

@@ -1,6 +1,7 @@
 // The validated configuration of one iobench invocation, and the command-line parser producing it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -34,7 +35,12 @@ struct PayloadSpec {
 struct BufPair {
   uint64_t send_bytes = 16 * kKiB;
   uint64_t recv_bytes = 16 * kKiB;
+  // `--buf adaptive`: both sides follow the live count within ClientOptions' budget/min/max;
+  // send_bytes/recv_bytes then hold --buf-max (the size a lone connection starts from).
+  bool adaptive = false;
 };
+
+inline constexpr uint32_t kMaxConns = 1024;
 
 struct ClientOptions {
   std::string proto = "tcp";
@@ -59,6 +65,15 @@ struct ClientOptions {
   bool edge = false;              // epoll engine: edge-triggered
   uint32_t reads_per_event = 0;   // epoll engine: level-triggered cap (0: until EAGAIN)
   uint32_t queue_depth = 8;       // uring engine: requests in flight per io_uring_enter
+  uint32_t conns = 1;             // connections at once, each streaming `payload.bytes`
+  double stagger_s = 0;           // connection i starts i * stagger after the first
+  double bytes_spread = 0;        // connection lengths spread down by up to this fraction
+  uint64_t budget = 256 * kKiB;   // --buf adaptive: buffer memory per side over all connections
+  uint64_t buf_min = 4 * kKiB;
+  uint64_t buf_max = 64 * kKiB;
+  bool group() const { return conns > 1 || std::any_of(bufs.begin(), bufs.end(), [](auto& b) {
+                                return b.adaptive;
+                              }); }
 };
 
 struct ServerOptions {
@@ -68,7 +83,8 @@ struct ServerOptions {
   uint64_t max_bytes = kMaxBytes;
   std::string cache_dir;
   bool quiet = false;
-  tls::TlsOptions tls;  // a TLS server when cert_file is set
+  tls::TlsOptions tls;      // a TLS server when cert_file is set
+  uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
 };
 
 struct PayloadCommand {

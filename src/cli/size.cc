@@ -60,6 +60,34 @@ Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string
   return out;
 }
 
+Result<double> parse_duration(std::string_view text, std::string_view what, double max_s) {
+  auto bad = [&](std::string_view why) {
+    return fail(fmt::format("invalid {} '{}': {} (expected e.g. 250ms, 1.5s, 500us; at most {} s)",
+                            what, text, why, max_s));
+  };
+  size_t end = 0;
+  while (end < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
+    ++end;
+  if (end == 0) return bad("not a number");
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + end, v);
+  if (ec != std::errc{} || ptr != text.data() + end) return bad("not a number");
+  const std::string_view unit = text.substr(end);
+  double scale;
+  if (unit.empty() || unit == "s")
+    scale = 1;
+  else if (unit == "ms")
+    scale = 1e-3;
+  else if (unit == "us")
+    scale = 1e-6;
+  else
+    return bad(fmt::format("unknown unit '{}'", unit));
+  v *= scale;
+  if (!(v >= 0 && v <= max_s)) return bad("out of range");
+  return v;
+}
+
 std::string format_size(uint64_t bytes) {
   if (bytes != 0 && bytes % (uint64_t{1} << 30) == 0) return fmt::format("{}G", bytes >> 30);
   if (bytes != 0 && bytes % (uint64_t{1} << 20) == 0) return fmt::format("{}M", bytes >> 20);

@@ -18,6 +18,9 @@ Result<uint64_t> parse_size(std::string_view text, std::string_view what, uint64
 Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string_view what,
                                               uint64_t min, uint64_t max);
 
+// Durations: "250ms", "1.5s", "500us", "2" (seconds); `what` names the option, range in seconds.
+Result<double> parse_duration(std::string_view text, std::string_view what, double max_s);
+
 // "16K", "1M", "1500" — the shortest exact spelling, for tables and file names.
 std::string format_size(uint64_t bytes);
 

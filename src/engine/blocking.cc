@@ -6,11 +6,11 @@
 
 namespace iobench {
 
-Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
+Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
                             IoCounters& io) {
   size_t off = 0;
   while (off < data.size()) {
-    const size_t want = std::min(buf_bytes, data.size() - off);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), data.size() - off));
     IoResult r = s.write(data.subspan(off, want));
     ++io.calls;
     if (!r.ok())
@@ -24,18 +24,19 @@ Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, size_t b
   return {};
 }
 
-Status BlockingEngine::recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
+Status BlockingEngine::recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink,
                             IoCounters& io) {
   uint64_t got = 0;
   while (got < total) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), total - got));
-    IoResult r = s.read(buf.first(want));
+    const std::span<std::byte> mem = buf.span();
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(mem.size(), total - got));
+    IoResult r = s.read(mem.first(want));
     ++io.calls;
     if (!r.ok())
       return fail(fmt::format("read failed after {} of {} bytes: {}", got, total, s.describe(r)));
     got += r.bytes;
     io.bytes += r.bytes;
-    if (auto st = sink.consume(buf.first(r.bytes)); !st) return st;
+    if (auto st = sink.consume(mem.first(r.bytes)); !st) return st;
   }
   return {};
 }

@@ -8,10 +8,8 @@ namespace iobench {
 class BlockingEngine final : public Engine {
  public:
   std::string_view name() const override { return "blocking"; }
-  Status send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
-              IoCounters& io) override;
-  Status recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
-              IoCounters& io) override;
+  Status send(Stream& s, std::span<const std::byte> data, IoBuffer& buf, IoCounters& io) override;
+  Status recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink, IoCounters& io) override;
 };
 
 }  // namespace iobench

@@ -8,6 +8,7 @@
 #include <span>
 #include <string_view>
 
+#include "engine/io_buffer.h"
 #include "net/stream.h"
 #include "util/result.h"
 
@@ -41,12 +42,12 @@ class Engine {
  public:
   virtual ~Engine() = default;
   virtual std::string_view name() const = 0;
-  // Writes all of `data`, at most `buf_bytes` per call.
-  virtual Status send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
+  // Writes all of `data`, at most buf.size() per call (asked before every call).
+  virtual Status send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
                       IoCounters& io) = 0;
-  // Reads exactly `total` bytes into `buf` (its size is the buffer size), never past `total`
+  // Reads exactly `total` bytes into buf.span() (asked before every call), never past `total`
   // so that what follows on the stream (the control channel) stays unread.
-  virtual Status recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
+  virtual Status recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink,
                       IoCounters& io) = 0;
 };
 

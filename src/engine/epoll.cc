@@ -50,13 +50,13 @@ Status EpollEngine::wait(IoCounters& io, const char* what, uint64_t done, uint64
   return {};
 }
 
-Status EpollEngine::send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
-                         IoCounters& io) {
+Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
+                            IoCounters& io) {
   if (auto st = watch(s, EPOLLOUT); !st) return st;
   Status result;
   size_t off = 0;
   while (off < data.size()) {
-    const size_t want = std::min(buf_bytes, data.size() - off);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), data.size() - off));
     IoResult r = s.write(data.subspan(off, want));
     ++io.calls;
     if (r.ok()) {
@@ -78,8 +78,8 @@ Status EpollEngine::send(Stream& s, std::span<const std::byte> data, size_t buf_
   return result;
 }
 
-Status EpollEngine::recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
-                         IoCounters& io) {
+Status EpollEngine::recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink,
+                            IoCounters& io) {
   if (auto st = watch(s, EPOLLIN); !st) return st;
   Status result;
   uint64_t got = 0;
@@ -91,14 +91,15 @@ Status EpollEngine::recv(Stream& s, uint64_t total, std::span<std::byte> buf, By
       reads_this_event = 0;
       if (result = wait(io, "read", got, total); !result) break;
     }
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), total - got));
-    IoResult r = s.read(buf.first(want));
+    const std::span<std::byte> mem = buf.span();
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(mem.size(), total - got));
+    IoResult r = s.read(mem.first(want));
     ++io.calls;
     ++reads_this_event;
     if (r.ok()) {
       got += r.bytes;
       io.bytes += r.bytes;
-      if (result = sink.consume(buf.first(r.bytes)); !result) break;
+      if (result = sink.consume(mem.first(r.bytes)); !result) break;
       continue;
     }
     if (r.state == IoResult::State::kWouldBlock) {

@@ -12,10 +12,8 @@ class EpollEngine final : public Engine {
   static Result<std::unique_ptr<Engine>> create(const EngineOptions& o);
   ~EpollEngine() override;
   std::string_view name() const override { return "epoll"; }
-  Status send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
-              IoCounters& io) override;
-  Status recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
-              IoCounters& io) override;
+  Status send(Stream& s, std::span<const std::byte> data, IoBuffer& buf, IoCounters& io) override;
+  Status recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink, IoCounters& io) override;
 
  private:
   EpollEngine(int epfd, const EngineOptions& o) : epfd_(epfd), opts_(o) {}

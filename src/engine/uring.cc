@@ -83,13 +83,13 @@ Result<size_t> run_batch(io_uring& ring, bool sending, int fd, std::byte* base, 
 
 }  // namespace
 
-Status UringEngine::send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
-                         IoCounters& io) {
+Status UringEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
+                            IoCounters& io) {
   if (s.kind() != "tcp") return fail("--engine uring carries plain TCP only in this build");
   size_t off = 0;
   while (off < data.size()) {
     auto done = run_batch(ring_->ring, true, s.fd(), const_cast<std::byte*>(data.data()) + off,
-                          data.size() - off, buf_bytes, opts_.queue_depth, io);
+                          data.size() - off, static_cast<size_t>(buf.size()), opts_.queue_depth, io);
     if (!done)
       return fail(fmt::format("write failed after {} of {} bytes: {}", off, data.size(),
                               done.error().message));
@@ -99,16 +99,22 @@ Status UringEngine::send(Stream& s, std::span<const std::byte> data, size_t buf_
   return {};
 }
 
-Status UringEngine::recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
-                         IoCounters& io) {
+Status UringEngine::recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink,
+                            IoCounters& io) {
   if (s.kind() != "tcp") return fail("--engine uring carries plain TCP only in this build");
-  // One buffer per request in flight, so a batch of `qd` receives fills qd buffers in order.
-  std::vector<std::byte> slots(buf.size() * opts_.queue_depth);
+  // One buffer per request in flight, so a batch of `qd` receives fills qd buffers in order;
+  // the slots follow the buffer's size between batches (adaptive mode).
+  std::vector<std::byte> slots;
   uint64_t got = 0;
   while (got < total) {
+    const auto slot = static_cast<size_t>(buf.size());
+    if (slots.size() != slot * opts_.queue_depth) {
+      slots = {};
+      slots.resize(slot * opts_.queue_depth);
+    }
     const size_t want = static_cast<size_t>(std::min<uint64_t>(slots.size(), total - got));
-    auto done = run_batch(ring_->ring, false, s.fd(), slots.data(), want, buf.size(),
-                          opts_.queue_depth, io);
+    auto done =
+        run_batch(ring_->ring, false, s.fd(), slots.data(), want, slot, opts_.queue_depth, io);
     if (!done)
       return fail(
           fmt::format("read failed after {} of {} bytes: {}", got, total, done.error().message));

@@ -15,10 +15,8 @@ class UringEngine final : public Engine {
   static Result<std::unique_ptr<Engine>> create(const EngineOptions& o);
   ~UringEngine() override;
   std::string_view name() const override { return "uring"; }
-  Status send(Stream& s, std::span<const std::byte> data, size_t buf_bytes,
-              IoCounters& io) override;
-  Status recv(Stream& s, uint64_t total, std::span<std::byte> buf, ByteSink& sink,
-              IoCounters& io) override;
+  Status send(Stream& s, std::span<const std::byte> data, IoBuffer& buf, IoCounters& io) override;
+  Status recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink, IoCounters& io) override;
 
  private:
   struct Ring;

@@ -260,4 +260,10 @@ Result<Payload> load_payload(const PayloadSpec& spec) {
   return built;
 }
 
+uint64_t prefix_xxh3(const Payload& p, uint64_t n) {
+  const auto b = p.bytes();
+  if (n >= b.size()) return p.xxh3;
+  return xxh3_oneshot(b.data(), static_cast<size_t>(n));
+}
+
 }  // namespace iobench

@@ -42,6 +42,9 @@ struct Payload {
   std::span<const std::byte> bytes() const { return data.empty() ? mapped.bytes() : data; }
 };
 
+// XXH3-64 of the payload's first `n` bytes (a --bytes-spread connection's share).
+uint64_t prefix_xxh3(const Payload& p, uint64_t n);
+
 // Builds the payload in memory (no cache). Deterministic for a given spec.
 Result<Payload> build_payload(const PayloadSpec& spec);
 

@@ -17,17 +17,35 @@ int64_t tv_us(const timeval& tv) {
 
 int64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
 
-ProbeSample probe_now() {
+ProbeSample probe_now(bool thread) {
   ProbeSample s;
   rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  s.cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  getrusage(thread ? RUSAGE_THREAD : RUSAGE_SELF, &ru);
+  s.cpu_ns = clock_ns(thread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID);
   s.wall_ns = clock_ns(CLOCK_MONOTONIC);
   s.user_us = tv_us(ru.ru_utime);
   s.sys_us = tv_us(ru.ru_stime);
   s.vol_ctxsw = ru.ru_nvcsw;
   s.invol_ctxsw = ru.ru_nivcsw;
   return s;
+}
+
+uint64_t peak_rss_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %lu kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib * 1024;
+}
+
+bool reset_peak_rss() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (!f) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
 }
 
 ProbeDelta operator-(const ProbeSample& end, const ProbeSample& start) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 
 namespace iobench {
 
@@ -25,7 +26,13 @@ struct ProbeDelta {
   int64_t invol_ctxsw = 0;
 };
 
-ProbeSample probe_now();
+// `thread`: this thread only (CLOCK_THREAD_CPUTIME_ID, RUSAGE_THREAD) — one connection among
+// several; otherwise the whole process (all threads, io_uring workers included).
+ProbeSample probe_now(bool thread = false);
+// The process's resident-set peak since the last reset_peak_rss(), in bytes (0 if unknown).
+uint64_t peak_rss_bytes();
+// Restarts the peak (writes 5 to /proc/self/clear_refs); false where the kernel refuses.
+bool reset_peak_rss();
 ProbeDelta operator-(const ProbeSample& end, const ProbeSample& start);
 int64_t monotonic_ns();
 

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +103,29 @@ SyscallCounter& process_syscall_counter() {
   // Never destroyed: the kernel closes the descriptors at exit either way.
   static SyscallCounter* counter = new SyscallCounter();
   return *counter;
+}
+
+namespace {
+std::atomic<bool> counter_taken{false};
+}
+
+CounterLease CounterLease::try_take() {
+  CounterLease l;
+  l.held_ = !counter_taken.exchange(true);
+  return l;
+}
+
+CounterLease& CounterLease::operator=(CounterLease&& o) noexcept {
+  if (this != &o) {
+    if (held_) counter_taken.store(false);
+    held_ = o.held_;
+    o.held_ = false;
+  }
+  return *this;
+}
+
+CounterLease::~CounterLease() {
+  if (held_) counter_taken.store(false);
 }
 
 void SyscallCounter::start() {

@@ -51,7 +51,23 @@ class SyscallCounter {
   std::string reason_;
 };
 
-// The process's counter, opened on first use and kept until exit.
+// The process's counter, opened on first use and kept until exit. It counts the thread that
+// opened it and every thread created after (inherit), so open it on the main thread first.
 SyscallCounter& process_syscall_counter();
+
+// The process's counter counts every thread: a data phase may use it only while no other does
+// (a server serving two clients at once). Whoever cannot take it reports engine counts only.
+class CounterLease {
+ public:
+  static CounterLease try_take();
+  CounterLease() = default;
+  CounterLease(CounterLease&& o) noexcept : held_(o.held_) { o.held_ = false; }
+  CounterLease& operator=(CounterLease&& o) noexcept;
+  ~CounterLease();
+  bool held() const { return held_; }
+
+ private:
+  bool held_ = false;
+};
 
 }  // namespace iobench

@@ -31,9 +31,24 @@ void encode_body(Writer& w, const Hello& h) {
   w.boolean(h.edge);
   w.u32(h.reads_per_event);
   w.u32(h.queue_depth);
+  w.u32(h.conns);
+  w.u32(h.conn_index);
+  w.u64(h.group_id);
+  w.u64(h.payload_bytes);
+  w.boolean(h.adaptive);
+  for (uint64_t v : {h.budget, h.buf_min, h.buf_max}) w.u64(v);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
+
+void encode_pairs(Writer& w, const std::vector<std::pair<std::string, uint64_t>>& v) {
+  const size_t n = std::min(v.size(), kMaxListEntries);
+  w.u16(static_cast<uint16_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    w.str(v[i].first);
+    w.u64(v[i].second);
+  }
+}
 
 void encode_body(Writer& w, const SideResult& r) {
   w.boolean(r.is_sender);
@@ -54,14 +69,45 @@ void encode_body(Writer& w, const SideResult& r) {
   w.str(r.syscalls_source);
   w.str(r.syscalls_note);
   w.u64(r.kernel_syscalls_total);
-  const size_t n = std::min(r.kernel_syscalls.size(), kMaxListEntries);
-  w.u16(static_cast<uint16_t>(n));
-  for (size_t i = 0; i < n; ++i) {
-    w.str(r.kernel_syscalls[i].first);
-    w.u64(r.kernel_syscalls[i].second);
-  }
+  encode_pairs(w, r.kernel_syscalls);
   w.u64(r.engine_waits);
   w.u64(r.engine_would_block);
+  w.u64(r.buf_resizes);
+  w.str(r.cpu_scope);
+}
+
+void encode_body(Writer& w, const GroupResult& g) {
+  w.boolean(g.is_sender);
+  w.u32(g.conns);
+  w.u32(g.conns_failed);
+  for (int64_t v : {g.wall_ns, g.cpu_ns, g.user_us, g.sys_us}) w.i64(v);
+  w.str(g.syscalls_source);
+  w.str(g.syscalls_note);
+  w.u64(g.kernel_syscalls_total);
+  encode_pairs(w, g.kernel_syscalls);
+  w.str(g.policy);
+  w.u32(g.peak_live);
+  w.u64(g.peak_buffer_bytes);
+  w.u64(g.peak_rss_bytes);
+  const size_t nt = std::min(g.timeline.size(), kMaxTimelineEntries);
+  w.u32(static_cast<uint32_t>(nt));
+  for (size_t i = 0; i < nt; ++i) {
+    w.i64(g.timeline[i].t_ns);
+    w.u32(g.timeline[i].live);
+    w.u64(g.timeline[i].size);
+  }
+  const size_t nc = std::min(g.changes.size(), kMaxTimelineEntries);
+  w.u32(static_cast<uint32_t>(nc));
+  for (size_t i = 0; i < nc; ++i) {
+    const BufChange& c = g.changes[i];
+    w.i64(c.t_ns);
+    w.u32(c.conn);
+    w.u64(c.from);
+    w.u64(c.to);
+    w.u32(c.live);
+  }
+  w.u64(g.changes_dropped + (g.changes.size() - nc));
+  w.str(g.error);
 }
 
 void encode_body(Writer& w, const ErrorMsg& e) { w.str(e.message); }
@@ -73,6 +119,7 @@ Type type_of(const Message& m) {
         if constexpr (std::is_same_v<T, Hello>) return Type::kHello;
         if constexpr (std::is_same_v<T, Ack>) return Type::kAck;
         if constexpr (std::is_same_v<T, SideResult>) return Type::kResult;
+        if constexpr (std::is_same_v<T, GroupResult>) return Type::kGroup;
         return Type::kError;
       },
       m);
@@ -125,6 +172,22 @@ class Fields {
       u64(value);
     }
   }
+  // A u32 count bounded by `limit` before anything is reserved, then `read_one` per entry.
+  template <typename T, typename F>
+  void list(std::vector<T>& out, size_t limit, F&& read_one) {
+    uint32_t n = 0;
+    u32(n);
+    if (err_) return;
+    if (n > limit) {
+      err_ = Error{fmt::format("list of {} entries exceeds limit {}", n, limit)};
+      return;
+    }
+    out.resize(n);
+    for (T& v : out) {
+      read_one(*this, v);
+      if (err_) return;
+    }
+  }
   template <typename T>
   Result<T> finish(T value) {
     if (!err_) {
@@ -162,6 +225,12 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   f.boolean(h.edge);
   f.u32(h.reads_per_event);
   f.u32(h.queue_depth);
+  f.u32(h.conns);
+  f.u32(h.conn_index);
+  f.u64(h.group_id);
+  f.u64(h.payload_bytes);
+  f.boolean(h.adaptive);
+  for (uint64_t* v : {&h.budget, &h.buf_min, &h.buf_max}) f.u64(*v);
   return f.finish<Message>(h);
 }
 
@@ -191,7 +260,41 @@ Result<Message> decode_result(std::span<const std::byte> body) {
   f.pairs(r.kernel_syscalls);
   f.u64(r.engine_waits);
   f.u64(r.engine_would_block);
+  f.u64(r.buf_resizes);
+  f.str(r.cpu_scope);
   return f.finish<Message>(r);
+}
+
+Result<Message> decode_group(std::span<const std::byte> body) {
+  Fields f(body);
+  GroupResult g;
+  f.boolean(g.is_sender);
+  f.u32(g.conns);
+  f.u32(g.conns_failed);
+  for (int64_t* v : {&g.wall_ns, &g.cpu_ns, &g.user_us, &g.sys_us}) f.i64(*v);
+  f.str(g.syscalls_source);
+  f.str(g.syscalls_note);
+  f.u64(g.kernel_syscalls_total);
+  f.pairs(g.kernel_syscalls);
+  f.str(g.policy);
+  f.u32(g.peak_live);
+  f.u64(g.peak_buffer_bytes);
+  f.u64(g.peak_rss_bytes);
+  f.list(g.timeline, kMaxTimelineEntries, [](Fields& r, LivePoint& p) {
+    r.i64(p.t_ns);
+    r.u32(p.live);
+    r.u64(p.size);
+  });
+  f.list(g.changes, kMaxTimelineEntries, [](Fields& r, BufChange& c) {
+    r.i64(c.t_ns);
+    r.u32(c.conn);
+    r.u64(c.from);
+    r.u64(c.to);
+    r.u32(c.live);
+  });
+  f.u64(g.changes_dropped);
+  f.str(g.error);
+  return f.finish<Message>(g);
 }
 
 std::string printable(std::span<const std::byte> b) {
@@ -231,10 +334,11 @@ Result<FrameHeader> decode_header(std::span<const std::byte> header) {
   if (h.version != kVersion)
     return fail(fmt::format("protocol version {} not supported (this side speaks {})", h.version,
                             kVersion));
-  if (type < 1 || type > 4) return fail(fmt::format("unknown message type {}", type));
+  if (type < 1 || type > 5) return fail(fmt::format("unknown message type {}", type));
   h.type = static_cast<Type>(type);
-  if (h.body_bytes > kMaxBodyBytes)
-    return fail(fmt::format("message length {} exceeds limit {}", h.body_bytes, kMaxBodyBytes));
+  const uint32_t limit = h.type == Type::kGroup ? kMaxGroupBodyBytes : kMaxBodyBytes;
+  if (h.body_bytes > limit)
+    return fail(fmt::format("message length {} exceeds limit {}", h.body_bytes, limit));
   return h;
 }
 
@@ -246,6 +350,8 @@ Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> bod
       return decode_hello(body);
     case Type::kResult:
       return decode_result(body);
+    case Type::kGroup:
+      return decode_group(body);
     case Type::kAck: {
       Fields f(body);
       Ack a;
@@ -272,6 +378,8 @@ const char* type_name(const Message& m) {
       return "RESULT";
     case Type::kError:
       return "ERROR";
+    case Type::kGroup:
+      return "GROUP";
   }
   return "?";
 }

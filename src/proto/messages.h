@@ -2,7 +2,9 @@
 // data phase. Pure functions on byte spans (no sockets), so the decoder can be fuzzed.
 //
 // Frame: "IOBC" | version u16 | type u16 | body length u32 | body.
-// Session: client HELLO -> server ACK (or ERROR) -> data -> receiver RESULT -> sender RESULT.
+// Session: client HELLO -> server ACK (or ERROR) -> data -> receiver RESULT -> sender RESULT,
+// then, for one connection of a --conns run, the server's GROUP once all of the run's
+// connections have ended.
 #pragma once
 
 #include <array>
@@ -22,10 +24,12 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
                                                  std::byte{'C'}};
 inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kHeaderBytes = 12;
-inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message is far smaller
+inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
+inline constexpr uint32_t kMaxGroupBodyBytes = 160 * 1024;  // two bounded timelines
 inline constexpr size_t kMaxListEntries = 64;
+inline constexpr size_t kMaxTimelineEntries = 2000;
 
-enum class Type : uint16_t { kHello = 1, kAck = 2, kResult = 3, kError = 4 };
+enum class Type : uint16_t { kHello = 1, kAck = 2, kResult = 3, kError = 4, kGroup = 5 };
 
 struct Hello {
   bool client_sends = true;
@@ -48,6 +52,16 @@ struct Hello {
   bool edge = false;             // epoll engine: edge-triggered
   uint32_t reads_per_event = 0;  // epoll engine: cap (0: until EAGAIN)
   uint32_t queue_depth = 8;      // uring engine: requests per io_uring_enter
+  // --conns: this connection is `conn_index` of `conns` sharing `group_id` (random per run).
+  uint32_t conns = 1;
+  uint32_t conn_index = 0;
+  uint64_t group_id = 0;
+  uint64_t payload_bytes = 0;  // the payload this connection's `bytes` are a prefix of (0: same)
+  // --buf adaptive: the server side's buffer follows the live count within these limits.
+  bool adaptive = false;
+  uint64_t budget = 0;
+  uint64_t buf_min = 0;
+  uint64_t buf_max = 0;
 };
 
 struct Ack {
@@ -95,13 +109,53 @@ struct SideResult {
   std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;  // by name, non-zero
   uint64_t engine_waits = 0;        // epoll_wait calls (event-loop engines)
   uint64_t engine_would_block = 0;  // calls that returned EAGAIN
+  uint64_t buf_resizes = 0;         // buffer size changes adopted during the data phase
+  std::string cpu_scope;            // "process", or "thread" (one connection of several)
+};
+
+struct LivePoint {
+  int64_t t_ns = 0;
+  uint32_t live = 0;
+  uint64_t size = 0;  // the policy's buffer size at that live count
+};
+
+struct BufChange {
+  int64_t t_ns = 0;
+  uint32_t conn = 0;
+  uint64_t from = 0;  // 0: the connection's first size
+  uint64_t to = 0;
+  uint32_t live = 0;
+};
+
+// One side's figures over a whole --conns run: CPU and syscalls of the process, buffer memory
+// and the live-count timeline (per-connection figures travel in each connection's RESULT).
+struct GroupResult {
+  bool is_sender = true;
+  uint32_t conns = 0;         // connections that took part on this side
+  uint32_t conns_failed = 0;  // of those, ended with an error
+  int64_t wall_ns = 0;        // first connection's data phase start to last one's end
+  int64_t cpu_ns = 0;
+  int64_t user_us = 0;
+  int64_t sys_us = 0;
+  std::string syscalls_source;
+  std::string syscalls_note;
+  uint64_t kernel_syscalls_total = 0;
+  std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;
+  std::string policy;  // "fixed 16K", "adaptive: budget 256K, 4K..64K"
+  uint32_t peak_live = 0;
+  uint64_t peak_buffer_bytes = 0;
+  uint64_t peak_rss_bytes = 0;  // 0: unknown
+  std::vector<LivePoint> timeline;
+  std::vector<BufChange> changes;
+  uint64_t changes_dropped = 0;
+  std::string error;  // why the run is incomplete on this side (empty: all arrived and ended)
 };
 
 struct ErrorMsg {
   std::string message;
 };
 
-using Message = std::variant<Hello, Ack, SideResult, ErrorMsg>;
+using Message = std::variant<Hello, Ack, SideResult, ErrorMsg, GroupResult>;
 
 struct FrameHeader {
   uint16_t version = 0;

@@ -90,9 +90,64 @@ json side_json(const proto::SideResult& r, bool client_sends,
   };
 }
 
-std::string buf_label(const BufPair& b) {
-  if (b.send_bytes == b.recv_bytes) return format_size(b.send_bytes);
-  return fmt::format("{}/{}", format_size(b.send_bytes), format_size(b.recv_bytes));
+json group_side_json(const proto::GroupResult& g, bool known) {
+  if (!known) return {{"available", false}};
+  json timeline = json::array(), changes = json::array();
+  for (const auto& p : g.timeline)
+    timeline.push_back({{"t_ns", p.t_ns}, {"live", p.live}, {"buf_bytes", p.size}});
+  for (const auto& c : g.changes)
+    changes.push_back({{"t_ns", c.t_ns},
+                       {"conn", c.conn},
+                       {"from_bytes", c.from},
+                       {"to_bytes", c.to},
+                       {"live", c.live},
+                       {"why", c.from == 0 ? "opened" : fmt::format("live count {}", c.live)}});
+  json counts = json::object();
+  for (const auto& [name, n] : g.kernel_syscalls) counts[name] = n;
+  return {{"available", true},
+          {"policy", g.policy},
+          {"conns", g.conns},
+          {"conns_failed", g.conns_failed},
+          {"duration_ns", g.wall_ns},
+          {"cpu_s", static_cast<double>(g.cpu_ns) / 1e9},
+          {"cpu_user_s", static_cast<double>(g.user_us) / 1e6},
+          {"cpu_sys_s", static_cast<double>(g.sys_us) / 1e6},
+          {"syscalls", {{"source", g.syscalls_source},
+                        {"note", g.syscalls_note},
+                        {"total", g.kernel_syscalls_total},
+                        {"by_name", counts}}},
+          {"peak_live", g.peak_live},
+          {"peak_buffer_bytes", g.peak_buffer_bytes},
+          {"peak_rss_bytes", g.peak_rss_bytes},
+          {"live_timeline", timeline},
+          {"buffer_changes", changes},
+          {"buffer_changes_dropped", g.changes_dropped},
+          {"error", g.error}};
+}
+
+json group_json(const GroupRecord& g, bool client_sends) {
+  json conns = json::array();
+  for (const ConnRecord& c : g.conns) {
+    json one = {{"index", c.index},
+                {"bytes", c.bytes},
+                {"start_ns", c.start_ns},
+                {"ok", c.error.empty()},
+                {"error", c.error}};
+    if (c.sender) one["sender"] = side_json(*c.sender, client_sends, std::nullopt);
+    if (c.receiver) one["receiver"] = side_json(*c.receiver, client_sends, std::nullopt);
+    conns.push_back(std::move(one));
+  }
+  const GroupFigures f = group_figures(g);
+  return {{"conns", conns},
+          {"error", g.error},
+          {"fairness",
+           {{"conn_gbps_min", f.conn_gbps.min},
+            {"conn_gbps_median", f.conn_gbps.median},
+            {"conn_gbps_max", f.conn_gbps.max},
+            {"slowest_conn", f.slowest_conn},
+            {"aggregate_gbps", f.aggregate_gbps}}},
+          {"sender", group_side_json(g.sender, g.sender_known)},
+          {"receiver", group_side_json(g.receiver, g.receiver_known)}};
 }
 
 json stat_json(const Stat& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
@@ -118,7 +173,8 @@ json summary_json(const SideSummary& s) {
 json options_json(const Report& r) {
   const ClientOptions& o = r.options;
   json bufs = json::array();
-  for (const auto& b : o.bufs) bufs.push_back({{"send", b.send_bytes}, {"recv", b.recv_bytes}});
+  for (const auto& b : o.bufs)
+    bufs.push_back({{"send", b.send_bytes}, {"recv", b.recv_bytes}, {"adaptive", b.adaptive}});
   return {{"mode", r.mode},
           {"server", r.server},
           {"proto", o.proto},
@@ -135,7 +191,13 @@ json options_json(const Report& r) {
           {"decompress", o.decompress},
           {"repeat", o.repeat},
           {"warmup", o.warmup},
-          {"timeout_s", o.timeout_s}};
+          {"timeout_s", o.timeout_s},
+          {"conns", o.conns},
+          {"stagger_s", o.stagger_s},
+          {"bytes_spread", o.bytes_spread},
+          {"budget_bytes", o.budget},
+          {"buf_min_bytes", o.buf_min},
+          {"buf_max_bytes", o.buf_max}};
 }
 
 }  // namespace
@@ -144,14 +206,17 @@ json render_json(const Report& r) {
   json results = json::array();
   for (const auto& size : r.sizes) {
     json runs = json::array();
-    for (const auto& run : size.runs)
-      runs.push_back(
-          {{"run", run.run},
-           {"sender", side_json(run.sender, !r.options.reverse, run.sender_tracer)},
-           {"receiver", side_json(run.receiver, !r.options.reverse, run.receiver_tracer)}});
+    for (const auto& run : size.runs) {
+      json one = {{"run", run.run},
+                  {"sender", side_json(run.sender, !r.options.reverse, run.sender_tracer)},
+                  {"receiver", side_json(run.receiver, !r.options.reverse, run.receiver_tracer)}};
+      if (run.group) one["group"] = group_json(*run.group, !r.options.reverse);
+      runs.push_back(std::move(one));
+    }
     results.push_back({{"send_buf_bytes", size.buf.send_bytes},
                        {"recv_buf_bytes", size.buf.recv_bytes},
                        {"label", buf_label(size.buf)},
+                       {"adaptive", size.buf.adaptive},
                        {"runs", runs},
                        {"summary",
                         {{"sender", summary_json(summarize(size.runs, true))},
@@ -192,7 +257,8 @@ std::string render_csv(const Report& r) {
       "short_writes,voluntary_ctxsw,involuntary_ctxsw,sndbuf_bytes,rcvbuf_bytes,nodelay,mtu_bytes,"
       "proto,engine,decoded_bytes,xxh3,sys_reads,sys_writes,records_in,records_out,tls_version,"
       "tls_cipher,tls_group,tls_io,tls_handshake_ns,syscalls_source,syscalls_total,"
-      "syscalls_data_direction\n";
+      "syscalls_data_direction,label,conns,conns_failed,peak_buffer_bytes,peak_rss_bytes,"
+      "slowest_conn_gbps\n";
   const bool client_sends = !r.options.reverse;
   for (const auto& size : r.sizes) {
     for (const auto& run : size.runs) {
@@ -212,6 +278,13 @@ std::string render_csv(const Report& r) {
             side->decoded_bytes, side->xxh3, side->sys_reads, side->sys_writes, side->records_in,
             side->records_out, side->tls_version, side->tls_cipher, side->tls_group, side->tls_io,
             side->tls_handshake_ns, side->syscalls_source, f.syscalls_total, f.syscalls);
+        out.pop_back();  // the group columns follow
+        const proto::GroupResult* g =
+            run.group ? &(side->is_sender ? run.group->sender : run.group->receiver) : nullptr;
+        out += fmt::format(",{},{},{},{},{},{:.6f}\n", buf_label(size.buf),
+                           run.group ? run.group->conns.size() : 1, g ? g->conns_failed : 0,
+                           g ? g->peak_buffer_bytes : 0, g ? g->peak_rss_bytes : 0,
+                           run.group ? group_figures(*run.group).conn_gbps.min : 0.0);
       }
     }
   }

@@ -14,10 +14,33 @@ namespace iobench {
 
 inline constexpr int kSchemaVersion = 1;
 
+struct Stat {
+  double median = 0, min = 0, max = 0;
+};
+
+// One connection of a --conns run.
+struct ConnRecord {
+  uint32_t index = 0;
+  uint64_t bytes = 0;                  // what it was to move
+  int64_t start_ns = 0;                // its data phase start, since the run's start
+  std::optional<proto::SideResult> sender, receiver;  // absent where it never got that far
+  std::string error;                   // empty: moved and verified
+};
+
+struct GroupRecord {
+  std::vector<ConnRecord> conns;
+  proto::GroupResult sender, receiver;  // each side's whole-run figures
+  bool sender_known = false, receiver_known = false;  // the server's side may be unreachable
+  std::string error;                                  // empty: every connection verified
+};
+
 struct RunRecord {
   int run = 0;  // 0-based among measured runs
+  // With --conns / adaptive: each side's totals over the run (sums of the connections, CPU and
+  // kernel counts of the process), so every table and summary reads the same fields.
   proto::SideResult sender;
   proto::SideResult receiver;
+  std::optional<GroupRecord> group;
   // --syscalls strace|perf: the tool attached to each side's process for the whole session
   // (connect to close); absent for a side it could not reach (the server in two-host mode).
   std::optional<TracerCounts> sender_tracer, receiver_tracer;
@@ -62,9 +85,17 @@ uint64_t kernel_count(const proto::SideResult& r, std::string_view name);
 
 SideFigures side_figures(const proto::SideResult& r);
 
-struct Stat {
-  double median = 0, min = 0, max = 0;
+// Fairness across a --conns run's connections: each connection's throughput measured on its
+// receiver (first byte read to last), failed connections left out.
+struct GroupFigures {
+  Stat conn_gbps;
+  uint32_t slowest_conn = 0;
+  double aggregate_gbps = 0;  // all bytes received over the receiver side's run time
 };
+GroupFigures group_figures(const GroupRecord& g);
+
+// "16K", "4K/64K" (sender/receiver differ) or "adaptive".
+std::string buf_label(const BufPair& b);
 
 // Median/min/max of each SideFigures field across runs, for one side.
 struct SideSummary {

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <array>
 
+#include "cli/size.h"
 #include "report/report.h"
 
 namespace iobench {
@@ -77,6 +78,34 @@ SideSummary summarize(const std::vector<RunRecord>& runs, bool sender) {
   s.bytes_per_syscall = over(&SideFigures::bytes_per_syscall);
   s.records = over(&SideFigures::records);
   return s;
+}
+
+std::string buf_label(const BufPair& b) {
+  if (b.adaptive) return "adaptive";
+  if (b.send_bytes == b.recv_bytes) return format_size(b.send_bytes);
+  return format_size(b.send_bytes) + "/" + format_size(b.recv_bytes);
+}
+
+GroupFigures group_figures(const GroupRecord& g) {
+  GroupFigures f;
+  std::vector<double> gbps;
+  double slowest = -1;
+  uint64_t bytes = 0;
+  for (const ConnRecord& c : g.conns) {
+    if (!c.error.empty() || !c.receiver || c.receiver->wall_ns <= 0) continue;
+    const double v = static_cast<double>(c.receiver->bytes) * 8 /
+                     static_cast<double>(c.receiver->wall_ns);
+    gbps.push_back(v);
+    bytes += c.receiver->bytes;
+    if (slowest < 0 || v < slowest) {
+      slowest = v;
+      f.slowest_conn = c.index;
+    }
+  }
+  f.conn_gbps = stat_of(gbps);
+  if (g.receiver.wall_ns > 0)
+    f.aggregate_gbps = static_cast<double>(bytes) * 8 / static_cast<double>(g.receiver.wall_ns);
+  return f;
 }
 
 }  // namespace iobench

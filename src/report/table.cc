@@ -59,6 +59,67 @@ std::string tracer_lines(const Report& r) {
   return out;
 }
 
+std::string timeline_text(const proto::GroupResult& g) {
+  std::string out;
+  const size_t shown = std::min<size_t>(g.timeline.size(), 16);
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& p = g.timeline[i];
+    out += fmt::format("{}{:.1f}ms:{}", i ? " " : "", static_cast<double>(p.t_ns) / 1e6, p.live);
+    if (p.live > 0) out += fmt::format("@{}", format_size(p.size));
+  }
+  if (g.timeline.size() > shown) out += fmt::format(" (+{} more)", g.timeline.size() - shown);
+  return out;
+}
+
+std::string group_side_line(const proto::GroupResult& g, bool known, const char* side,
+                            const char* where) {
+  if (!known) return fmt::format("  {:<8} {:<6}: whole-run figures did not arrive\n", side, where);
+  uint64_t resizes = 0;
+  for (const auto& c : g.changes) resizes += c.from != 0;
+  std::string line = fmt::format(
+      "  {:<8} {:<6}: {}; peak live {}, peak buffer memory {}, peak RSS {}, {} resize(s); "
+      "live: {}\n",
+      side, where, g.policy, g.peak_live, format_bytes_human(g.peak_buffer_bytes),
+      g.peak_rss_bytes ? format_bytes_human(g.peak_rss_bytes) : "unknown", resizes,
+      timeline_text(g));
+  if (!g.error.empty()) line += fmt::format("  {:<8} {:<6}: incomplete: {}\n", side, where, g.error);
+  return line;
+}
+
+// --conns / adaptive: per run, fairness, each side's policy, memory and live timeline, then one
+// row per connection.
+std::string group_lines(const Report& r) {
+  std::string out;
+  const bool client_sends = !r.options.reverse;
+  for (const auto& size : r.sizes) {
+    for (const auto& run : size.runs) {
+      if (!run.group) continue;
+      const GroupRecord& g = *run.group;
+      const GroupFigures f = group_figures(g);
+      out += fmt::format(
+          "{} run {}: {} connections, per-connection Gbit/s min/median/max "
+          "{:.2f}/{:.2f}/{:.2f} (slowest: conn {}), aggregate {:.2f} Gbit/s\n",
+          buf_label(size.buf), run.run, g.conns.size(), f.conn_gbps.min, f.conn_gbps.median,
+          f.conn_gbps.max, f.slowest_conn, f.aggregate_gbps);
+      out += group_side_line(g.sender, g.sender_known, "sender", client_sends ? "client" : "server");
+      out += group_side_line(g.receiver, g.receiver_known, "receiver",
+                             client_sends ? "server" : "client");
+      out += fmt::format("  {:>5} {:>11} {:>9} {:>8} {:>7} {:>9} {:>9}  {}\n", "conn", "bytes",
+                         "start_ms", "time_s", "Gbit/s", "s_resize", "r_resize", "status");
+      for (const ConnRecord& c : g.conns) {
+        const double wall = c.receiver ? static_cast<double>(c.receiver->wall_ns) / 1e9 : 0;
+        out += fmt::format(
+            "  {:>5} {:>11} {:>9.1f} {:>8.4f} {:>7.2f} {:>9} {:>9}  {}\n", c.index,
+            format_bytes_human(c.bytes), static_cast<double>(c.start_ns) / 1e6, wall,
+            wall > 0 ? static_cast<double>(c.receiver->bytes) * 8 / wall / 1e9 : 0.0,
+            c.sender ? c.sender->buf_resizes : 0, c.receiver ? c.receiver->buf_resizes : 0,
+            c.error.empty() ? std::string("ok, xxh3 verified") : fmt::format("FAILED: {}", c.error));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_table(const Report& r) {
@@ -66,10 +127,11 @@ std::string render_table(const Report& r) {
   std::string out;
   const bool client_sends = !o.reverse;
   const bool tls = o.proto == "tls";
-  out += fmt::format("iobench {} | {} | proto {} | engine {} | payload {} | {} run(s){}\n",
+  out += fmt::format("iobench {} | {} | proto {} | engine {} | payload {} | {} run(s){}{}\n",
                      IOBENCH_VERSION, r.mode == "loopback" ? "loopback" : "server " + r.server,
                      o.proto, o.engine, r.payload_source, o.repeat,
-                     o.repeat > 1 ? " per size, medians" : "");
+                     o.repeat > 1 ? " per size, medians" : "",
+                     o.group() ? fmt::format(" | {} connections, totals per side", o.conns) : "");
   if (!r.sizes.empty() && !r.sizes.front().runs.empty()) {
     const auto& first = r.sizes.front().runs.front();
     for (const auto* side : {&first.sender, &first.receiver}) {
@@ -92,12 +154,14 @@ std::string render_table(const Report& r) {
   out += tls ? fmt::format(" {:>8}\n", "records") : "\n";
   for (const auto& size : r.sizes) {
     if (size.runs.empty()) continue;
-    out += side_row(format_size(size.buf.send_bytes), "sender", client_sends ? "client" : "server",
+    const std::string send_label = size.buf.adaptive ? "adapt" : format_size(size.buf.send_bytes);
+    const std::string recv_label = size.buf.adaptive ? "adapt" : format_size(size.buf.recv_bytes);
+    out += side_row(send_label, "sender", client_sends ? "client" : "server",
                     summarize(size.runs, true), tls);
-    out += side_row(format_size(size.buf.recv_bytes), "receiver",
+    out += side_row(recv_label, "receiver",
                     client_sends ? "server" : "client", summarize(size.runs, false), tls);
   }
-  return out + tracer_lines(r);
+  return out + tracer_lines(r) + group_lines(r);
 }
 
 }  // namespace iobench

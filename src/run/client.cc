@@ -68,54 +68,9 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
     if (!mine) return std::unexpected(mine.error());
     my_trace = std::move(*mine);
   }
-  const SocketRequest req{o.sndbuf, o.rcvbuf, o.nodelay};
-  auto fd = connect_to(server, o.timeout_s, req);
-  if (!fd) return std::unexpected(fd.error());
-  if (auto st = set_io_timeout(fd->get(), o.timeout_s); !st) return std::unexpected(st.error());
-  std::unique_ptr<Stream> stream;
-  if (tls_ctx) {
-    auto t = tls::TlsStream::connect(*tls_ctx, fd->get(), server.host);
-    if (!t)
-      return fail(fmt::format("TLS handshake with {} failed: {}{}", server.str(), t.error().message,
-                              tls_hint(t.error().message)));
-    const uint64_t my_buf = o.reverse ? buf.recv_bytes : buf.send_bytes;
-    if (auto st = (*t)->configure(o.tls.io, o.tls.read_ahead, o.tls.max_fragment, my_buf); !st)
-      return std::unexpected(st.error());
-    stream = std::move(*t);
-  } else {
-    stream = std::make_unique<FdStream>(fd->get());
-  }
-
-  proto::Hello hello;
-  hello.client_sends = !o.reverse;
-  hello.bytes = o.payload.bytes;
-  hello.send_buf_bytes = buf.send_bytes;
-  hello.recv_buf_bytes = buf.recv_bytes;
-  hello.sndbuf_bytes = o.sndbuf;
-  hello.rcvbuf_bytes = o.rcvbuf;
-  hello.nodelay = o.nodelay;
-  hello.decompress = o.decompress;
-  hello.seed = o.payload.seed;
-  hello.zstd_level = o.payload.zstd_level;
-  hello.proto = o.proto;
-  hello.engine = o.engine;
-  hello.timeout_s = o.timeout_s;
-  hello.tls_io = o.tls.io;
-  hello.tls_read_ahead = o.tls.read_ahead;
-  hello.tls_max_fragment = o.tls.max_fragment;
-  hello.kernel_syscalls = o.syscalls != "off";
-  hello.edge = o.edge;
-  hello.reads_per_event = o.reads_per_event;
-  hello.queue_depth = o.queue_depth;
-  if (auto st = send_message(*stream, hello); !st) return std::unexpected(st.error());
-  auto reply = recv_message(*stream);
-  if (!reply)
-    return fail(fmt::format("no answer from server {}: {}", server.str(), reply.error().message));
-  if (auto* e = std::get_if<proto::ErrorMsg>(&*reply))
-    return fail(fmt::format("server {} refused: {}", server.str(), e->message));
-  if (!std::holds_alternative<proto::Ack>(*reply))
-    return fail(fmt::format("server {} answered {} instead of ACK", server.str(),
-                            proto::type_name(*reply)));
+  auto session = open_session(o, server, buf, tls_ctx, make_hello(o, buf));
+  if (!session) return std::unexpected(session.error());
+  Stream& stream = *session->stream;
 
   DataPhase d;
   d.is_sender = !o.reverse;
@@ -128,8 +83,8 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
     d.payload_xxh3 = payload->xxh3;
     d.payload_decoded_bytes = payload->decoded_bytes;
   }
-  SessionOutcome out = run_data_phase(*stream, engine, d, describe_transport(*stream));
-  stream->close();
+  SessionOutcome out = run_data_phase(stream, engine, d, describe_transport(stream));
+  stream.close();
   if (!out.error.empty())
     return fail(fmt::format("{} (client {}: {} of {} bytes moved)", out.error,
                             d.is_sender ? "sender" : "receiver", out.mine.bytes, d.bytes));
@@ -164,6 +119,72 @@ Status write_output(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
+  proto::Hello hello;
+  hello.client_sends = !o.reverse;
+  hello.bytes = o.payload.bytes;
+  hello.send_buf_bytes = buf.send_bytes;
+  hello.recv_buf_bytes = buf.recv_bytes;
+  hello.sndbuf_bytes = o.sndbuf;
+  hello.rcvbuf_bytes = o.rcvbuf;
+  hello.nodelay = o.nodelay;
+  hello.decompress = o.decompress;
+  hello.seed = o.payload.seed;
+  hello.zstd_level = o.payload.zstd_level;
+  hello.proto = o.proto;
+  hello.engine = o.engine;
+  hello.timeout_s = o.timeout_s;
+  hello.tls_io = o.tls.io;
+  hello.tls_read_ahead = o.tls.read_ahead;
+  hello.tls_max_fragment = o.tls.max_fragment;
+  hello.kernel_syscalls = o.syscalls != "off";
+  hello.edge = o.edge;
+  hello.reads_per_event = o.reads_per_event;
+  hello.queue_depth = o.queue_depth;
+  hello.conns = o.conns;
+  hello.adaptive = buf.adaptive;
+  if (buf.adaptive) {
+    hello.budget = o.budget;
+    hello.buf_min = o.buf_min;
+    hello.buf_max = o.buf_max;
+  }
+  return hello;
+}
+
+Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
+                                   const BufPair& buf, const tls::Context* tls_ctx,
+                                   const proto::Hello& hello) {
+  ClientSession cs;
+  const SocketRequest req{o.sndbuf, o.rcvbuf, o.nodelay};
+  auto fd = connect_to(server, o.timeout_s, req);
+  if (!fd) return std::unexpected(fd.error());
+  cs.fd = std::move(*fd);
+  if (auto st = set_io_timeout(cs.fd.get(), o.timeout_s); !st) return std::unexpected(st.error());
+  if (tls_ctx) {
+    auto t = tls::TlsStream::connect(*tls_ctx, cs.fd.get(), server.host);
+    if (!t)
+      return fail(fmt::format("TLS handshake with {} failed: {}{}", server.str(), t.error().message,
+                              tls_hint(t.error().message)));
+    const uint64_t my_buf = o.reverse ? buf.recv_bytes : buf.send_bytes;
+    if (auto st = (*t)->configure(o.tls.io, o.tls.read_ahead, o.tls.max_fragment, my_buf); !st)
+      return std::unexpected(st.error());
+    cs.stream = std::move(*t);
+  } else {
+    cs.stream = std::make_unique<FdStream>(cs.fd.get());
+  }
+  Stream& stream = *cs.stream;
+  if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
+  auto reply = recv_message(stream);
+  if (!reply)
+    return fail(fmt::format("no answer from server {}: {}", server.str(), reply.error().message));
+  if (auto* e = std::get_if<proto::ErrorMsg>(&*reply))
+    return fail(fmt::format("server {} refused: {}", server.str(), e->message));
+  if (!std::holds_alternative<proto::Ack>(*reply))
+    return fail(fmt::format("server {} answered {} instead of ACK", server.str(),
+                            proto::type_name(*reply)));
+  return cs;
+}
+
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error) {
@@ -178,10 +199,19 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
   for (const BufPair& buf : o.bufs) {
     SizeResults size{buf, {}};
     for (int i = 0; i < o.warmup + o.repeat; ++i) {
-      auto rec =
-          run_once(o, server, buf, payload, **engine, tls_ctx ? &*tls_ctx : nullptr, local_server);
+      auto rec = o.group() ? run_group(o, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
+                           : run_once(o, server, buf, payload, **engine,
+                                      tls_ctx ? &*tls_ctx : nullptr, local_server);
+      if (rec && rec->group && !rec->group->error.empty()) {
+        // The connections that finished are reported; the run as a whole failed.
+        error = fmt::format("buf {}: {}", buf_label(buf), rec->group->error);
+        rec->run = i - o.warmup;
+        size.runs.push_back(*rec);
+        report.sizes.push_back(std::move(size));
+        return report;
+      }
       if (!rec) {
-        error = fmt::format("buf {}: {}", format_size(buf.send_bytes), rec.error().message);
+        error = fmt::format("buf {}: {}", buf_label(buf), rec.error().message);
         if (!size.runs.empty()) report.sizes.push_back(std::move(size));
         return report;
       }

@@ -7,11 +7,29 @@
 #include <string>
 
 #include "net/address.h"
+#include "net/socket.h"
+#include "net/stream.h"
 #include "payload/payload.h"
 #include "report/report.h"
 #include "tls/tls.h"
 
 namespace iobench {
+
+// A connected, greeted session: the server has ACKed the HELLO. The stream uses the descriptor.
+struct ClientSession {
+  Fd fd;
+  std::unique_ptr<Stream> stream;
+};
+
+proto::Hello make_hello(const ClientOptions& o, const BufPair& buf);
+Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
+                                   const BufPair& buf, const tls::Context* tls_ctx,
+                                   const proto::Hello& hello);
+
+// One --conns run (or --buf adaptive): every connection on its own thread, each verified on its
+// own. A record comes back whenever the run started; record.group->error says what failed.
+Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, const BufPair& buf,
+                            const Payload* payload, const tls::Context* tls_ctx);
 
 // Runs every size × (warmup + repeat). On the first failure, `error` is set and the report holds
 // the runs completed so far.

@@ -1,5 +1,6 @@
-// The server: one client at a time, each time-boxed, each logged in one line; no client can
-// take it down.
+// The server: every client on its own thread (at most --max-conns sessions at once), each
+// time-boxed, each logged in one line; no client can take it down. The connections of one
+// --conns run form a group that measures the server side as a whole.
 #include <fmt/format.h>
 #include <sys/socket.h>
 
@@ -7,11 +8,16 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "cli/size.h"
 #include "engine/engine.h"
 #include "net/socket.h"
 #include "payload/payload.h"
+#include "probe/syscall_counter.h"
+#include "run/group.h"
 #include "run/run.h"
 #include "run/session.h"
 #include "tls/tls.h"
@@ -28,24 +34,68 @@ std::string timestamp() {
   return buf;
 }
 
-// Keeps the last payload in memory so repeated runs of one size do not reload it.
+// Keeps the last payload in memory so repeated runs of one size do not reload it. Shared by the
+// session threads: a payload in use stays alive while a newer one replaces it.
 class PayloadCache {
  public:
-  Result<const Payload*> get(const PayloadSpec& spec) {
+  Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec) {
+    std::lock_guard lock(mu_);
     if (payload_ && spec.bytes == spec_.bytes && spec.seed == spec_.seed &&
         spec.zstd_level == spec_.zstd_level && spec.file == spec_.file)
-      return &*payload_;
+      return payload_;
     payload_.reset();
     auto p = load_payload(spec);
     if (!p) return std::unexpected(p.error());
-    payload_ = std::move(*p);
+    payload_ = std::make_shared<const Payload>(std::move(*p));
     spec_ = spec;
-    return &*payload_;
+    return payload_;
   }
 
  private:
-  std::optional<Payload> payload_;
+  std::mutex mu_;
+  std::shared_ptr<const Payload> payload_;
   PayloadSpec spec_;
+};
+
+// The groups of --conns runs in progress, by the id the client drew for the run.
+class GroupTable {
+ public:
+  // The group for this HELLO, created by its first connection; a HELLO that disagrees with the
+  // group's first about the run's shape is refused.
+  Result<std::shared_ptr<GroupSide>> get(const proto::Hello& h, uint64_t fixed_buf,
+                                         bool server_sends) {
+    std::lock_guard lock(mu_);
+    std::erase_if(groups_, [](const auto& g) { return g.second.side->done(); });
+    auto it = groups_.find(h.group_id);
+    if (it == groups_.end()) {
+      auto side = std::make_shared<GroupSide>(
+          make_policy(h.adaptive, {h.budget, h.buf_min, h.buf_max}, fixed_buf), server_sends,
+          h.kernel_syscalls, h.conns);
+      groups_.emplace(h.group_id, Entry{h, side});
+      return side;
+    }
+    const proto::Hello& first = it->second.hello;
+    if (first.conns != h.conns || first.adaptive != h.adaptive || first.budget != h.budget ||
+        first.buf_min != h.buf_min || first.buf_max != h.buf_max ||
+        first.client_sends != h.client_sends)
+      return fail(fmt::format("HELLO of connection {} does not match its group {:016x}",
+                              h.conn_index, h.group_id));
+    return it->second.side;
+  }
+
+ private:
+  struct Entry {
+    proto::Hello hello;
+    std::shared_ptr<GroupSide> side;
+  };
+  std::mutex mu_;
+  std::map<uint64_t, Entry> groups_;
+};
+
+struct ServerState {
+  PayloadCache payloads;
+  GroupTable groups;
+  std::atomic<uint32_t> sessions{0};  // handler threads alive
 };
 
 // Every size the client asks for is checked against the server's own limits.
@@ -73,6 +123,22 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
   }
   if (h.zstd_level < 1 || h.zstd_level > 19)
     return fail(fmt::format("zstd level {} outside 1..19", h.zstd_level));
+  if (h.conns < 1 || h.conns > o.max_conns)
+    return fail(fmt::format("{} connections asked for, this server's --max-conns is {}", h.conns,
+                            o.max_conns));
+  if (h.conn_index >= h.conns)
+    return fail(fmt::format("connection index {} of {} connections", h.conn_index, h.conns));
+  if (h.payload_bytes != 0 && (h.payload_bytes < h.bytes || h.payload_bytes > o.max_bytes))
+    return fail(fmt::format("payload of {} bytes cannot hold {} bytes (limit {})", h.payload_bytes,
+                            h.bytes, o.max_bytes));
+  if (h.adaptive) {
+    for (uint64_t b : {h.buf_min, h.buf_max}) {
+      if (b < kMinBuf || b > kMaxBuf)
+        return fail(fmt::format("buffer size {} outside {}..{}", b, kMinBuf, kMaxBuf));
+    }
+    if (h.budget > kGiB) return fail(fmt::format("budget {} above 1 GiB", h.budget));
+    if (auto st = validate_limits({h.budget, h.buf_min, h.buf_max}, h.conns); !st) return st;
+  }
   return {};
 }
 
@@ -112,7 +178,7 @@ Result<std::unique_ptr<Stream>> open_stream(int fd, const ServerConfig& cfg) {
   return std::unique_ptr<Stream>(std::move(*t));
 }
 
-void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, PayloadCache& cache) {
+void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state) {
   const ServerOptions& o = cfg.options;
   if (auto st = set_io_timeout(fd.get(), o.handshake_timeout_s); !st) {
     log_line(cfg, peer, "failed: " + st.error().message);
@@ -144,6 +210,9 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
     return reject(
         fmt::format("HELLO asks for proto '{}' on a {} connection", hello->proto, stream.kind()));
   if (auto st = validate_hello(*hello, o); !st) return reject(st.error().message);
+  if (state.sessions.load() > o.max_conns)
+    return reject(fmt::format("server busy: {} sessions at once (--max-conns {})",
+                              state.sessions.load() - 1, o.max_conns));
   if (hello->queue_depth < 1 || hello->queue_depth > 4096)
     return reject(fmt::format("queue depth {} outside 1..4096", hello->queue_depth));
   auto engine = make_engine(
@@ -161,25 +230,36 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
   d.buf_bytes = server_sends ? hello->send_buf_bytes : hello->recv_buf_bytes;
   d.decompress = hello->decompress;
   d.kernel_syscalls = hello->kernel_syscalls;
+  const bool grouped = hello->conns > 1 || hello->adaptive;
+  std::shared_ptr<GroupSide> group;
+  if (grouped) {
+    auto g = state.groups.get(*hello, d.buf_bytes, server_sends);
+    if (!g) return reject(g.error().message);
+    group = std::move(*g);
+    d.kernel_syscalls = false;  // the group counts the whole run
+    d.thread_cpu = true;
+  }
   if (auto* t = dynamic_cast<tls::TlsStream*>(&stream)) {
     if (auto st = t->configure(hello->tls_io, hello->tls_read_ahead, hello->tls_max_fragment,
                                d.buf_bytes);
         !st)
       return reject(st.error().message);
   }
+  std::shared_ptr<const Payload> payload;
   if (server_sends) {
     PayloadSpec spec = cfg.local_payload.value_or(PayloadSpec{});
     if (!cfg.local_payload) {
       spec.seed = hello->seed;
       spec.cache_dir = o.cache_dir;
     }
-    spec.bytes = hello->bytes;
+    spec.bytes = hello->payload_bytes ? hello->payload_bytes : hello->bytes;
     spec.zstd_level = static_cast<int>(hello->zstd_level);
-    auto p = cache.get(spec);
+    auto p = state.payloads.get(spec);
     if (!p) return reject(p.error().message);
-    d.payload = (*p)->bytes();
-    d.payload_xxh3 = (*p)->xxh3;
-    d.payload_decoded_bytes = (*p)->decoded_bytes;
+    payload = std::move(*p);
+    d.payload = payload->bytes().first(hello->bytes);
+    d.payload_xxh3 = prefix_xxh3(*payload, hello->bytes);
+    d.payload_decoded_bytes = payload->decoded_bytes;
   }
   if (auto st = send_message(stream, proto::Ack{IOBENCH_VERSION}); !st) {
     log_line(cfg, peer, "failed: " + st.error().message);
@@ -189,7 +269,18 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
     log_line(cfg, peer, "failed: " + st.error().message);
     return;
   }
+  std::unique_ptr<LiveRegistry::Member> member;
+  if (group) {
+    member = group->join(hello->conn_index);
+    d.follow = member.get();
+    d.data_done = [&member] { member.reset(); };
+  }
   SessionOutcome out = run_data_phase(stream, **engine, d, describe_transport(stream));
+  if (group) {
+    // Every connection of the run gets the server side's figures once the last one has ended.
+    group->end(out.error.empty());
+    if (out.error.empty()) (void)send_message(stream, group->wait(o.idle_timeout_s));
+  }
   stream.close();
   const std::string what = fmt::format("{} {} buf {} over {}", server_sends ? "sent" : "received",
                                        format_bytes_human(out.mine.bytes), format_size(d.buf_bytes),
@@ -214,7 +305,10 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
 }  // namespace
 
 [[noreturn]] void serve(int listen_fd, const ServerConfig& cfg) {
-  PayloadCache cache;
+  // Opened here, on the main thread, so the counters follow every session thread (inherit).
+  (void)process_syscall_counter();
+  auto* state = new ServerState();  // lives as long as the process; threads are detached
+  const uint32_t max_threads = 2 * cfg.options.max_conns;
   while (true) {
     std::string peer;
     auto fd = accept_client(listen_fd, peer);
@@ -222,7 +316,18 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Payl
       log_line(cfg, "-", "accept failed: " + fd.error().message);
       continue;
     }
-    handle_client(std::move(*fd), peer, cfg, cache);
+    // Up to --max-conns sessions run; as many more get a handler that refuses them with a
+    // reason after their HELLO; beyond that, the connection is closed at once.
+    if (state->sessions.load() >= max_threads) {
+      log_line(cfg, peer, fmt::format("closed: {} handlers busy (--max-conns {})",
+                                      state->sessions.load(), cfg.options.max_conns));
+      continue;
+    }
+    ++state->sessions;
+    std::thread([fd = std::move(*fd), peer, &cfg, state]() mutable {
+      handle_client(std::move(fd), peer, cfg, *state);
+      --state->sessions;
+    }).detach();
   }
 }
 

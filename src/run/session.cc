@@ -112,9 +112,13 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   IoCounters io;
   // Opened before the clock starts (once per process); started and stopped tightly around the
   // engine's loop, so control messages are never counted.
-  SyscallCounter* kernel = d.kernel_syscalls ? &process_syscall_counter() : nullptr;
+  CounterLease lease = d.kernel_syscalls ? CounterLease::try_take() : CounterLease{};
+  SyscallCounter* kernel = lease.held() ? &process_syscall_counter() : nullptr;
   me.syscalls_source = "counted";
+  me.cpu_scope = d.thread_cpu ? "thread" : "process";
   if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
+  if (d.kernel_syscalls && !lease.held())
+    me.syscalls_note = "another session of this process held the kernel counters";
   auto start_kernel = [&] {
     if (kernel) kernel->start();
   };
@@ -143,15 +147,19 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   if (d.is_sender) {
     me.xxh3 = d.payload_xxh3;
     me.decoded_bytes = d.payload_decoded_bytes;
-    const ProbeSample start = probe_now();
+    IoBuffer buf(d.buf_bytes, false);
+    if (d.follow) buf.follow(d.follow);
+    const ProbeSample start = probe_now(d.thread_cpu);
     start_kernel();
-    Status sent = engine.send(s, d.payload.first(d.bytes), d.buf_bytes, io);
+    Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
     stop_kernel();
+    if (d.data_done) d.data_done();
+    me.buf_resizes = buf.resizes();
     // Counters stop before the acknowledgement is read: it is control traffic, not data.
     take_counters();
     Result<proto::SideResult> peer =
         sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
-    fill_probe(me, probe_now() - start);
+    fill_probe(me, probe_now(d.thread_cpu) - start);
     me.bytes = io.bytes;
     me.io_calls = io.calls;
     me.short_writes = io.short_writes;
@@ -169,16 +177,18 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   }
 
   // Receiver: the buffer is allocated and touched before the clock starts.
-  std::vector<std::byte> buf(d.buf_bytes);
-  std::memset(buf.data(), 0, buf.size());
+  IoBuffer buf(d.buf_bytes, true);
+  if (d.follow) buf.follow(d.follow);
   Verifier verifier(d.decompress);
   VerifierSink sink(verifier);
-  const ProbeSample start = probe_now();
+  const ProbeSample start = probe_now(d.thread_cpu);
   start_kernel();
   Status got = engine.recv(s, d.bytes, buf, sink, io);
   stop_kernel();
+  if (d.data_done) d.data_done();
+  me.buf_resizes = buf.resizes();
   if (got) got = verifier.finish();
-  fill_probe(me, probe_now() - start);
+  fill_probe(me, probe_now(d.thread_cpu) - start);
   take_counters();
   me.bytes = io.bytes;
   me.io_calls = io.calls;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,6 +29,14 @@ struct DataPhase {
   uint64_t payload_xxh3 = 0;           // sender only
   uint64_t payload_decoded_bytes = 0;  // sender only
   bool kernel_syscalls = true;         // perf_event tracepoint counts where allowed
+  // One connection of several (--conns): CPU of this thread only, and the syscall counters are
+  // the run's, not this connection's (kernel_syscalls is then false).
+  bool thread_cpu = false;
+  // Set: the buffer size follows this source (adaptive mode, or a fixed size in a group run).
+  BufferSizeSource* follow = nullptr;
+  // Called as soon as the engine returns, before the result exchange: the connection is no
+  // longer live.
+  std::function<void()> data_done;
 };
 
 struct SessionOutcome {

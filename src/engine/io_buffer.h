@@ -1,0 +1,56 @@
+// One connection's I/O buffer. Engines ask it for the size (and, receiving, the memory) before
+// every call, so a size that changes between calls — the adaptive mode — is adopted at the
+// connection's next I/O call on every engine, without the engine knowing about policies.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace iobench {
+
+// Where a followed buffer's size comes from (adaptive/registry.h implements it).
+class BufferSizeSource {
+ public:
+  virtual ~BufferSizeSource() = default;
+  virtual uint64_t target() const = 0;  // cheap: called before every I/O call
+  // The buffer changed size at this connection's I/O call (from 0: its first size).
+  virtual void adopted(uint64_t from, uint64_t to) = 0;
+};
+
+class IoBuffer {
+ public:
+  // `backed`: holds memory of the current size (a receiver's buffer); a sender's buffer is a
+  // chunk size over the payload it writes from, so it holds none.
+  IoBuffer(uint64_t bytes, bool backed);
+  // From now on, size() follows `source` (not owned; must outlive the buffer's use).
+  void follow(BufferSizeSource* source);
+
+  // The size for the next call; adopts the source's current size first (reallocating the
+  // memory of a backed buffer, touched so the next call does not page-fault on it).
+  uint64_t size() {
+    if (source_) {
+      const uint64_t t = source_->target();
+      if (t != size_) adopt(t);
+    }
+    return size_;
+  }
+  // size() bytes of memory (backed buffers only).
+  std::span<std::byte> span() {
+    const uint64_t n = size();
+    return {mem_.get(), static_cast<size_t>(n)};
+  }
+  uint64_t resizes() const { return resizes_; }
+
+ private:
+  void adopt(uint64_t to);
+  uint64_t size_;
+  bool backed_;
+  std::unique_ptr<std::byte[]> mem_;
+  BufferSizeSource* source_ = nullptr;
+  uint64_t resizes_ = 0;
+};
+
+}  // namespace iobench

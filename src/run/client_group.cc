@@ -1,0 +1,196 @@
+// The client side of a --conns run: N connections, each on its own thread with its own engine,
+// started `--stagger` apart, each moving its own length and verified on its own; one side's
+// whole-run figures from GroupSide, the server's from its GROUP message.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "cli/size.h"
+#include "engine/engine.h"
+#include "run/client_internal.h"
+#include "run/group.h"
+#include "run/session.h"
+
+namespace iobench {
+namespace {
+
+// Connection i's length: --bytes shortened by a seeded fraction of up to --bytes-spread.
+std::vector<uint64_t> conn_lengths(const ClientOptions& o) {
+  std::vector<uint64_t> out(o.conns, o.payload.bytes);
+  if (o.bytes_spread <= 0) return out;
+  std::mt19937_64 rng(o.payload.seed * 0x9e3779b97f4a7c15ull + o.conns);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (uint64_t& n : out) {
+    const auto cut = static_cast<uint64_t>(static_cast<double>(n) * o.bytes_spread * u(rng));
+    n = std::max(n - cut, kMinBytes);
+  }
+  return out;
+}
+
+// Waits for the server's GROUP on a connection whose own exchange completed.
+Result<proto::GroupResult> expect_group(Stream& s, int fd, double timeout_s) {
+  // The server sends it when the run's last connection ends, up to its idle timeout later.
+  if (auto st = set_io_timeout(fd, timeout_s + 5); !st) return std::unexpected(st.error());
+  auto m = recv_message(s);
+  if (!m) return fail(fmt::format("no GROUP from the server: {}", m.error().message));
+  auto* g = std::get_if<proto::GroupResult>(&*m);
+  if (!g) return fail(fmt::format("expected GROUP from the server, got {}", proto::type_name(*m)));
+  return *g;
+}
+
+// One side's totals: the connections' sums, the run's wall/CPU/kernel counts.
+proto::SideResult side_totals(const GroupRecord& g, bool sender) {
+  const proto::GroupResult& run = sender ? g.sender : g.receiver;
+  proto::SideResult t;
+  bool first = true;
+  for (const ConnRecord& c : g.conns) {
+    const auto& side = sender ? c.sender : c.receiver;
+    t.bytes_expected += c.bytes;
+    if (!side) continue;
+    if (first) {
+      // Transport facts are the same for every connection: take the first's.
+      t = *side;
+      t.bytes_expected = c.bytes;
+      t.bytes = t.io_calls = t.short_writes = t.sys_reads = t.sys_writes = 0;
+      t.records_in = t.records_out = t.engine_waits = t.engine_would_block = t.buf_resizes = 0;
+      t.xxh3 = 0;
+      t.error.clear();
+      first = false;
+    }
+    t.bytes += side->bytes;
+    t.io_calls += side->io_calls;
+    t.short_writes += side->short_writes;
+    t.sys_reads += side->sys_reads;
+    t.sys_writes += side->sys_writes;
+    t.records_in += side->records_in;
+    t.records_out += side->records_out;
+    t.engine_waits += side->engine_waits;
+    t.engine_would_block += side->engine_would_block;
+    t.buf_resizes += side->buf_resizes;
+  }
+  t.is_sender = sender;
+  t.wall_ns = run.wall_ns;
+  t.cpu_ns = run.cpu_ns;
+  t.user_us = run.user_us;
+  t.sys_us = run.sys_us;
+  t.vol_ctxsw = t.invol_ctxsw = 0;
+  t.cpu_scope = "process";
+  t.syscalls_source = run.syscalls_source;
+  t.syscalls_note = run.syscalls_note;
+  t.kernel_syscalls_total = run.kernel_syscalls_total;
+  t.kernel_syscalls = run.kernel_syscalls;
+  if (!(sender ? g.sender_known : g.receiver_known)) {
+    t.syscalls_source = "counted";
+    t.syscalls_note = "the server's whole-run figures did not arrive";
+  }
+  return t;
+}
+
+}  // namespace
+
+Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, const BufPair& buf,
+                            const Payload* payload, const tls::Context* tls_ctx) {
+  const bool client_sends = !o.reverse;
+  const uint64_t my_buf = client_sends ? buf.send_bytes : buf.recv_bytes;
+  GroupSide mine(make_policy(buf.adaptive, {o.budget, o.buf_min, o.buf_max}, my_buf), client_sends,
+                 o.syscalls != "off", o.conns);
+  const std::vector<uint64_t> lengths = conn_lengths(o);
+  std::random_device rd;
+  const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
+
+  GroupRecord g;
+  g.conns.resize(o.conns);
+  std::vector<std::optional<proto::GroupResult>> theirs(o.conns);
+  const int64_t t0 = monotonic_ns();
+
+  auto run_conn = [&](uint32_t i) {
+    ConnRecord& c = g.conns[i];
+    c.index = i;
+    c.bytes = lengths[i];
+    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
+        std::chrono::nanoseconds(t0 + static_cast<int64_t>(o.stagger_s * 1e9 * i))));
+    proto::Hello hello = make_hello(o, buf);
+    hello.conn_index = i;
+    hello.group_id = group_id;
+    hello.bytes = lengths[i];
+    hello.payload_bytes = o.payload.bytes;
+    auto engine = make_engine(o.engine, {o.timeout_s, o.edge, o.reads_per_event, o.queue_depth});
+    if (!engine) {
+      c.error = engine.error().message;
+      mine.end(false);
+      return;
+    }
+    auto session = open_session(o, server, buf, tls_ctx, hello);
+    if (!session) {
+      c.error = session.error().message;
+      mine.end(false);
+      return;
+    }
+    Stream& stream = *session->stream;
+    DataPhase d;
+    d.is_sender = client_sends;
+    d.bytes = lengths[i];
+    d.buf_bytes = my_buf;
+    d.kernel_syscalls = false;  // the run's counters cover every connection
+    d.thread_cpu = true;
+    if (payload) {
+      d.payload = payload->bytes();
+      d.payload_xxh3 = prefix_xxh3(*payload, lengths[i]);
+      d.payload_decoded_bytes = payload->decoded_bytes;
+    }
+    c.start_ns = monotonic_ns() - t0;
+    auto member = mine.join(i);
+    d.follow = member.get();
+    d.data_done = [&member] { member.reset(); };
+    SessionOutcome out = run_data_phase(stream, **engine, d, describe_transport(stream));
+    member.reset();
+    (client_sends ? c.sender : c.receiver) = out.mine;
+    if (out.peer) (client_sends ? c.receiver : c.sender) = *out.peer;
+    if (!out.error.empty()) {
+      c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.bytes, d.bytes);
+    } else if (auto st = verify_outcome(*c.sender, *c.receiver); !st) {
+      c.error = st.error().message;
+    }
+    mine.end(c.error.empty());
+    if (out.error.empty()) {
+      auto group = expect_group(stream, session->fd.get(), o.timeout_s);
+      if (group) theirs[i] = std::move(*group);
+    }
+    stream.close();
+  };
+
+  std::vector<std::thread> threads;
+  threads.reserve(o.conns);
+  for (uint32_t i = 0; i < o.conns; ++i) threads.emplace_back(run_conn, i);
+  for (std::thread& t : threads) t.join();
+
+  proto::GroupResult my_side = mine.wait(0);
+  (client_sends ? g.sender : g.receiver) = my_side;
+  (client_sends ? g.sender_known : g.receiver_known) = true;
+  for (auto& t : theirs) {
+    if (!t) continue;
+    (client_sends ? g.receiver : g.sender) = *t;
+    (client_sends ? g.receiver_known : g.sender_known) = true;
+    break;
+  }
+  uint32_t failed = 0;
+  std::string first_error;
+  for (const ConnRecord& c : g.conns) {
+    if (c.error.empty()) continue;
+    if (failed++ == 0) first_error = fmt::format("connection {}: {}", c.index, c.error);
+  }
+  if (failed == o.conns) return fail(fmt::format("every connection failed; {}", first_error));
+  if (failed > 0)
+    g.error = fmt::format("{} of {} connections failed; {}", failed, o.conns, first_error);
+
+  RunRecord rec;
+  rec.sender = side_totals(g, true);
+  rec.receiver = side_totals(g, false);
+  rec.group = std::move(g);
+  return rec;
+}
+
+}  // namespace iobench
