@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -26,9 +27,15 @@ int open_tracepoint(uint64_t id, int group) {
   a.type = PERF_TYPE_TRACEPOINT;
   a.config = id;
   a.disabled = group < 0;  // the leader gates the whole group
-  a.inherit = true;        // threads created later count too
+  a.inherit = true;        // threads created later count too...
+  a.inherit_thread = true;  // ...but not forked processes (strace, perf, a loopback server)
   a.read_format = PERF_FORMAT_GROUP;
-  return static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, group, PERF_FLAG_FD_CLOEXEC));
+  int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, group, PERF_FLAG_FD_CLOEXEC));
+  if (fd < 0 && errno == EINVAL) {  // before Linux 5.13: no inherit_thread
+    a.inherit_thread = false;
+    fd = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, group, PERF_FLAG_FD_CLOEXEC));
+  }
+  return fd;
 }
 
 std::string paranoid() {
@@ -131,6 +138,12 @@ CounterLease::~CounterLease() {
 void SyscallCounter::start() {
   if (leader_ < 0) return;
   ioctl(leader_, PERF_EVENT_IOC_RESET, PERF_IOC_FLAG_GROUP);
+  // RESET zeroes the live threads' counts but not those of threads that exited (the kernel
+  // folds them into the parent for good): read a baseline, while still disabled, to subtract.
+  baseline_.assign(2 + members_.size(), 0);
+  if (::read(leader_, baseline_.data(), baseline_.size() * sizeof(uint64_t)) <
+      static_cast<ssize_t>(baseline_.size() * sizeof(uint64_t)))
+    baseline_.assign(baseline_.size(), 0);
   ioctl(leader_, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
 }
 
@@ -151,6 +164,8 @@ KernelSyscalls SyscallCounter::stop() {
     return k;
   }
   k.available = true;
+  if (baseline_.size() == buf.size())
+    for (size_t i = 1; i < buf.size(); ++i) buf[i] -= std::min(buf[i], baseline_[i]);
   // The disabling ioctl itself entered the kernel while counting: take it out of the total.
   k.total = buf[1] > 0 ? buf[1] - 1 : 0;
   for (size_t i = 0; i < members_.size(); ++i) {

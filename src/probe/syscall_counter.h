@@ -48,6 +48,7 @@ class SyscallCounter {
   std::vector<int> members_;
   std::vector<std::string> names_;  // of members_, in group order
   std::vector<std::string> missing_;
+  std::vector<uint64_t> baseline_;  // group read at start(), in stop()'s layout
   std::string reason_;
 };
 

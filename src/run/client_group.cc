@@ -3,7 +3,11 @@
 // whole-run figures from GroupSide, the server's from its GROUP message.
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -28,6 +32,39 @@ std::vector<uint64_t> conn_lengths(const ClientOptions& o) {
     n = std::max(n - cut, kMinBytes);
   }
   return out;
+}
+
+// Fault injection for the tests (IOBENCH_TEST_BREAK_CONN=INDEX:BYTES): connection INDEX's
+// socket is shut down once BYTES have been written, as if its peer had vanished mid-stream.
+class BreakingStream final : public Stream {
+ public:
+  BreakingStream(Stream& inner, uint64_t after) : inner_(inner), left_(after) {}
+  IoResult read(std::span<std::byte> buf) override { return inner_.read(buf); }
+  IoResult write(std::span<const std::byte> buf) override {
+    if (left_ == 0) {
+      ::shutdown(inner_.fd(), SHUT_RDWR);
+      return {IoResult::State::kError, 0, EPIPE};
+    }
+    IoResult r = inner_.write(buf.first(std::min<uint64_t>(buf.size(), left_)));
+    if (r.ok()) left_ -= r.bytes;
+    return r;
+  }
+  int fd() const override { return inner_.fd(); }
+  std::string_view kind() const override { return inner_.kind(); }
+  StreamCounters counters() const override { return inner_.counters(); }
+  std::string describe(const IoResult& r) const override { return inner_.describe(r); }
+  void close() override { inner_.close(); }
+
+ private:
+  Stream& inner_;
+  uint64_t left_;
+};
+
+std::optional<uint64_t> break_after(uint32_t index) {
+  const char* env = std::getenv("IOBENCH_TEST_BREAK_CONN");
+  unsigned long long i = 0, n = 0;
+  if (!env || std::sscanf(env, "%llu:%llu", &i, &n) != 2 || i != index) return std::nullopt;
+  return n;
 }
 
 // Waits for the server's GROUP on a connection whose own exchange completed.
@@ -130,6 +167,9 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
       return;
     }
     Stream& stream = *session->stream;
+    std::optional<BreakingStream> breaking;
+    if (auto n = break_after(i)) breaking.emplace(stream, *n);
+    Stream& data_stream = breaking ? static_cast<Stream&>(*breaking) : stream;
     DataPhase d;
     d.is_sender = client_sends;
     d.bytes = lengths[i];
@@ -145,7 +185,7 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
     auto member = mine.join(i);
     d.follow = member.get();
     d.data_done = [&member] { member.reset(); };
-    SessionOutcome out = run_data_phase(stream, **engine, d, describe_transport(stream));
+    SessionOutcome out = run_data_phase(data_stream, **engine, d, describe_transport(stream));
     member.reset();
     (client_sends ? c.sender : c.receiver) = out.mine;
     if (out.peer) (client_sends ? c.receiver : c.sender) = *out.peer;

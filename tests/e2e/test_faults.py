@@ -111,9 +111,10 @@ def test_silent_client_does_not_block_the_next(server, cache_dir):
     try:
         t0 = time.monotonic()
         run("client", "--connect", server.addr, "--bytes", "1M", "-q", cache=cache_dir, check=0)
-        assert time.monotonic() - t0 < 5
-        assert "no hello within 1 s" in server.read_line()
+        # Sessions are concurrent: the valid client is served while the silent one waits.
+        assert time.monotonic() - t0 < 1
         assert "ok:" in server.read_line()
+        assert "no hello within 1 s" in server.read_line()
     finally:
         silent.close()
 

@@ -1,0 +1,236 @@
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <thread>
+
+#include "adaptive/policy.h"
+#include "adaptive/registry.h"
+#include "cli/options.h"
+#include "engine/io_buffer.h"
+#include "probe/probe.h"
+#include "proto/messages.h"
+
+namespace iobench {
+namespace {
+
+constexpr uint64_t K = 1024;
+
+TEST(BudgetPolicy, BudgetOverLiveRoundedDownToAPowerOfTwoAndClamped) {
+  const BudgetPolicy p({256 * K, 4 * K, 64 * K});
+  struct Case {
+    uint32_t live;
+    uint64_t want;
+  };
+  for (const Case& c : std::vector<Case>{{0, 64 * K},  // treated as one
+                                         {1, 64 * K},   // 256K clamped to the max
+                                         {4, 64 * K},   // exactly 64K
+                                         {5, 32 * K},   // 51.2K rounds down
+                                         {8, 32 * K},
+                                         {9, 16 * K},   // 28.4K
+                                         {16, 16 * K},
+                                         {17, 8 * K},   // 15.06K
+                                         {64, 4 * K},
+                                         {100, 4 * K},  // 2.56K clamped to the min
+                                         {100000, 4 * K}})
+    EXPECT_EQ(p.size_for(c.live), c.want) << "live " << c.live;
+}
+
+TEST(BudgetPolicy, NonPowerOfTwoLimits) {
+  const BudgetPolicy p({100 * K, 3 * K, 48 * K});
+  EXPECT_EQ(p.size_for(1), 48 * K);  // 64K clamped to 48K
+  EXPECT_EQ(p.size_for(3), 32 * K);  // 33.3K
+  EXPECT_EQ(p.size_for(20), 4 * K);  // 5K
+  EXPECT_EQ(p.size_for(40), 3 * K);  // 2.5K -> 2K, clamped up
+  EXPECT_EQ(p.describe(), "adaptive: budget 100K, 3K..48K");
+}
+
+TEST(FixedPolicy, IgnoresTheLiveCount) {
+  const FixedPolicy p(16 * K);
+  for (uint32_t live : {1u, 2u, 64u}) EXPECT_EQ(p.size_for(live), 16 * K);
+  EXPECT_EQ(p.describe(), "fixed 16K");
+}
+
+TEST(PolicyLimits, ErrorsNameTheNumbers) {
+  EXPECT_TRUE(validate_limits({256 * K, 4 * K, 64 * K}, 64));
+  auto e = validate_limits({256 * K, 4 * K, 64 * K}, 65);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("--budget 256K"), std::string::npos) << e.error().message;
+  EXPECT_NE(e.error().message.find("--conns 65"), std::string::npos) << e.error().message;
+  e = validate_limits({1024 * K, 64 * K, 4 * K}, 1);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("--buf-min 64K is larger than --buf-max 4K"), std::string::npos)
+      << e.error().message;
+}
+
+// The registry's target is adopted by a followed IoBuffer at its next size() call.
+TEST(LiveRegistry, FollowersAdoptAtTheirNextCall) {
+  const BudgetPolicy p({64 * K, 4 * K, 64 * K});
+  LiveRegistry reg(p, monotonic_ns());
+  auto a = reg.join(0);
+  IoBuffer ba(16 * K, true);
+  ba.follow(a.get());
+  EXPECT_EQ(ba.size(), 64 * K);
+  EXPECT_EQ(ba.span().size(), 64 * K);
+
+  auto b = reg.join(1);  // live 2: 32K each
+  IoBuffer bb(16 * K, false);
+  bb.follow(b.get());
+  EXPECT_EQ(bb.size(), 32 * K);
+  EXPECT_EQ(ba.span().size(), 32 * K);  // adopted now, at a's next call
+  EXPECT_EQ(ba.resizes(), 1u);
+
+  b.reset();  // live 1 again
+  EXPECT_EQ(ba.size(), 64 * K);
+  a.reset();
+
+  const RegistrySnapshot s = reg.snapshot();
+  EXPECT_EQ(s.peak_live, 2u);
+  // a at 64K + b's first 32K before a shrank.
+  EXPECT_EQ(s.peak_buffer_bytes, 96 * K);
+  ASSERT_EQ(s.timeline.size(), 4u);
+  const std::vector<std::pair<uint32_t, uint64_t>> want = {
+      {1, 64 * K}, {2, 32 * K}, {1, 64 * K}, {0, 0}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(s.timeline[i].live, want[i].first) << i;
+    EXPECT_EQ(s.timeline[i].size, want[i].second) << i;
+  }
+  // Every recorded change names the live count its size was computed for.
+  ASSERT_EQ(s.changes.size(), 4u);  // a opens, b opens, a shrinks, a grows
+  for (const SizeChange& c : s.changes) EXPECT_EQ(c.to, p.size_for(c.live));
+  EXPECT_EQ(s.changes[2].from, 64 * K);
+  EXPECT_EQ(s.changes[2].to, 32 * K);
+}
+
+TEST(LiveRegistry, ConcurrentJoinsKeepCountsConsistent) {
+  const BudgetPolicy p({1024 * K, 4 * K, 64 * K});
+  LiveRegistry reg(p, monotonic_ns());
+  std::vector<std::thread> threads;
+  for (uint32_t i = 0; i < 32; ++i) {
+    threads.emplace_back([&reg, &p, i] {
+      auto m = reg.join(i);
+      IoBuffer b(4 * K, true);
+      b.follow(m.get());
+      for (int n = 0; n < 200; ++n) ASSERT_GE(b.span().size(), p.size_for(32));
+    });
+  }
+  for (auto& t : threads) t.join();
+  const RegistrySnapshot s = reg.snapshot();
+  EXPECT_EQ(s.timeline.back().live, 0u);
+  EXPECT_LE(s.peak_live, 32u);
+  for (const SizeChange& c : s.changes) EXPECT_EQ(c.to, p.size_for(c.live));
+}
+
+TEST(ProtoGroup, RoundTripAndBounds) {
+  proto::GroupResult g;
+  g.is_sender = false;
+  g.conns = 4;
+  g.conns_failed = 1;
+  g.cpu_ns = 123;
+  g.policy = "adaptive: budget 256K, 4K..64K";
+  g.kernel_syscalls = {{"read", 10}};
+  g.timeline = {{1, 1, 65536}, {2, 2, 32768}, {3, 0, 0}};
+  g.changes = {{1, 0, 0, 65536, 1}, {5, 0, 65536, 32768, 2}};
+  g.peak_buffer_bytes = 98304;
+  g.error = "x";
+  auto frame = proto::encode(g);
+  auto h = proto::decode_header(std::span(frame).first(proto::kHeaderBytes));
+  ASSERT_TRUE(h) << h.error().message;
+  auto m = proto::decode_body(*h, std::span(frame).subspan(proto::kHeaderBytes));
+  ASSERT_TRUE(m) << m.error().message;
+  const auto& r = std::get<proto::GroupResult>(*m);
+  EXPECT_EQ(r.conns, 4u);
+  EXPECT_EQ(r.conns_failed, 1u);
+  EXPECT_EQ(r.policy, g.policy);
+  ASSERT_EQ(r.timeline.size(), 3u);
+  EXPECT_EQ(r.timeline[1].size, 32768u);
+  ASSERT_EQ(r.changes.size(), 2u);
+  EXPECT_EQ(r.changes[1].from, 65536u);
+  EXPECT_EQ(r.peak_buffer_bytes, 98304u);
+
+  // A list longer than the limit is cut when written, counted as dropped.
+  g.changes.assign(proto::kMaxTimelineEntries + 5, {1, 0, 0, 4096, 1});
+  frame = proto::encode(g);
+  h = proto::decode_header(std::span(frame).first(proto::kHeaderBytes));
+  ASSERT_TRUE(h) << h.error().message;
+  m = proto::decode_body(*h, std::span(frame).subspan(proto::kHeaderBytes));
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(std::get<proto::GroupResult>(*m).changes_dropped, 5u);
+
+  // A count above the limit is refused before anything is reserved.
+  proto::GroupResult empty;
+  frame = proto::encode(empty);
+  // timeline count sits after the fixed fields: patch it through a re-encode with a forged count.
+  std::vector<std::byte> body(frame.begin() + proto::kHeaderBytes, frame.end());
+  const size_t count_at = body.size() - 4 - 4 - 8 - 2;  // timeline u32, changes u32, dropped, error
+  body[count_at + 3] = std::byte{0x7f};
+  h = proto::decode_header(std::span(frame).first(proto::kHeaderBytes));
+  m = proto::decode_body(*h, body);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("exceeds limit"), std::string::npos) << m.error().message;
+}
+
+std::vector<const char*> args(std::initializer_list<const char*> a) {
+  std::vector<const char*> v{"iobench"};
+  v.insert(v.end(), a);
+  return v;
+}
+
+TEST(CommandLineConns, AdaptiveAndConnsOptions) {
+  auto a = args({"--buf", "4k,adaptive,64k", "--conns", "8", "--budget", "128k", "--stagger",
+                 "50ms", "--bytes-spread", "0.5"});
+  auto cmd = parse_command_line(static_cast<int>(a.size()), a.data());
+  ASSERT_TRUE(cmd) << cmd.error().message;
+  const auto& o = std::get<ClientOptions>(*cmd);
+  ASSERT_EQ(o.bufs.size(), 3u);
+  EXPECT_FALSE(o.bufs[0].adaptive);
+  EXPECT_TRUE(o.bufs[1].adaptive);
+  EXPECT_EQ(o.bufs[1].send_bytes, 64 * K);  // starts from --buf-max
+  EXPECT_EQ(o.bufs[2].send_bytes, 64 * K);
+  EXPECT_EQ(o.conns, 8u);
+  EXPECT_EQ(o.budget, 128 * K);
+  EXPECT_DOUBLE_EQ(o.stagger_s, 0.05);
+  EXPECT_TRUE(o.group());
+}
+
+TEST(CommandLineConns, ErrorsNameTheBadValue) {
+  struct Case {
+    std::vector<const char*> args;
+    const char* needle;
+  };
+  for (const auto& c : std::vector<Case>{
+           {{"--conns", "0"}, "'0'"},
+           {{"--conns", "5000"}, "'5000'"},
+           {{"--stagger", "5parsecs"}, "5parsecs"},
+           {{"--bytes-spread", "0.95"}, "0.95"},
+           {{"--bytes-spread", "0.5", "--decompress"}, "--decompress"},
+           {{"--budget", "64k"}, "--budget needs --buf adaptive"},
+           {{"--buf", "adaptive", "--buf-min", "64k", "--buf-max", "4k"}, "--buf-min 64K"},
+           {{"--buf", "adaptive", "--conns", "100", "--budget", "64k"}, "--conns 100"},
+           {{"--buf", "adaptive", "--send-buf", "4k"}, "--send-buf"},
+           {{"--buf", "adaptiv"}, "adaptiv"},
+           {{"server", "--max-conns", "0"}, "'0'"}}) {
+    auto a = args({});
+    a.insert(a.end(), c.args.begin(), c.args.end());
+    auto cmd = parse_command_line(static_cast<int>(a.size()), a.data());
+    ASSERT_FALSE(cmd) << c.needle;
+    EXPECT_NE(cmd.error().message.find(c.needle), std::string::npos) << cmd.error().message;
+    EXPECT_EQ(cmd.error().message.find('\n'), std::string::npos) << "one line";
+  }
+}
+
+TEST(CommandLineConns, ConnsAboveTheDescriptorLimitIsAnError) {
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = 100;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto a = args({"--conns", "200"});
+  auto cmd = parse_command_line(static_cast<int>(a.size()), a.data());
+  setrlimit(RLIMIT_NOFILE, &old);
+  ASSERT_FALSE(cmd);
+  EXPECT_NE(cmd.error().message.find("RLIMIT_NOFILE 100"), std::string::npos)
+      << cmd.error().message;
+}
+
+}  // namespace
+}  // namespace iobench
