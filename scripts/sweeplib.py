@@ -21,9 +21,59 @@ def load(sweep_dir):
             for side in ("sender", "receiver"):
                 summary = result["summary"][side]
                 row[side] = {k: summary[k] for k in summary}
+            row["group"] = group_summary(result)
             rows.append(row)
-    rows.sort(key=lambda r: (r["proto"], r["engine"], r["conns"], r["buf"]))
+    rows.sort(key=lambda r: (r["proto"], r["engine"], r["conns"], r["label"] == "adaptive",
+                             r["buf"]))
     return manifest, rows
+
+
+def median(values):
+    v = sorted(values)
+    if not v:
+        return 0.0
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def group_summary(result):
+    """Medians over runs of a multi-connection result's memory and fairness, or None."""
+    runs = [r["group"] for r in result["runs"] if "group" in r]
+    if not runs:
+        return None
+    peak = {side: median([g[side].get("peak_buffer_bytes", 0) for g in runs
+                          if g[side].get("available")]) for side in ("sender", "receiver")}
+    return {"peak_buffer_bytes": peak,
+            "slowest_conn_gbps": median([g["fairness"]["conn_gbps_min"] for g in runs]),
+            "median_conn_gbps": median([g["fairness"]["conn_gbps_median"] for g in runs]),
+            "aggregate_gbps": median([g["fairness"]["aggregate_gbps"] for g in runs]),
+            "policy": runs[0]["sender"].get("policy", "")}
+
+
+def syscalls_per_gib(row, side):
+    s = row[side]
+    return s["syscalls_per_mib"]["median"] * 1024
+
+
+def conns_table(rows):
+    """Markdown table of the multi-connection cells: per proto/engine, conns x buffer policy."""
+    lines = ["| proto | conns | buffer | CPU s/GiB send+recv | syscalls/GiB send / recv | "
+             "peak buffer memory send / recv | slowest conn Gbit/s | aggregate Gbit/s |",
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        g = r["group"]
+        if g is None and r["conns"] > 1:
+            continue
+        peak = g["peak_buffer_bytes"] if g else {"sender": r["buf"], "receiver": r["buf"]}
+        slow = g["slowest_conn_gbps"] if g else r["receiver"]["throughput_gbps"]["median"]
+        agg = g["aggregate_gbps"] if g else r["receiver"]["throughput_gbps"]["median"]
+        label = g["policy"] if g and r["label"] == "adaptive" else r["label"]
+        lines.append(
+            f"| {r['proto']} | {r['conns']} | {label} | {total_cpu_per_gib(r):.3f} | "
+            f"{syscalls_per_gib(r, 'sender'):.0f} / {syscalls_per_gib(r, 'receiver'):.0f} | "
+            f"{size_label(int(peak['sender']))} / {size_label(int(peak['receiver']))} | "
+            f"{slow:.2f} | {agg:.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 def total_cpu_per_gib(row, stat="median"):
@@ -40,6 +90,8 @@ def knee(rows, tolerance):
 
 
 def size_label(n):
+    if n == 0:
+        return "0"
     for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
         if n % div == 0:
             return f"{n // div}{unit}"

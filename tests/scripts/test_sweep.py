@@ -142,3 +142,30 @@ def test_two_host_sweep_over_ssh(tmp_path):
     left = subprocess.run(["pgrep", "-f", "iobench server --listen 0.0.0.0:529[78]"],
                           capture_output=True, text=True).stdout
     assert left == "", "the remote servers must be stopped"
+
+
+def test_conns_scenario_table_and_recommendation(tmp_path):
+    p = subprocess.run([str(SCRIPTS / "conns-scenario"), "conns", "--results", str(tmp_path),
+                        "--iobench", BIN, "--conns", "1,3", "--bufs", "4k,adaptive",
+                        "--budget", "32k", "--bytes", "1M", "--repeat", "1", "--warmup", "0"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = tmp_path / "conns"
+    m = json.loads((d / "manifest.json").read_text())
+    assert [c["id"] for c in m["cells"]] == ["tcp-blocking-c1-4k", "tcp-blocking-c1-adaptive",
+                                             "tcp-blocking-c3-4k", "tcp-blocking-c3-adaptive"]
+    table = (d / "conns.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| tcp |")]
+    assert len(rows) == 4, table
+    # 3 connections at a fixed 4K hold at most 12K per side; adaptive is named with its budget.
+    fixed3 = next(r for r in rows if r.startswith("| tcp | 3 | 4K |"))
+    peaks = fixed3.split("|")[6].strip().split(" / ")
+    assert all(sweeplib_size(x) <= 12 * 1024 for x in peaks), fixed3
+    assert any("adaptive: budget 32K, 4K..64K" in r for r in rows)
+    subprocess.run([str(SCRIPTS / "recommend"), str(d)], check=True, capture_output=True)
+    assert "## Many connections" in (d / "recommendation.md").read_text()
+
+
+def sweeplib_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
