@@ -22,6 +22,10 @@ class BufferPolicy {
   virtual std::string describe() const = 0;  // "adaptive: budget 256K, 4K..64K"
   // The buffer size each connection should use while `live` connections (>= 1) are open.
   virtual uint64_t size_for(uint32_t live) const = 0;
+  // Total buffer memory the registry keeps a side within (0: none), and the floor a joining
+  // connection always gets.
+  virtual uint64_t budget() const { return 0; }
+  virtual uint64_t floor() const { return 0; }
 };
 
 // The same size whatever the live count: the fixed --buf sizes.
@@ -43,6 +47,8 @@ class BudgetPolicy final : public BufferPolicy {
   explicit BudgetPolicy(PolicyLimits l) : l_(l) {}
   std::string describe() const override;
   uint64_t size_for(uint32_t live) const override;
+  uint64_t budget() const override { return l_.budget; }
+  uint64_t floor() const override { return l_.min; }
   const PolicyLimits& limits() const { return l_; }
 
  private:

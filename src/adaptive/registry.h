@@ -1,6 +1,10 @@
 // The live connections of one side of one run: every open and close recomputes the policy's
-// size, which each connection's IoBuffer adopts at its next I/O call. Records what the report
-// shows: the live-count timeline, each buffer change, and the peak of total buffer memory.
+// size, which each connection's IoBuffer adopts at its next I/O call. Shrinking is always
+// granted; growing only into budget that others have freed, so that connections still holding
+// an old, larger size (blocked in a call) never push the total past the budget. A joining
+// connection gets at least the policy's floor, so the total can pass the budget by at most one
+// floor per connection joining at that moment. Records what the report shows: the live-count
+// timeline, each buffer change, and the peak of total buffer memory.
 #pragma once
 
 #include <atomic>
@@ -23,9 +27,10 @@ struct LiveEvent {
 struct SizeChange {
   int64_t t_ns = 0;
   uint32_t conn = 0;
-  uint64_t from = 0;  // 0: the connection's first size
-  uint64_t to = 0;
-  uint32_t live = 0;  // the live count the new size was computed for
+  uint64_t from = 0;    // 0: the connection's first size
+  uint64_t to = 0;      // granted
+  uint32_t live = 0;    // the live count the target was computed for
+  uint64_t target = 0;  // the policy's size for `live`; `to` is less while the budget is full
 };
 
 struct RegistrySnapshot {
@@ -46,13 +51,17 @@ class LiveRegistry {
   class Member final : public BufferSizeSource {
    public:
     ~Member() override;  // the connection closes: live count - 1
-    // Called only by the connection's own thread, then adopted() on that same thread.
+    // Called only by the connection's own thread, then adopt() on that same thread.
     uint64_t target() const override {
       const uint64_t packed = reg_.target_.load(std::memory_order_relaxed);
       seen_live_ = static_cast<uint32_t>(packed >> 32);
-      return packed & 0xffffffffu;
+      const uint64_t want = packed & 0xffffffffu;
+      // Refused growth is retried only once some budget has been freed since.
+      if (want > size_ && blocked_epoch_ == reg_.freed_epoch_.load(std::memory_order_relaxed))
+        return size_;
+      return want;
     }
-    void adopted(uint64_t from, uint64_t to) override;
+    uint64_t adopt(uint64_t from, uint64_t to) override;
 
    private:
     friend class LiveRegistry;
@@ -61,6 +70,7 @@ class LiveRegistry {
     uint32_t conn_;
     uint64_t size_ = 0;  // as adopted by the connection's buffer
     mutable uint32_t seen_live_ = 0;  // the live count of the target last read
+    uint64_t blocked_epoch_ = ~uint64_t{0};  // freed_epoch_ when growth was last refused
   };
 
   // The connection opens: live count + 1, new target for everyone.
@@ -75,6 +85,7 @@ class LiveRegistry {
   // live count << 32 | size, published together so a recorded change names the count its size
   // was computed for even when another connection opens in between.
   std::atomic<uint64_t> target_{0};
+  std::atomic<uint64_t> freed_epoch_{0};  // + 1 whenever the total goes down
   mutable std::mutex mu_;
   uint32_t live_ = 0;
   uint64_t total_bytes_ = 0;

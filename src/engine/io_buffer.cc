@@ -14,28 +14,25 @@ IoBuffer::IoBuffer(uint64_t bytes, bool backed) : size_(bytes), backed_(backed) 
 void IoBuffer::follow(BufferSizeSource* source) {
   source_ = source;
   if (!source_) return;
-  const uint64_t t = source_->target();
-  if (t != size_) {
-    if (backed_) {
-      mem_ = std::make_unique<std::byte[]>(t);
-      std::memset(mem_.get(), 0, t);
-    }
-    size_ = t;
-  }
-  source_->adopted(0, size_);
+  const uint64_t granted = source_->adopt(0, source_->target());
+  if (granted != size_) reallocate(granted);
 }
 
-void IoBuffer::adopt(uint64_t to) {
+void IoBuffer::reallocate(uint64_t to) {
   // Free first: the peak of a shrinking buffer is never old + new.
   if (backed_) {
     mem_.reset();
     mem_ = std::make_unique<std::byte[]>(to);
     std::memset(mem_.get(), 0, to);
   }
-  const uint64_t from = size_;
   size_ = to;
+}
+
+void IoBuffer::adopt(uint64_t to) {
+  const uint64_t granted = source_->adopt(size_, to);
+  if (granted == size_) return;
+  reallocate(granted);
   ++resizes_;
-  source_->adopted(from, to);
 }
 
 }  // namespace iobench

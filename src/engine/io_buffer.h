@@ -16,8 +16,9 @@ class BufferSizeSource {
  public:
   virtual ~BufferSizeSource() = default;
   virtual uint64_t target() const = 0;  // cheap: called before every I/O call
-  // The buffer changed size at this connection's I/O call (from 0: its first size).
-  virtual void adopted(uint64_t from, uint64_t to) = 0;
+  // The buffer asks to change from `from` (0: its first size) to `to`; the answer is the size
+  // granted, which may be less when growing (a memory budget), or `from` (no change now).
+  virtual uint64_t adopt(uint64_t from, uint64_t to) = 0;
 };
 
 class IoBuffer {
@@ -46,6 +47,7 @@ class IoBuffer {
 
  private:
   void adopt(uint64_t to);
+  void reallocate(uint64_t to);
   uint64_t size_;
   bool backed_;
   std::unique_ptr<std::byte[]> mem_;

@@ -105,6 +105,7 @@ void encode_body(Writer& w, const GroupResult& g) {
     w.u64(c.from);
     w.u64(c.to);
     w.u32(c.live);
+    w.u64(c.target);
   }
   w.u64(g.changes_dropped + (g.changes.size() - nc));
   w.str(g.error);
@@ -291,6 +292,7 @@ Result<Message> decode_group(std::span<const std::byte> body) {
     r.u64(c.from);
     r.u64(c.to);
     r.u32(c.live);
+    r.u64(c.target);
   });
   f.u64(g.changes_dropped);
   f.str(g.error);

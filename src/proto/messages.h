@@ -125,6 +125,7 @@ struct BufChange {
   uint64_t from = 0;  // 0: the connection's first size
   uint64_t to = 0;
   uint32_t live = 0;
+  uint64_t target = 0;  // the policy's size for `live` (`to` is less while the budget is full)
 };
 
 // One side's figures over a whole --conns run: CPU and syscalls of the process, buffer memory

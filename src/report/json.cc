@@ -103,7 +103,10 @@ json group_side_json(const proto::GroupResult& g, bool known) {
                        {"from_bytes", c.from},
                        {"to_bytes", c.to},
                        {"live", c.live},
-                       {"why", c.from == 0 ? "opened" : fmt::format("live count {}", c.live)}});
+                       {"target_bytes", c.target},
+                       {"why", fmt::format("{}live count {}{}", c.from == 0 ? "opened, " : "",
+                                           c.live,
+                                           c.to < c.target ? ", budget full: part of target" : "")}});
   json counts = json::object();
   for (const auto& [name, n] : g.kernel_syscalls) counts[name] = n;
   return {{"available", true},

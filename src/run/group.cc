@@ -117,7 +117,7 @@ void GroupSide::finish_locked(const std::string& error) {
   g.timeline.reserve(s.timeline.size());
   for (const LiveEvent& e : s.timeline) g.timeline.push_back({e.t_ns, e.live, e.size});
   g.changes.reserve(s.changes.size());
-  for (const SizeChange& c : s.changes) g.changes.push_back({c.t_ns, c.conn, c.from, c.to, c.live});
+  for (const SizeChange& c : s.changes) g.changes.push_back({c.t_ns, c.conn, c.from, c.to, c.live, c.target});
   done_ = true;
 }
 

@@ -72,12 +72,15 @@ TEST(LiveRegistry, FollowersAdoptAtTheirNextCall) {
   EXPECT_EQ(ba.size(), 64 * K);
   EXPECT_EQ(ba.span().size(), 64 * K);
 
-  auto b = reg.join(1);  // live 2: 32K each
+  auto b = reg.join(1);  // live 2: 32K each, but a still holds 64K of the 64K budget
   IoBuffer bb(16 * K, false);
   bb.follow(b.get());
-  EXPECT_EQ(bb.size(), 32 * K);
-  EXPECT_EQ(ba.span().size(), 32 * K);  // adopted now, at a's next call
+  EXPECT_EQ(bb.size(), 4 * K);          // the floor, until a shrinks
+  EXPECT_EQ(bb.size(), 4 * K);          // asking again changes nothing while nothing is freed
+  EXPECT_EQ(ba.span().size(), 32 * K);  // a adopts the new target at its next call
   EXPECT_EQ(ba.resizes(), 1u);
+  EXPECT_EQ(bb.size(), 32 * K);  // now b grows into what a freed
+  EXPECT_EQ(bb.resizes(), 1u);
 
   b.reset();  // live 1 again
   EXPECT_EQ(ba.size(), 64 * K);
@@ -85,8 +88,8 @@ TEST(LiveRegistry, FollowersAdoptAtTheirNextCall) {
 
   const RegistrySnapshot s = reg.snapshot();
   EXPECT_EQ(s.peak_live, 2u);
-  // a at 64K + b's first 32K before a shrank.
-  EXPECT_EQ(s.peak_buffer_bytes, 96 * K);
+  // a at 64K + b's 4K floor before a shrank: past the budget by one floor at most.
+  EXPECT_EQ(s.peak_buffer_bytes, 68 * K);
   ASSERT_EQ(s.timeline.size(), 4u);
   const std::vector<std::pair<uint32_t, uint64_t>> want = {
       {1, 64 * K}, {2, 32 * K}, {1, 64 * K}, {0, 0}};
@@ -94,11 +97,30 @@ TEST(LiveRegistry, FollowersAdoptAtTheirNextCall) {
     EXPECT_EQ(s.timeline[i].live, want[i].first) << i;
     EXPECT_EQ(s.timeline[i].size, want[i].second) << i;
   }
-  // Every recorded change names the live count its size was computed for.
-  ASSERT_EQ(s.changes.size(), 4u);  // a opens, b opens, a shrinks, a grows
-  for (const SizeChange& c : s.changes) EXPECT_EQ(c.to, p.size_for(c.live));
+  // Every change names the live count and the policy's target for it; only b's first was cut.
+  ASSERT_EQ(s.changes.size(), 5u);  // a opens, b opens (floor), a shrinks, b grows, a grows
+  for (const SizeChange& c : s.changes) {
+    EXPECT_EQ(c.target, p.size_for(c.live));
+    EXPECT_LE(c.to, c.target);
+  }
+  EXPECT_EQ(s.changes[1].to, 4 * K);
   EXPECT_EQ(s.changes[2].from, 64 * K);
   EXPECT_EQ(s.changes[2].to, 32 * K);
+  EXPECT_EQ(s.changes[3].to, 32 * K);
+}
+
+TEST(LiveRegistry, FixedSizesAreNeverCut) {
+  const FixedPolicy p(64 * K);
+  LiveRegistry reg(p, monotonic_ns());
+  std::vector<std::unique_ptr<LiveRegistry::Member>> members;
+  std::vector<std::unique_ptr<IoBuffer>> bufs;
+  for (uint32_t i = 0; i < 8; ++i) {
+    members.push_back(reg.join(i));
+    bufs.push_back(std::make_unique<IoBuffer>(64 * K, false));
+    bufs.back()->follow(members.back().get());
+    EXPECT_EQ(bufs.back()->size(), 64 * K);
+  }
+  EXPECT_EQ(reg.snapshot().peak_buffer_bytes, 8 * 64 * K);
 }
 
 TEST(LiveRegistry, ConcurrentJoinsKeepCountsConsistent) {
@@ -110,14 +132,19 @@ TEST(LiveRegistry, ConcurrentJoinsKeepCountsConsistent) {
       auto m = reg.join(i);
       IoBuffer b(4 * K, true);
       b.follow(m.get());
-      for (int n = 0; n < 200; ++n) ASSERT_GE(b.span().size(), p.size_for(32));
+      for (int n = 0; n < 200; ++n) ASSERT_GE(b.span().size(), 4 * K);  // never below the floor
     });
   }
   for (auto& t : threads) t.join();
   const RegistrySnapshot s = reg.snapshot();
   EXPECT_EQ(s.timeline.back().live, 0u);
   EXPECT_LE(s.peak_live, 32u);
-  for (const SizeChange& c : s.changes) EXPECT_EQ(c.to, p.size_for(c.live));
+  for (const SizeChange& c : s.changes) {
+    EXPECT_EQ(c.target, p.size_for(c.live));
+    EXPECT_LE(c.to, c.target);
+  }
+  // Within the budget but for one floor per connection joining at the same moment.
+  EXPECT_LE(s.peak_buffer_bytes, 1024 * K + 32 * 4 * K);
 }
 
 TEST(ProtoGroup, RoundTripAndBounds) {
@@ -129,7 +156,7 @@ TEST(ProtoGroup, RoundTripAndBounds) {
   g.policy = "adaptive: budget 256K, 4K..64K";
   g.kernel_syscalls = {{"read", 10}};
   g.timeline = {{1, 1, 65536}, {2, 2, 32768}, {3, 0, 0}};
-  g.changes = {{1, 0, 0, 65536, 1}, {5, 0, 65536, 32768, 2}};
+  g.changes = {{1, 0, 0, 65536, 1, 65536}, {5, 0, 65536, 32768, 2, 32768}};
   g.peak_buffer_bytes = 98304;
   g.error = "x";
   auto frame = proto::encode(g);
@@ -148,7 +175,7 @@ TEST(ProtoGroup, RoundTripAndBounds) {
   EXPECT_EQ(r.peak_buffer_bytes, 98304u);
 
   // A list longer than the limit is cut when written, counted as dropped.
-  g.changes.assign(proto::kMaxTimelineEntries + 5, {1, 0, 0, 4096, 1});
+  g.changes.assign(proto::kMaxTimelineEntries + 5, {1, 0, 0, 4096, 1, 4096});
   frame = proto::encode(g);
   h = proto::decode_header(std::span(frame).first(proto::kHeaderBytes));
   ASSERT_TRUE(h) << h.error().message;
