@@ -68,8 +68,8 @@ class LiveRegistry {
     Member(LiveRegistry& reg, uint32_t conn) : reg_(reg), conn_(conn) {}
     LiveRegistry& reg_;
     uint32_t conn_;
-    uint64_t size_ = 0;  // as adopted by the connection's buffer
-    mutable uint32_t seen_live_ = 0;  // the live count of the target last read
+    uint64_t size_ = 0;                      // as adopted by the connection's buffer
+    mutable uint32_t seen_live_ = 0;         // the live count of the target last read
     uint64_t blocked_epoch_ = ~uint64_t{0};  // freed_epoch_ when growth was last refused
   };
 

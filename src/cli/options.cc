@@ -1,7 +1,6 @@
 #include "cli/options.h"
 
 #include <fmt/format.h>
-
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -135,14 +134,16 @@ Status validate_conns(ClientOptions& o, const RawClient& raw) {
   if (o.bytes_spread > 0 && o.decompress)
     return fail("--bytes-spread cuts the payload mid-frame: it cannot go with --decompress");
   if (o.group() && (o.syscalls == "strace" || o.syscalls == "perf"))
-    return fail(fmt::format("--syscalls {} attaches per session: use it without --conns and "
-                            "--buf adaptive (kernel counters cover those runs)",
-                            o.syscalls));
+    return fail(
+        fmt::format("--syscalls {} attaches per session: use it without --conns and "
+                    "--buf adaptive (kernel counters cover those runs)",
+                    o.syscalls));
   for (auto [text, field, name] : {std::tuple{&raw.budget, &o.budget, "--budget"},
                                    {&raw.buf_min, &o.buf_min, "--buf-min"},
                                    {&raw.buf_max, &o.buf_max, "--buf-max"}}) {
     if (text->empty()) continue;
-    auto v = parse_size(*text, name, kMinBuf, name == std::string_view("--budget") ? kGiB : kMaxBuf);
+    auto v =
+        parse_size(*text, name, kMinBuf, name == std::string_view("--budget") ? kGiB : kMaxBuf);
     if (!v) return std::unexpected(v.error());
     *field = *v;
   }

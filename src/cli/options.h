@@ -71,9 +71,9 @@ struct ClientOptions {
   uint64_t budget = 256 * kKiB;   // --buf adaptive: buffer memory per side over all connections
   uint64_t buf_min = 4 * kKiB;
   uint64_t buf_max = 64 * kKiB;
-  bool group() const { return conns > 1 || std::any_of(bufs.begin(), bufs.end(), [](auto& b) {
-                                return b.adaptive;
-                              }); }
+  bool group() const {
+    return conns > 1 || std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
+  }
 };
 
 struct ServerOptions {
@@ -83,7 +83,7 @@ struct ServerOptions {
   uint64_t max_bytes = kMaxBytes;
   std::string cache_dir;
   bool quiet = false;
-  tls::TlsOptions tls;      // a TLS server when cert_file is set
+  tls::TlsOptions tls;       // a TLS server when cert_file is set
   uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
 };
 

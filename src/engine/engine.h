@@ -47,8 +47,7 @@ class Engine {
                       IoCounters& io) = 0;
   // Reads exactly `total` bytes into buf.span() (asked before every call), never past `total`
   // so that what follows on the stream (the control channel) stays unread.
-  virtual Status recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink,
-                      IoCounters& io) = 0;
+  virtual Status recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink, IoCounters& io) = 0;
 };
 
 Result<std::unique_ptr<Engine>> make_engine(std::string_view name, const EngineOptions& o = {});

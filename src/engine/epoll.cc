@@ -51,7 +51,7 @@ Status EpollEngine::wait(IoCounters& io, const char* what, uint64_t done, uint64
 }
 
 Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
-                            IoCounters& io) {
+                         IoCounters& io) {
   if (auto st = watch(s, EPOLLOUT); !st) return st;
   Status result;
   size_t off = 0;
@@ -78,8 +78,7 @@ Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
   return result;
 }
 
-Status EpollEngine::recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink,
-                            IoCounters& io) {
+Status EpollEngine::recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink, IoCounters& io) {
   if (auto st = watch(s, EPOLLIN); !st) return st;
   Status result;
   uint64_t got = 0;

@@ -84,12 +84,13 @@ Result<size_t> run_batch(io_uring& ring, bool sending, int fd, std::byte* base, 
 }  // namespace
 
 Status UringEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
-                            IoCounters& io) {
+                         IoCounters& io) {
   if (s.kind() != "tcp") return fail("--engine uring carries plain TCP only in this build");
   size_t off = 0;
   while (off < data.size()) {
-    auto done = run_batch(ring_->ring, true, s.fd(), const_cast<std::byte*>(data.data()) + off,
-                          data.size() - off, static_cast<size_t>(buf.size()), opts_.queue_depth, io);
+    auto done =
+        run_batch(ring_->ring, true, s.fd(), const_cast<std::byte*>(data.data()) + off,
+                  data.size() - off, static_cast<size_t>(buf.size()), opts_.queue_depth, io);
     if (!done)
       return fail(fmt::format("write failed after {} of {} bytes: {}", off, data.size(),
                               done.error().message));
@@ -99,8 +100,7 @@ Status UringEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
   return {};
 }
 
-Status UringEngine::recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink,
-                            IoCounters& io) {
+Status UringEngine::recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink, IoCounters& io) {
   if (s.kind() != "tcp") return fail("--engine uring carries plain TCP only in this build");
   // One buffer per request in flight, so a batch of `qd` receives fills qd buffers in order;
   // the slots follow the buffer's size between batches (adaptive mode).

@@ -26,8 +26,8 @@ int open_tracepoint(uint64_t id, int group) {
   a.size = sizeof a;
   a.type = PERF_TYPE_TRACEPOINT;
   a.config = id;
-  a.disabled = group < 0;  // the leader gates the whole group
-  a.inherit = true;        // threads created later count too...
+  a.disabled = group < 0;   // the leader gates the whole group
+  a.inherit = true;         // threads created later count too...
   a.inherit_thread = true;  // ...but not forked processes (strace, perf, a loopback server)
   a.read_format = PERF_FORMAT_GROUP;
   int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, group, PERF_FLAG_FD_CLOEXEC));

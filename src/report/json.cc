@@ -98,15 +98,15 @@ json group_side_json(const proto::GroupResult& g, bool known) {
   for (const auto& p : g.timeline)
     timeline.push_back({{"t_ns", p.t_ns}, {"live", p.live}, {"buf_bytes", p.size}});
   for (const auto& c : g.changes)
-    changes.push_back({{"t_ns", c.t_ns},
-                       {"conn", c.conn},
-                       {"from_bytes", c.from},
-                       {"to_bytes", c.to},
-                       {"live", c.live},
-                       {"target_bytes", c.target},
-                       {"why", fmt::format("{}live count {}{}", c.from == 0 ? "opened, " : "",
-                                           c.live,
-                                           c.to < c.target ? ", budget full: part of target" : "")}});
+    changes.push_back(
+        {{"t_ns", c.t_ns},
+         {"conn", c.conn},
+         {"from_bytes", c.from},
+         {"to_bytes", c.to},
+         {"live", c.live},
+         {"target_bytes", c.target},
+         {"why", fmt::format("{}live count {}{}", c.from == 0 ? "opened, " : "", c.live,
+                             c.to < c.target ? ", budget full: part of target" : "")}});
   json counts = json::object();
   for (const auto& [name, n] : g.kernel_syscalls) counts[name] = n;
   return {{"available", true},
@@ -117,10 +117,11 @@ json group_side_json(const proto::GroupResult& g, bool known) {
           {"cpu_s", static_cast<double>(g.cpu_ns) / 1e9},
           {"cpu_user_s", static_cast<double>(g.user_us) / 1e6},
           {"cpu_sys_s", static_cast<double>(g.sys_us) / 1e6},
-          {"syscalls", {{"source", g.syscalls_source},
-                        {"note", g.syscalls_note},
-                        {"total", g.kernel_syscalls_total},
-                        {"by_name", counts}}},
+          {"syscalls",
+           {{"source", g.syscalls_source},
+            {"note", g.syscalls_note},
+            {"total", g.kernel_syscalls_total},
+            {"by_name", counts}}},
           {"peak_live", g.peak_live},
           {"peak_buffer_bytes", g.peak_buffer_bytes},
           {"peak_rss_bytes", g.peak_rss_bytes},

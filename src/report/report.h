@@ -21,15 +21,15 @@ struct Stat {
 // One connection of a --conns run.
 struct ConnRecord {
   uint32_t index = 0;
-  uint64_t bytes = 0;                  // what it was to move
-  int64_t start_ns = 0;                // its data phase start, since the run's start
+  uint64_t bytes = 0;                                 // what it was to move
+  int64_t start_ns = 0;                               // its data phase start, since the run's start
   std::optional<proto::SideResult> sender, receiver;  // absent where it never got that far
-  std::string error;                   // empty: moved and verified
+  std::string error;                                  // empty: moved and verified
 };
 
 struct GroupRecord {
   std::vector<ConnRecord> conns;
-  proto::GroupResult sender, receiver;  // each side's whole-run figures
+  proto::GroupResult sender, receiver;                // each side's whole-run figures
   bool sender_known = false, receiver_known = false;  // the server's side may be unreachable
   std::string error;                                  // empty: every connection verified
 };

@@ -93,8 +93,8 @@ GroupFigures group_figures(const GroupRecord& g) {
   uint64_t bytes = 0;
   for (const ConnRecord& c : g.conns) {
     if (!c.error.empty() || !c.receiver || c.receiver->wall_ns <= 0) continue;
-    const double v = static_cast<double>(c.receiver->bytes) * 8 /
-                     static_cast<double>(c.receiver->wall_ns);
+    const double v =
+        static_cast<double>(c.receiver->bytes) * 8 / static_cast<double>(c.receiver->wall_ns);
     gbps.push_back(v);
     bytes += c.receiver->bytes;
     if (slowest < 0 || v < slowest) {

@@ -82,7 +82,8 @@ std::string group_side_line(const proto::GroupResult& g, bool known, const char*
       side, where, g.policy, g.peak_live, format_bytes_human(g.peak_buffer_bytes),
       g.peak_rss_bytes ? format_bytes_human(g.peak_rss_bytes) : "unknown", resizes,
       timeline_text(g));
-  if (!g.error.empty()) line += fmt::format("  {:<8} {:<6}: incomplete: {}\n", side, where, g.error);
+  if (!g.error.empty())
+    line += fmt::format("  {:<8} {:<6}: incomplete: {}\n", side, where, g.error);
   return line;
 }
 
@@ -101,19 +102,21 @@ std::string group_lines(const Report& r) {
           "{:.2f}/{:.2f}/{:.2f} (slowest: conn {}), aggregate {:.2f} Gbit/s\n",
           buf_label(size.buf), run.run, g.conns.size(), f.conn_gbps.min, f.conn_gbps.median,
           f.conn_gbps.max, f.slowest_conn, f.aggregate_gbps);
-      out += group_side_line(g.sender, g.sender_known, "sender", client_sends ? "client" : "server");
+      out +=
+          group_side_line(g.sender, g.sender_known, "sender", client_sends ? "client" : "server");
       out += group_side_line(g.receiver, g.receiver_known, "receiver",
                              client_sends ? "server" : "client");
       out += fmt::format("  {:>5} {:>11} {:>9} {:>8} {:>7} {:>9} {:>9}  {}\n", "conn", "bytes",
                          "start_ms", "time_s", "Gbit/s", "s_resize", "r_resize", "status");
       for (const ConnRecord& c : g.conns) {
         const double wall = c.receiver ? static_cast<double>(c.receiver->wall_ns) / 1e9 : 0;
-        out += fmt::format(
-            "  {:>5} {:>11} {:>9.1f} {:>8.4f} {:>7.2f} {:>9} {:>9}  {}\n", c.index,
-            format_bytes_human(c.bytes), static_cast<double>(c.start_ns) / 1e6, wall,
-            wall > 0 ? static_cast<double>(c.receiver->bytes) * 8 / wall / 1e9 : 0.0,
-            c.sender ? c.sender->buf_resizes : 0, c.receiver ? c.receiver->buf_resizes : 0,
-            c.error.empty() ? std::string("ok, xxh3 verified") : fmt::format("FAILED: {}", c.error));
+        out += fmt::format("  {:>5} {:>11} {:>9.1f} {:>8.4f} {:>7.2f} {:>9} {:>9}  {}\n", c.index,
+                           format_bytes_human(c.bytes), static_cast<double>(c.start_ns) / 1e6, wall,
+                           wall > 0 ? static_cast<double>(c.receiver->bytes) * 8 / wall / 1e9 : 0.0,
+                           c.sender ? c.sender->buf_resizes : 0,
+                           c.receiver ? c.receiver->buf_resizes : 0,
+                           c.error.empty() ? std::string("ok, xxh3 verified")
+                                           : fmt::format("FAILED: {}", c.error));
       }
     }
   }
@@ -158,8 +161,8 @@ std::string render_table(const Report& r) {
     const std::string recv_label = size.buf.adaptive ? "adapt" : format_size(size.buf.recv_bytes);
     out += side_row(send_label, "sender", client_sends ? "client" : "server",
                     summarize(size.runs, true), tls);
-    out += side_row(recv_label, "receiver",
-                    client_sends ? "server" : "client", summarize(size.runs, false), tls);
+    out += side_row(recv_label, "receiver", client_sends ? "server" : "client",
+                    summarize(size.runs, false), tls);
   }
   return out + tracer_lines(r) + group_lines(r);
 }

@@ -2,13 +2,12 @@
 // started `--stagger` apart, each moving its own length and verified on its own; one side's
 // whole-run figures from GroupSide, the server's from its GROUP message.
 #include <fmt/format.h>
-
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <random>
 #include <thread>
 

@@ -61,15 +61,20 @@ bool GroupSide::done() const {
   return done_;
 }
 
+bool GroupSide::idle_for(double s) const {
+  std::lock_guard lock(mu_);
+  return !done_ && monotonic_ns() - last_activity_ns_ > static_cast<int64_t>(s * 1e9);
+}
+
 proto::GroupResult GroupSide::wait(double idle_s) {
   std::unique_lock lock(mu_);
   const auto idle_ns = static_cast<int64_t>(idle_s * 1e9);
   while (!done_) {
     const int64_t left = last_activity_ns_ + idle_ns - monotonic_ns();
     if (left <= 0) {
-      finish_locked(fmt::format(
-          "{} of {} connections started and {} ended; none started or ended for {} s", joined_,
-          conns_, ended_, idle_s));
+      finish_locked(
+          fmt::format("{} of {} connections started and {} ended; none started or ended for {} s",
+                      joined_, conns_, ended_, idle_s));
       break;
     }
     cv_.wait_for(lock, std::chrono::nanoseconds(left));
@@ -117,7 +122,8 @@ void GroupSide::finish_locked(const std::string& error) {
   g.timeline.reserve(s.timeline.size());
   for (const LiveEvent& e : s.timeline) g.timeline.push_back({e.t_ns, e.live, e.size});
   g.changes.reserve(s.changes.size());
-  for (const SizeChange& c : s.changes) g.changes.push_back({c.t_ns, c.conn, c.from, c.to, c.live, c.target});
+  for (const SizeChange& c : s.changes)
+    g.changes.push_back({c.t_ns, c.conn, c.from, c.to, c.live, c.target});
   done_ = true;
 }
 

@@ -33,6 +33,8 @@ class GroupSide {
   // or ending; then stops (saying who is missing) and returns the result.
   proto::GroupResult wait(double idle_s);
   bool done() const;
+  // Not done, and no connection started or ended for `s` seconds: abandoned by its client.
+  bool idle_for(double s) const;
 
  private:
   void finish_locked(const std::string& error);

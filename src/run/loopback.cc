@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "net/socket.h"
 #include "run/client_internal.h"
 #include "run/run.h"
@@ -50,6 +52,8 @@ int run_loopback(const ClientOptions& o) {
   cfg.options.idle_timeout_s = o.timeout_s;
   cfg.local_payload = o.payload;
   cfg.log = o.verbose;
+  cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);
+  cfg.kernel_counters = o.syscalls != "off";
 
   std::fflush(stdout);
   std::fflush(stderr);

@@ -19,6 +19,10 @@ struct ServerConfig {
   bool log = true;
   // Set: the server speaks TLS only (a plain HELLO is refused); unset: TCP only.
   std::shared_ptr<const tls::Context> tls;
+  // Open the kernel syscall counters at start, on the main thread, so they follow every session
+  // thread. Off when no client will ask (loopback with --syscalls off): registered tracepoints
+  // slow every syscall on the host a little, even while the counters are disabled.
+  bool kernel_counters = true;
 };
 
 // Serves clients one after another until the process is stopped. Never returns on its own.

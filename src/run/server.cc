@@ -63,9 +63,12 @@ class GroupTable {
   // The group for this HELLO, created by its first connection; a HELLO that disagrees with the
   // group's first about the run's shape is refused.
   Result<std::shared_ptr<GroupSide>> get(const proto::Hello& h, uint64_t fixed_buf,
-                                         bool server_sends) {
+                                         bool server_sends, double idle_s) {
     std::lock_guard lock(mu_);
-    std::erase_if(groups_, [](const auto& g) { return g.second.side->done(); });
+    // Finished groups, and groups whose client went away (threads still in one hold it).
+    std::erase_if(groups_, [idle_s](const auto& g) {
+      return g.second.side->done() || g.second.side->idle_for(2 * idle_s);
+    });
     auto it = groups_.find(h.group_id);
     if (it == groups_.end()) {
       auto side = std::make_shared<GroupSide>(
@@ -233,7 +236,7 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
   const bool grouped = hello->conns > 1 || hello->adaptive;
   std::shared_ptr<GroupSide> group;
   if (grouped) {
-    auto g = state.groups.get(*hello, d.buf_bytes, server_sends);
+    auto g = state.groups.get(*hello, d.buf_bytes, server_sends, o.idle_timeout_s);
     if (!g) return reject(g.error().message);
     group = std::move(*g);
     d.kernel_syscalls = false;  // the group counts the whole run
@@ -306,7 +309,7 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
 
 [[noreturn]] void serve(int listen_fd, const ServerConfig& cfg) {
   // Opened here, on the main thread, so the counters follow every session thread (inherit).
-  (void)process_syscall_counter();
+  if (cfg.kernel_counters) (void)process_syscall_counter();
   auto* state = new ServerState();  // lives as long as the process; threads are detached
   const uint32_t max_threads = 2 * cfg.options.max_conns;
   while (true) {
@@ -319,8 +322,9 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
     // Up to --max-conns sessions run; as many more get a handler that refuses them with a
     // reason after their HELLO; beyond that, the connection is closed at once.
     if (state->sessions.load() >= max_threads) {
-      log_line(cfg, peer, fmt::format("closed: {} handlers busy (--max-conns {})",
-                                      state->sessions.load(), cfg.options.max_conns));
+      log_line(cfg, peer,
+               fmt::format("closed: {} handlers busy (--max-conns {})", state->sessions.load(),
+                           cfg.options.max_conns));
       continue;
     }
     ++state->sessions;

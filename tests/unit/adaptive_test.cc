@@ -22,13 +22,13 @@ TEST(BudgetPolicy, BudgetOverLiveRoundedDownToAPowerOfTwoAndClamped) {
     uint64_t want;
   };
   for (const Case& c : std::vector<Case>{{0, 64 * K},  // treated as one
-                                         {1, 64 * K},   // 256K clamped to the max
-                                         {4, 64 * K},   // exactly 64K
-                                         {5, 32 * K},   // 51.2K rounds down
+                                         {1, 64 * K},  // 256K clamped to the max
+                                         {4, 64 * K},  // exactly 64K
+                                         {5, 32 * K},  // 51.2K rounds down
                                          {8, 32 * K},
-                                         {9, 16 * K},   // 28.4K
+                                         {9, 16 * K},  // 28.4K
                                          {16, 16 * K},
-                                         {17, 8 * K},   // 15.06K
+                                         {17, 8 * K},  // 15.06K
                                          {64, 4 * K},
                                          {100, 4 * K},  // 2.56K clamped to the min
                                          {100000, 4 * K}})
