@@ -217,6 +217,7 @@ json render_json(const Report& r) {
                   {"sender", side_json(run.sender, !r.options.reverse, run.sender_tracer)},
                   {"receiver", side_json(run.receiver, !r.options.reverse, run.receiver_tracer)}};
       if (run.group) one["group"] = group_json(*run.group, !r.options.reverse);
+      one["partial"] = run.partial;
       runs.push_back(std::move(one));
     }
     results.push_back({{"send_buf_bytes", size.buf.send_bytes},
@@ -231,6 +232,7 @@ json render_json(const Report& r) {
   return {
       {"schema_version", kSchemaVersion},
       {"tool", "iobench"},
+      {"interrupted", r.interrupted.empty() ? json(nullptr) : json(r.interrupted)},
       {"context", r.context},
       {"options", options_json(r)},
       {"sources",

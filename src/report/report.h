@@ -41,6 +41,7 @@ struct RunRecord {
   proto::SideResult sender;
   proto::SideResult receiver;
   std::optional<GroupRecord> group;
+  bool partial = false;  // interrupted (Ctrl-C): this side's figures up to that moment
   // --syscalls strace|perf: the tool attached to each side's process for the whole session
   // (connect to close); absent for a side it could not reach (the server in two-host mode).
   std::optional<TracerCounts> sender_tracer, receiver_tracer;
@@ -58,6 +59,7 @@ struct Report {
   std::string server;          // address the client connected to
   std::string payload_source;  // "resp-v1 seed=1 level=3"
   std::vector<SizeResults> sizes;
+  std::string interrupted;  // "SIGINT" when a signal ended the run early
 };
 
 // Figures derived from one side's raw result; names carry units.

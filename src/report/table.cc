@@ -1,6 +1,8 @@
 // The human-readable table: one row per side per buffer size, medians when repeated.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/size.h"
 #include "report/report.h"
 
@@ -164,6 +166,14 @@ std::string render_table(const Report& r) {
     out += side_row(recv_label, "receiver", client_sends ? "server" : "client",
                     summarize(size.runs, false), tls);
   }
+  for (const auto& size : r.sizes)
+    for (const auto& run : size.runs)
+      if (run.partial)
+        out += fmt::format(
+            "PARTIAL: buf {} run {} was interrupted by {} after {} of {} bytes: its figures cover "
+            "the data phase up to that moment (the other side's did not arrive)\n",
+            buf_label(size.buf), run.run, r.interrupted.empty() ? "a signal" : r.interrupted,
+            std::max(run.sender.bytes, run.receiver.bytes), run.sender.bytes_expected);
   return out + tracer_lines(r) + group_lines(r);
 }
 

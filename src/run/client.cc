@@ -1,5 +1,6 @@
 // The client: one connection per run, over every buffer size and repeat, then one report.
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 
 #include "cli/size.h"
 #include "engine/engine.h"
+#include "net/interrupt.h"
 #include "net/socket.h"
 #include "payload/payload.h"
 #include "probe/tracer.h"
@@ -85,6 +87,18 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   }
   SessionOutcome out = run_data_phase(stream, engine, d, describe_transport(stream));
   stream.close();
+  if (!out.error.empty() && interrupt::received()) {
+    // Ctrl-C: this side's figures up to the interrupt; the server's never came.
+    RunRecord rec;
+    rec.partial = true;
+    proto::SideResult theirs;
+    theirs.is_sender = !d.is_sender;
+    theirs.bytes_expected = d.bytes;
+    theirs.error = "not reported: interrupted";
+    rec.sender = d.is_sender ? out.mine : theirs;
+    rec.receiver = d.is_sender ? theirs : out.mine;
+    return rec;
+  }
   if (!out.error.empty())
     return fail(fmt::format("{} (client {}: {} of {} bytes moved)", out.error,
                             d.is_sender ? "sender" : "receiver", out.mine.bytes, d.bytes));
@@ -159,6 +173,7 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
   auto fd = connect_to(server, o.timeout_s, req);
   if (!fd) return std::unexpected(fd.error());
   cs.fd = std::move(*fd);
+  cs.on_signal.emplace(cs.fd.get());
   if (auto st = set_io_timeout(cs.fd.get(), o.timeout_s); !st) return std::unexpected(st.error());
   if (tls_ctx) {
     auto t = tls::TlsStream::connect(*tls_ctx, cs.fd.get(), server.host);
@@ -202,6 +217,15 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
       auto rec = o.group() ? run_group(o, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
                            : run_once(o, server, buf, payload, **engine,
                                       tls_ctx ? &*tls_ctx : nullptr, local_server);
+      if (rec && interrupt::received()) rec->partial = true;
+      if (rec && rec->partial) {
+        error = fmt::format("interrupted by {}: run {} of buf {} is partial",
+                            interrupt::name(interrupt::received()), i - o.warmup, buf_label(buf));
+        rec->run = i - o.warmup;
+        if (i >= o.warmup) size.runs.push_back(*rec);
+        if (!size.runs.empty()) report.sizes.push_back(std::move(size));
+        return report;
+      }
       if (rec && rec->group && !rec->group->error.empty()) {
         // The connections that finished are reported; the run as a whole failed.
         error = fmt::format("buf {}: {}", buf_label(buf), rec->group->error);
@@ -212,6 +236,9 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
       }
       if (!rec) {
         error = fmt::format("buf {}: {}", buf_label(buf), rec.error().message);
+        if (interrupt::received())
+          error =
+              fmt::format("interrupted by {} ({})", interrupt::name(interrupt::received()), error);
         if (!size.runs.empty()) report.sizes.push_back(std::move(size));
         return report;
       }
@@ -255,19 +282,22 @@ Result<std::optional<Payload>> sender_payload(const ClientOptions& o) {
 }
 
 int finish_client(const ClientOptions& o, Result<Report> report, const std::string& error) {
+  const int sig = interrupt::received();
   if (!report) {
     fmt::print(stderr, "iobench: error: {}\n", report.error().message);
-    return 1;
+    return sig ? 128 + sig : 1;
   }
+  if (sig) report->interrupted = interrupt::name(sig);
   int rc = report->sizes.empty() ? 0 : emit_report(o, *report);
   if (!error.empty()) {
     fmt::print(stderr, "iobench: error: {}\n", error);
-    return 1;
+    return sig ? 128 + sig : 1;
   }
-  return rc;
+  return sig ? 128 + sig : rc;
 }
 
 int run_client_command(const ClientOptions& o) {
+  interrupt::install({SIGINT, SIGTERM});
   if (o.connect.empty()) return run_loopback(o);
   auto server = parse_host_port(o.connect, "--connect", kDefaultPort, false);
   if (!server) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "net/address.h"
+#include "net/interrupt.h"
 #include "net/socket.h"
 #include "net/stream.h"
 #include "payload/payload.h"
@@ -18,6 +19,7 @@ namespace iobench {
 // A connected, greeted session: the server has ACKed the HELLO. The stream uses the descriptor.
 struct ClientSession {
   Fd fd;
+  std::optional<interrupt::Registration> on_signal;  // Ctrl-C shuts the socket down
   std::unique_ptr<Stream> stream;
 };
 

@@ -82,7 +82,7 @@ int run_loopback(const ClientOptions& o) {
       }
       cfg.tls = std::make_shared<const tls::Context>(std::move(*ctx));
     }
-    serve(listener->get(), cfg);
+    _exit(serve(listener->get(), cfg));
   }
   listener->reset();
 

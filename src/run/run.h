@@ -25,8 +25,9 @@ struct ServerConfig {
   bool kernel_counters = true;
 };
 
-// Serves clients one after another until the process is stopped. Never returns on its own.
-[[noreturn]] void serve(int listen_fd, const ServerConfig& cfg);
+// Serves clients, each on its own thread, until SIGINT/SIGTERM (interrupt::install); then aborts
+// the sessions in flight, waits for them (bounded) and returns the exit status.
+int serve(int listen_fd, const ServerConfig& cfg);
 
 int run_server_command(const ServerOptions& o);
 // With o.connect empty: loopback (forks a private server); otherwise two-host client.

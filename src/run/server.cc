@@ -2,6 +2,7 @@
 // time-boxed, each logged in one line; no client can take it down. The connections of one
 // --conns run form a group that measures the server side as a whole.
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 
 #include "cli/size.h"
 #include "engine/engine.h"
+#include "net/interrupt.h"
 #include "net/socket.h"
 #include "payload/payload.h"
 #include "probe/syscall_counter.h"
@@ -183,6 +185,17 @@ Result<std::unique_ptr<Stream>> open_stream(int fd, const ServerConfig& cfg) {
 
 void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state) {
   const ServerOptions& o = cfg.options;
+  interrupt::Registration on_signal(fd.get());  // SIGTERM aborts the session at once
+  // Aborted: close with a reset, so a peer blocked in write() (our receive window full) learns
+  // at once instead of at its own timeout.
+  struct ResetIfStopping {
+    int fd;
+    ~ResetIfStopping() {
+      if (!interrupt::received()) return;
+      linger l{1, 0};
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+  } reset_if_stopping{fd.get()};
   if (auto st = set_io_timeout(fd.get(), o.handshake_timeout_s); !st) {
     log_line(cfg, peer, "failed: " + st.error().message);
     return;
@@ -289,7 +302,12 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
                                        format_bytes_human(out.mine.bytes), format_size(d.buf_bytes),
                                        out.mine.tls_version.empty() ? "tcp" : out.mine.tls_version);
   if (!out.error.empty()) {
-    log_line(cfg, peer, fmt::format("failed: {} ({})", out.error, what));
+    if (const int sig = interrupt::received())
+      log_line(cfg, peer,
+               fmt::format("aborted: server stopping on {}: {} ({})", interrupt::name(sig),
+                           out.error, what));
+    else
+      log_line(cfg, peer, fmt::format("failed: {} ({})", out.error, what));
     return;
   }
   const auto& sender = server_sends ? out.mine : *out.peer;
@@ -307,15 +325,17 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
 
 }  // namespace
 
-[[noreturn]] void serve(int listen_fd, const ServerConfig& cfg) {
+int serve(int listen_fd, const ServerConfig& cfg) {
   // Opened here, on the main thread, so the counters follow every session thread (inherit).
   if (cfg.kernel_counters) (void)process_syscall_counter();
   auto* state = new ServerState();  // lives as long as the process; threads are detached
   const uint32_t max_threads = 2 * cfg.options.max_conns;
-  while (true) {
+  interrupt::Registration listener(listen_fd);  // a signal ends accept()
+  while (!interrupt::received()) {
     std::string peer;
     auto fd = accept_client(listen_fd, peer);
     if (!fd) {
+      if (interrupt::received()) break;
       log_line(cfg, "-", "accept failed: " + fd.error().message);
       continue;
     }
@@ -333,9 +353,20 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
       --state->sessions;
     }).detach();
   }
+  // Stopping: every session's socket was shut down by the handler, so each ends (and logs) at
+  // once; wait for them, bounded, so their lines and sockets are gone before the process.
+  const int sig = interrupt::received();
+  const uint32_t in_flight = state->sessions.load();
+  for (int i = 0; i < 1000 && state->sessions.load() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  log_line(cfg, "-",
+           fmt::format("stopping on {}: {} session(s) were in flight, {} still ending",
+                       interrupt::name(sig), in_flight, state->sessions.load()));
+  return 0;
 }
 
 int run_server_command(const ServerOptions& o) {
+  interrupt::install({SIGINT, SIGTERM});
   auto where = parse_host_port(o.listen, "--listen", kDefaultPort, true);
   if (!where) {
     fmt::print(stderr, "iobench: error: {}\n", where.error().message);
@@ -363,7 +394,7 @@ int run_server_command(const ServerOptions& o) {
   fmt::print("iobench server {} listening on {} ({}{})\n", IOBENCH_VERSION, bound.str(),
              tls_ctx ? "tls" : "tcp", tls_ctx ? ", ktls " + tls_ctx->ktls_status() : "");
   std::fflush(stdout);
-  serve(listener->get(), ServerConfig{o, std::nullopt, !o.quiet, tls_ctx});
+  return serve(listener->get(), ServerConfig{o, std::nullopt, !o.quiet, tls_ctx});
 }
 
 }  // namespace iobench
