@@ -301,4 +301,13 @@ Result<Context> Context::server(const TlsOptions& o, const Identity* identity) {
   return c;
 }
 
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned char da[EVP_MAX_MD_SIZE], db[EVP_MAX_MD_SIZE];
+  unsigned int la = 0, lb = 0;
+  if (EVP_Digest(a.data(), a.size(), da, &la, EVP_sha256(), nullptr) != 1 ||
+      EVP_Digest(b.data(), b.size(), db, &lb, EVP_sha256(), nullptr) != 1 || la != lb)
+    return false;
+  return CRYPTO_memcmp(da, db, la) == 0;
+}
+
 }  // namespace iobench::tls

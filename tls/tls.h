@@ -117,6 +117,10 @@ class TlsStream final : public Stream {
 // "OpenSSL 3.0.19 27 Jan 2026", for reports.
 std::string library_version();
 
+// Equal strings, in time that depends on neither content nor length (SHA-256 of each, then
+// CRYPTO_memcmp): for the server's --auth-token check.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
 // OpenSSL's reason for the most recent failure on this thread, or `fallback`.
 std::string last_ssl_error(const std::string& fallback);
 

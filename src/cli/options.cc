@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <cstdlib>
+
 #include <CLI/CLI.hpp>
 #include <optional>
 
@@ -40,6 +42,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                  "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k; 'adaptive' follows the "
                  "live connection count (--budget)");
   app.add_option("--conns", o.conns, "Connections at once, each streaming --bytes (default 1)");
+  app.add_option("--auth-token", o.auth_token,
+                 "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)");
   app.add_option("--stagger", raw.stagger, "Start connection i at i x this (e.g. 50ms)");
   app.add_option("--bytes-spread", o.bytes_spread,
                  "Shorten each connection by a seeded random fraction up to this (0..0.9)");
@@ -171,7 +175,17 @@ Status validate_payload(PayloadSpec& p, const std::string& bytes) {
   return {};
 }
 
+// --auth-token, else the environment; bounded so it fits a HELLO field.
+Status resolve_token(std::string& token) {
+  if (token.empty())
+    if (const char* env = std::getenv("IOBENCH_AUTH_TOKEN")) token = env;
+  if (token.size() > 256)
+    return fail(fmt::format("--auth-token of {} bytes: at most 256", token.size()));
+  return {};
+}
+
 Status validate_client(ClientOptions& o, const RawClient& raw) {
+  if (auto st = resolve_token(o.auth_token); !st) return st;
   if (o.proto != "tcp" && o.proto != "tls")
     return fail(fmt::format("invalid --proto '{}': expected tcp or tls", o.proto));
   if (!raw.max_fragment.empty()) {
@@ -262,6 +276,7 @@ Status validate_server(ServerOptions& o, const std::string& max_bytes) {
     if (!v) return std::unexpected(v.error());
     o.max_bytes = *v;
   }
+  if (auto st = resolve_token(o.auth_token); !st) return st;
   if (o.max_conns < 1 || o.max_conns > 4096)
     return fail(fmt::format("invalid --max-conns '{}': expected 1..4096", o.max_conns));
   for (auto [v, name] : {std::pair{o.handshake_timeout_s, "--handshake-timeout"},
@@ -298,6 +313,8 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   server->add_option("--idle-timeout", server_opts.idle_timeout_s,
                      "Seconds without progress before a session is dropped (default 30)");
   server->add_option("--max-bytes", max_bytes, "Largest --bytes a client may ask for");
+  server->add_option("--auth-token", server_opts.auth_token,
+                     "Refuse clients without this token (default: $IOBENCH_AUTH_TOKEN)");
   server->add_option("--max-conns", server_opts.max_conns,
                      "Sessions served at once; more are refused (default 128)");
   server->add_option("--cache-dir", server_opts.cache_dir, "Payload cache directory");

@@ -65,6 +65,7 @@ struct ClientOptions {
   bool edge = false;              // epoll engine: edge-triggered
   uint32_t reads_per_event = 0;   // epoll engine: level-triggered cap (0: until EAGAIN)
   uint32_t queue_depth = 8;       // uring engine: requests in flight per io_uring_enter
+  std::string auth_token;         // sent in the HELLO; --auth-token or $IOBENCH_AUTH_TOKEN
   uint32_t conns = 1;             // connections at once, each streaming `payload.bytes`
   double stagger_s = 0;           // connection i starts i * stagger after the first
   double bytes_spread = 0;        // connection lengths spread down by up to this fraction
@@ -85,6 +86,7 @@ struct ServerOptions {
   bool quiet = false;
   tls::TlsOptions tls;       // a TLS server when cert_file is set
   uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
+  std::string auth_token;    // set: clients must present it (--auth-token or $IOBENCH_AUTH_TOKEN)
 };
 
 struct PayloadCommand {

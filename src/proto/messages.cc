@@ -37,6 +37,7 @@ void encode_body(Writer& w, const Hello& h) {
   w.u64(h.payload_bytes);
   w.boolean(h.adaptive);
   for (uint64_t v : {h.budget, h.buf_min, h.buf_max}) w.u64(v);
+  w.str(h.auth_token);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
@@ -232,6 +233,7 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   f.u64(h.payload_bytes);
   f.boolean(h.adaptive);
   for (uint64_t* v : {&h.budget, &h.buf_min, &h.buf_max}) f.u64(*v);
+  f.str(h.auth_token);
   return f.finish<Message>(h);
 }
 

@@ -62,6 +62,7 @@ struct Hello {
   uint64_t budget = 0;
   uint64_t buf_min = 0;
   uint64_t buf_max = 0;
+  std::string auth_token;  // the server's --auth-token, when it has one
 };
 
 struct Ack {

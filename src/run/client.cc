@@ -155,6 +155,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.edge = o.edge;
   hello.reads_per_event = o.reads_per_event;
   hello.queue_depth = o.queue_depth;
+  hello.auth_token = o.auth_token;
   hello.conns = o.conns;
   hello.adaptive = buf.adaptive;
   if (buf.adaptive) {

@@ -19,6 +19,7 @@
 #include "net/socket.h"
 #include "payload/payload.h"
 #include "probe/syscall_counter.h"
+#include "probe/probe.h"
 #include "run/group.h"
 #include "run/run.h"
 #include "run/session.h"
@@ -196,6 +197,9 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
       setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     }
   } reset_if_stopping{fd.get()};
+  // The TLS handshake and the whole HELLO must arrive within --handshake-timeout.
+  const int64_t hello_deadline =
+      monotonic_ns() + static_cast<int64_t>(o.handshake_timeout_s * 1e9);
   if (auto st = set_io_timeout(fd.get(), o.handshake_timeout_s); !st) {
     log_line(cfg, peer, "failed: " + st.error().message);
     return;
@@ -211,7 +215,7 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
     (void)send_message(stream, proto::ErrorMsg{why});
     stream.close();
   };
-  auto m = recv_message(stream);
+  auto m = recv_message(stream, hello_deadline);
   if (!m) {
     const bool timed_out = m.error().message.starts_with("timed out");
     reject(timed_out ? fmt::format("no hello within {} s", o.handshake_timeout_s)
@@ -220,6 +224,10 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
   }
   auto* hello = std::get_if<proto::Hello>(&*m);
   if (!hello) return reject(fmt::format("expected HELLO, got {}", proto::type_name(*m)));
+  // Before anything else about the request is looked at or answered in detail.
+  if (!o.auth_token.empty() && !tls::constant_time_equal(hello->auth_token, o.auth_token))
+    return reject(hello->auth_token.empty() ? "this server requires --auth-token"
+                                            : "wrong --auth-token");
   if (cfg.tls && stream.kind() != "tls")
     return reject("this server requires TLS (use --proto tls)");
   if (hello->proto != stream.kind())
@@ -389,8 +397,9 @@ int run_server_command(const ServerOptions& o) {
   HostPort bound = *where;
   bound.port = local_port(listener->get());
   if (!is_loopback_host(where->host) && !tls_ctx)
-    fmt::print(stderr, "iobench: warning: listening on {} without TLS or authentication\n",
-               bound.str());
+    fmt::print(stderr, "iobench: warning: listening on {} without TLS: {}\n", bound.str(),
+               o.auth_token.empty() ? "no authentication, anyone who can connect can use it"
+                                    : "the token and the payload travel in clear");
   fmt::print("iobench server {} listening on {} ({}{})\n", IOBENCH_VERSION, bound.str(),
              tls_ctx ? "tls" : "tcp", tls_ctx ? ", ktls " + tls_ctx->ktls_status() : "");
   std::fflush(stdout);

@@ -23,11 +23,13 @@ Status write_all(Stream& s, std::span<const std::byte> data) {
   return {};
 }
 
-Status read_exact(Stream& s, std::span<std::byte> buf) {
+Status read_exact(Stream& s, std::span<std::byte> buf, int64_t deadline_ns) {
   while (!buf.empty()) {
     IoResult r = s.read(buf);
     if (!r.ok()) return fail(s.describe(r));
     buf = buf.subspan(r.bytes);
+    if (!buf.empty() && deadline_ns > 0 && monotonic_ns() > deadline_ns)
+      return fail("timed out: message still incomplete at its deadline");
   }
   return {};
 }
@@ -68,13 +70,13 @@ Status send_message(Stream& s, const proto::Message& m) {
   return {};
 }
 
-Result<proto::Message> recv_message(Stream& s) {
+Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns) {
   std::array<std::byte, proto::kHeaderBytes> header{};
-  if (auto st = read_exact(s, header); !st) return std::unexpected(st.error());
+  if (auto st = read_exact(s, header, deadline_ns); !st) return std::unexpected(st.error());
   auto h = proto::decode_header(header);
   if (!h) return std::unexpected(h.error());
   std::vector<std::byte> body(h->body_bytes);  // bounded by decode_header
-  if (auto st = read_exact(s, body); !st) return std::unexpected(st.error());
+  if (auto st = read_exact(s, body, deadline_ns); !st) return std::unexpected(st.error());
   return proto::decode_body(*h, body);
 }
 

@@ -17,8 +17,10 @@
 namespace iobench {
 
 Status send_message(Stream& s, const proto::Message& m);
-// Reads one frame; the header is validated before the body is read.
-Result<proto::Message> recv_message(Stream& s);
+// Reads one frame; the header is validated before the body is read. `deadline_ns`
+// (CLOCK_MONOTONIC, 0: none) bounds the whole message, so a peer trickling bytes just inside the
+// socket's per-read timeout still cannot hold the session.
+Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns = 0);
 
 struct DataPhase {
   bool is_sender = true;

@@ -34,14 +34,15 @@ def run(*args, cache=None, timeout=120, check=None):
 
 def hello_frame(version=1, client_sends=True, nbytes=1 << 20, send_buf=16384, recv_buf=16384,
                 proto="tcp", engine="blocking", body_len=None, tls_io="", max_fragment=16384,
-                conns=1, group_id=0):
+                conns=1, group_id=0, token=""):
     """A HELLO frame built independently of the C++ codec (little-endian, u16-length strings)."""
     s = lambda t: struct.pack("<H", len(t)) + t.encode()
     body = (struct.pack("<?QQQQQ??Qq", client_sends, nbytes, send_buf, recv_buf, 0, 0, True, False,
                         1, 3) + s(proto) + s(engine) + struct.pack("<d", 30.0) + s(tls_io)
             + struct.pack("<?Q??II", False, max_fragment, True, False, 0, 8)
             # conns, conn_index, group_id, payload_bytes, adaptive, budget, buf_min, buf_max
-            + struct.pack("<IIQQ?QQQ", conns, 0, group_id, 0, False, 0, 0, 0))
+            + struct.pack("<IIQQ?QQQ", conns, 0, group_id, 0, False, 0, 0, 0)
+            + s(token))
     n = len(body) if body_len is None else body_len
     return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
 

@@ -171,3 +171,21 @@ def test_doctor_reports_every_check():
     for name in ("kernel", "perf tracepoints", "hardware counters", "io_uring", "strace", "perf",
                  "route MTU", "kTLS", "OpenSSL", "perf_event_paranoid"):
         assert any(line.startswith(name) for line in p.stdout.splitlines()), name
+
+
+def test_trickled_hello_is_cut_at_the_handshake_timeout(server, cache_dir):
+    # One byte every 0.4 s stays inside the per-read timeout (1 s) but not the hello's deadline.
+    frame = hello_frame(nbytes=4096)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as c:
+        t0 = time.monotonic()
+        try:
+            for b in frame:
+                c.sendall(bytes([b]))
+                time.sleep(0.4)
+        except OSError:
+            pass
+        line = server.read_line(timeout=10)
+        assert "rejected: no hello within 1 s" in line, line
+        assert time.monotonic() - t0 < 4
+    # Meanwhile, and after, others are served.
+    run("client", "--connect", server.addr, "--bytes", "1M", "-q", cache=cache_dir, check=0)

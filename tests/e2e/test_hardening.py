@@ -1,0 +1,237 @@
+"""A server no client can stall, crash, bloat or misuse: the shared token, and 200+ misbehaving
+clients (random bytes, HTTP, huge lengths, broken ClientHellos, disconnects at every protocol
+step, trickled hellos) thrown at a TCP and a TLS server while valid runs go through both."""
+import os
+import random
+import socket
+import ssl
+import struct
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, ROOT, Server, hello_frame, run
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hcerts")
+    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d), "--dns", "localhost", "--ip",
+                    "127.0.0.1"], check=True, capture_output=True)
+    return d
+
+
+# --- --auth-token ---------------------------------------------------------------------------
+
+def test_token_is_required_and_compared(cache_dir):
+    s = Server("--auth-token", "s3cret", cache=cache_dir)
+    try:
+        p = run("client", "--connect", s.addr, "--bytes", "1M", cache=cache_dir)
+        assert p.returncode == 1 and "this server requires --auth-token" in p.stderr
+        assert "rejected: this server requires --auth-token" in s.read_line()
+        p = run("client", "--connect", s.addr, "--bytes", "1M", "--auth-token", "s3creT",
+                cache=cache_dir)
+        assert p.returncode == 1 and "wrong --auth-token" in p.stderr
+        assert "rejected: wrong --auth-token" in s.read_line()
+        env = dict(os.environ, IOBENCH_AUTH_TOKEN="s3cret")
+        p = subprocess.run([BIN, "client", "--connect", s.addr, "--bytes", "1M", "-q",
+                            "--cache-dir", cache_dir], capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert "ok:" in s.read_line()
+    finally:
+        s.stop()
+
+
+def test_token_from_the_environment_on_the_server(cache_dir):
+    env = dict(os.environ, IOBENCH_AUTH_TOKEN="tok")
+    proc = subprocess.Popen([BIN, "server", "--listen", "127.0.0.1:0", "--cache-dir", cache_dir],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        port = proc.stdout.readline().split(":")[-1].split()[0]
+        p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", cache=cache_dir)
+        assert p.returncode == 1 and "requires --auth-token" in p.stderr
+        p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", "--auth-token", "tok",
+                "-q", cache=cache_dir)
+        assert p.returncode == 0, p.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_non_loopback_listen_warns():
+    proc = subprocess.Popen([BIN, "server", "--listen", "0.0.0.0:0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdout.readline()
+        proc.kill()
+        err = proc.communicate(timeout=5)[1]
+        assert "warning: listening on 0.0.0.0" in err and "no authentication" in err
+    finally:
+        proc.kill()
+
+
+def test_overlong_token_is_refused():
+    p = run("--auth-token", "x" * 300, "--bytes", "1M")
+    assert p.returncode == 2 and "--auth-token of 300 bytes: at most 256" in p.stderr
+
+
+# --- 200 misbehaving clients ----------------------------------------------------------------
+
+def read_frame(sock):
+    head = b""
+    while len(head) < 12:
+        chunk = sock.recv(12 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    body_len = struct.unpack("<I", head[8:12])[0]
+    body = b""
+    while len(body) < body_len:
+        chunk = sock.recv(body_len - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return head, body
+
+
+def misbehave(kind, port, tls_port, rng):
+    """One misbehaving client; any outcome is fine except hanging (timeouts bound it)."""
+    try:
+        target = tls_port if kind.startswith("tls") else port
+        with socket.create_connection(("127.0.0.1", target), timeout=5) as c:
+            if kind == "connect-close":
+                return
+            if kind == "random":
+                c.sendall(rng.randbytes(rng.randint(1, 4096)))
+            elif kind == "http":
+                c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            elif kind == "huge-length":
+                c.sendall(hello_frame(body_len=0xFFFFFFF0)[:12])
+            elif kind == "half-header":
+                c.sendall(b"IOBC\x01")
+            elif kind == "partial-body":
+                c.sendall(hello_frame()[:30])
+            elif kind == "bad-type":
+                c.sendall(b"IOBC" + struct.pack("<HHI", 1, 77, 0))
+            elif kind == "result-first":
+                c.sendall(b"IOBC" + struct.pack("<HHI", 1, 3, 4) + b"\0\0\0\0")
+            elif kind == "hello-then-close":
+                c.sendall(hello_frame(nbytes=MiB))
+            elif kind in ("mid-data", "short-sender", "no-result"):
+                c.sendall(hello_frame(nbytes=MiB))
+                if read_frame(c) is None:
+                    return
+                if kind == "mid-data":
+                    c.sendall(b"\0" * rng.randint(1, 500000))
+                elif kind == "short-sender":
+                    c.sendall(b"\0" * 1000)  # announced 1 MiB, sends 1000 bytes, then waits
+                    time.sleep(0.3)
+                else:
+                    c.sendall(b"\0" * MiB)
+                    read_frame(c)  # the receiver's RESULT; we never send ours
+            elif kind == "trickle":
+                for b in hello_frame()[:8]:
+                    c.sendall(bytes([b]))
+                    time.sleep(0.05)
+            elif kind == "silent":
+                time.sleep(0.3)
+            elif kind == "tls-broken-hello":
+                c.sendall(b"\x16\x03\x01\x02\x00" + rng.randbytes(rng.randint(0, 600)))
+            elif kind == "tls-truncated-hello":
+                c.sendall(b"\x16\x03\x01\x00")
+            elif kind == "tls-then-close":
+                ctx = ssl.create_default_context()
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                with ctx.wrap_socket(c, server_hostname="localhost") as s:
+                    s.sendall(hello_frame(nbytes=MiB, proto="tls", tls_io="socket")[:20])
+            try:
+                c.recv(65536)
+            except OSError:
+                pass
+    except OSError:
+        pass
+
+
+KINDS = ["connect-close", "random", "http", "huge-length", "half-header", "partial-body",
+         "bad-type", "result-first", "hello-then-close", "mid-data", "short-sender", "no-result",
+         "trickle", "silent", "tls-broken-hello", "tls-truncated-hello", "tls-then-close"]
+
+
+def server_footprint(pid):
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) * 1024
+    threads = len(os.listdir(f"/proc/{pid}/task"))
+    return fds, rss, threads
+
+
+def settle(pid, baseline_fds, timeout=15):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        fds, rss, threads = server_footprint(pid)
+        if fds <= baseline_fds and threads <= 2:
+            return fds, rss, threads
+        time.sleep(0.2)
+    return server_footprint(pid)
+
+
+def test_two_hundred_misbehaving_clients_do_not_hurt_valid_runs(cache_dir, certs):
+    tcp = Server("--handshake-timeout", "1", "--idle-timeout", "2", "--quiet", cache=cache_dir)
+    tls = Server("--handshake-timeout", "1", "--idle-timeout", "2", "--quiet", "--tls-cert",
+                 certs / "server.crt", "--tls-key", certs / "server.key", cache=cache_dir)
+    ca = str(certs / "ca.crt")
+
+    def valid(i):
+        args = ["client", "--connect", (tls if i % 2 else tcp).addr, "--bytes", "2M", "-q",
+                "--buf", ["1k", "16k", "64k"][i % 3]]
+        if i % 2:
+            args += ["--proto", "tls", "--tls-ca", ca]
+        if i % 4 >= 2:
+            args.append("--reverse")
+        return run(*args, cache=cache_dir)
+
+    try:
+        # Warm both servers (payload cache, TLS context) before the baseline.
+        for i in range(4):
+            assert valid(i).returncode == 0
+        base = {s: settle(s.proc.pid, 10**6) for s in (tcp, tls)}
+        rng = random.Random(7)
+        jobs = [("bad", KINDS[i % len(KINDS)]) for i in range(221)]
+        jobs += [("valid", i) for i in range(16)]
+        rng.shuffle(jobs)
+        results = []
+        with ThreadPoolExecutor(max_workers=24) as pool:
+            futs = []
+            for what, arg in jobs:
+                if what == "bad":
+                    futs.append(pool.submit(misbehave, arg, tcp.port, tls.port,
+                                            random.Random(rng.random())))
+                else:
+                    futs.append(pool.submit(valid, arg))
+            for f in futs:
+                results.append(f.result(timeout=120))
+        valid_runs = [r for r in results if r is not None]
+        assert len(valid_runs) == 16
+        for r in valid_runs:
+            assert r.returncode == 0, r.stderr
+        for s in (tcp, tls):
+            assert s.alive()
+            fds, rss, threads = settle(s.proc.pid, base[s][0])
+            assert fds <= base[s][0], (fds, base[s])
+            assert threads <= 2, threads
+            assert rss <= base[s][1] + 32 * MiB, (rss, base[s])
+        # And both still serve.
+        assert valid(0).returncode == 0 and valid(1).returncode == 0
+    finally:
+        tcp.stop()
+        tls.stop()
