@@ -12,8 +12,8 @@ namespace iobench {
 
 struct PolicyLimits {
   uint64_t budget = 0;      // total buffer memory of one side, over all live connections
-  uint64_t min = 4 * 1024;  // never below (a 1-byte buffer is all syscalls)
-  uint64_t max = 64 * 1024;
+  uint64_t min = uint64_t{4} * 1024;  // never below (a 1-byte buffer is all syscalls)
+  uint64_t max = uint64_t{64} * 1024;
 };
 
 class BufferPolicy {

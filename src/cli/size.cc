@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -70,9 +71,10 @@ Result<double> parse_duration(std::string_view text, std::string_view what, doub
          (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
     ++end;
   if (end == 0) return bad("not a number");
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + end, v);
-  if (ec != std::errc{} || ptr != text.data() + end) return bad("not a number");
+  const std::string number(text.substr(0, end));
+  char* stop = nullptr;
+  double v = std::strtod(number.c_str(), &stop);
+  if (stop != number.c_str() + number.size()) return bad("not a number");
   const std::string_view unit = text.substr(end);
   double scale;
   if (unit.empty() || unit == "s")

@@ -13,16 +13,18 @@ namespace iobench {
 
 struct UringEngine::Ring {
   io_uring ring{};
-  ~Ring() { io_uring_queue_exit(&ring); }
+  bool live = false;  // io_uring_queue_init succeeded
+  ~Ring() {
+    if (live) io_uring_queue_exit(&ring);
+  }
 };
 
 Result<std::unique_ptr<Engine>> UringEngine::create(const EngineOptions& o) {
   auto r = std::make_unique<Ring>();
   const int rc = io_uring_queue_init(std::max(o.queue_depth, 1u), &r->ring, 0);
-  if (rc < 0) {
-    r.release();  // nothing to tear down
+  if (rc < 0)
     return fail(fmt::format("--engine uring: io_uring_queue_init: {}", std::strerror(-rc)));
-  }
+  r->live = true;
   return std::unique_ptr<Engine>(new UringEngine(std::move(r), o));
 }
 

@@ -24,7 +24,7 @@ void BM_Xxh3(benchmark::State& state) {
   std::vector<char> buf(static_cast<size_t>(state.range(0)), 'x');
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores)
     iobench::xxh3_update(st, buf.data(), buf.size());
     benchmark::ClobberMemory();
   }
@@ -46,7 +46,7 @@ void BM_ZstdDecompressReusedContext(benchmark::State& state) {
   const std::string frame = compressed_chunk(size);
   std::vector<char> out(size);
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
-  for (auto _ : state)
+  for (auto _ : state)  // NOLINT(clang-analyzer-deadcode.DeadStores)
     benchmark::DoNotOptimize(
         ZSTD_decompressDCtx(dctx, out.data(), out.size(), frame.data(), frame.size()));
   ZSTD_freeDCtx(dctx);
@@ -57,7 +57,7 @@ void BM_ZstdDecompressFreshContext(benchmark::State& state) {
   const auto size = static_cast<size_t>(state.range(0));
   const std::string frame = compressed_chunk(size);
   std::vector<char> out(size);
-  for (auto _ : state) {
+  for (auto _ : state) {                  // NOLINT(clang-analyzer-deadcode.DeadStores)
     ZSTD_DCtx* dctx = ZSTD_createDCtx();  // the classic hidden cost: a context per call
     benchmark::DoNotOptimize(
         ZSTD_decompressDCtx(dctx, out.data(), out.size(), frame.data(), frame.size()));
@@ -70,7 +70,7 @@ void BM_ZstdCompressReusedContext(benchmark::State& state) {
   const std::string raw = sample_stream(static_cast<size_t>(state.range(0)));
   std::vector<char> out(ZSTD_compressBound(raw.size()));
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  for (auto _ : state)
+  for (auto _ : state)  // NOLINT(clang-analyzer-deadcode.DeadStores)
     benchmark::DoNotOptimize(
         ZSTD_compressCCtx(cctx, out.data(), out.size(), raw.data(), raw.size(), 3));
   ZSTD_freeCCtx(cctx);
@@ -80,7 +80,7 @@ void BM_ZstdCompressReusedContext(benchmark::State& state) {
 void BM_ZstdCompressFreshContext(benchmark::State& state) {
   const std::string raw = sample_stream(static_cast<size_t>(state.range(0)));
   std::vector<char> out(ZSTD_compressBound(raw.size()));
-  for (auto _ : state)
+  for (auto _ : state)  // NOLINT(clang-analyzer-deadcode.DeadStores)
     benchmark::DoNotOptimize(ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), 3));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
 }
@@ -89,7 +89,7 @@ void BM_RespGenerator(benchmark::State& state) {
   iobench::RespGenerator g(1);
   std::string out;
   out.reserve(2 << 20);
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores)
     out.clear();
     g.append(out, 1 << 20);
     benchmark::DoNotOptimize(out.data());

@@ -30,10 +30,9 @@ Result<HostPort> parse_host_port(std::string_view text, std::string_view what,
       if (port_text.empty()) return bad("empty port");
     }
   } else {
+    // One colon: HOST:PORT. None, or several (a bare IPv6 address): a host, default port.
     size_t colon = text.rfind(':');
-    if (colon != std::string_view::npos && text.find(':') != colon) {
-      hp.host = std::string(text);  // bare IPv6 address, no port
-    } else if (colon != std::string_view::npos) {
+    if (colon != std::string_view::npos && text.find(':') == colon) {
       hp.host = std::string(text.substr(0, colon));
       port_text = text.substr(colon + 1);
       if (port_text.empty()) return bad("empty port");

@@ -30,7 +30,9 @@ std::string which(const std::string& tool) {
   std::stringstream dirs(path ? path : "");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = dir + "/" + tool;
+    std::string candidate = dir;
+    candidate += '/';
+    candidate += tool;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return {};

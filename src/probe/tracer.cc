@@ -107,6 +107,7 @@ Result<Tracer> Tracer::attach(const std::string& tool, pid_t pid, const std::str
       dup2(a, 4);
     }
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     execvp(argv[0], argv.data());

@@ -55,9 +55,11 @@ Stat stat_of(std::vector<double> v) {
 
 SideSummary summarize(const std::vector<RunRecord>& runs, bool sender) {
   std::vector<SideFigures> figs;
+  figs.reserve(runs.size());
   for (const auto& r : runs) figs.push_back(side_figures(sender ? r.sender : r.receiver));
   auto over = [&](double SideFigures::*field) {
     std::vector<double> v;
+    v.reserve(figs.size());
     for (const auto& f : figs) v.push_back(f.*field);
     return stat_of(std::move(v));
   };

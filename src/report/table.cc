@@ -112,9 +112,10 @@ std::string group_lines(const Report& r) {
                          "start_ms", "time_s", "Gbit/s", "s_resize", "r_resize", "status");
       for (const ConnRecord& c : g.conns) {
         const double wall = c.receiver ? static_cast<double>(c.receiver->wall_ns) / 1e9 : 0;
+        const double got = c.receiver ? static_cast<double>(c.receiver->bytes) : 0;
         out += fmt::format("  {:>5} {:>11} {:>9.1f} {:>8.4f} {:>7.2f} {:>9} {:>9}  {}\n", c.index,
                            format_bytes_human(c.bytes), static_cast<double>(c.start_ns) / 1e6, wall,
-                           wall > 0 ? static_cast<double>(c.receiver->bytes) * 8 / wall / 1e9 : 0.0,
+                           wall > 0 ? got * 8 / wall / 1e9 : 0.0,
                            c.sender ? c.sender->buf_resizes : 0,
                            c.receiver ? c.receiver->buf_resizes : 0,
                            c.error.empty() ? std::string("ok, xxh3 verified")

@@ -318,6 +318,10 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
       log_line(cfg, peer, fmt::format("failed: {} ({})", out.error, what));
     return;
   }
+  if (!out.peer) {
+    log_line(cfg, peer, fmt::format("failed: no result from the client ({})", what));
+    return;
+  }
   const auto& sender = server_sends ? out.mine : *out.peer;
   const auto& receiver = server_sends ? *out.peer : out.mine;
   if (auto st = verify_outcome(sender, receiver); !st) {
