@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
-#include <cstdlib>
-
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <optional>
 
 #include "adaptive/policy.h"
@@ -34,6 +33,8 @@ void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
 void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--proto", o.proto, "Transport: tcp (default) or tls");
   app.add_option("--engine", o.engine, "I/O engine: blocking (default), epoll or uring");
+  app.add_option("--send-engine", o.send_engine, "The sender's engine, overriding --engine");
+  app.add_option("--recv-engine", o.recv_engine, "The receiver's engine, overriding --engine");
   app.add_option("--qd", o.queue_depth, "uring: requests in flight per io_uring_enter (default 8)");
   app.add_flag("--edge", o.edge, "epoll: edge-triggered (default level-triggered)");
   app.add_option("--reads-per-event", o.reads_per_event,
@@ -202,18 +203,28 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   if (o.syscalls != "auto" && o.syscalls != "off" && o.syscalls != "strace" && o.syscalls != "perf")
     return fail(
         fmt::format("invalid --syscalls '{}': expected auto, off, strace or perf", o.syscalls));
-  if (o.engine != "blocking" && o.engine != "epoll" && o.engine != "uring")
-    return fail(fmt::format("invalid --engine '{}': expected blocking, epoll or uring", o.engine));
+  if (o.send_engine.empty()) o.send_engine = o.engine;
+  if (o.recv_engine.empty()) o.recv_engine = o.engine;
+  for (auto [e, name] : {std::pair{&o.engine, "--engine"},
+                         {&o.send_engine, "--send-engine"},
+                         {&o.recv_engine, "--recv-engine"}}) {
+    if (*e != "blocking" && *e != "epoll" && *e != "uring")
+      return fail(fmt::format("invalid {} '{}': expected blocking, epoll or uring", name, *e));
+    if (*e == "uring" && o.proto == "tls")
+      return fail(
+          fmt::format("{} uring with --proto tls is not available yet (plain TCP only)", name));
+    if (*e == "epoll" && o.proto == "tls" && o.tls.io == "bio")
+      return fail(fmt::format(
+          "{} epoll with --tls-io bio is not available yet (use --tls-io socket)", name));
+  }
   if (o.queue_depth < 1 || o.queue_depth > 4096)
     return fail(fmt::format("invalid --qd '{}': expected 1..4096", o.queue_depth));
-  if (o.engine == "uring" && o.proto == "tls")
-    return fail("--engine uring with --proto tls is not available yet (plain TCP only)");
-  if (o.engine != "epoll" && (o.edge || o.reads_per_event > 0))
-    return fail("--edge and --reads-per-event need --engine epoll");
+  if (o.edge && o.send_engine != "epoll" && o.recv_engine != "epoll")
+    return fail("--edge needs epoll on a side (--engine, --send-engine or --recv-engine)");
+  if (o.reads_per_event > 0 && o.recv_engine != "epoll")
+    return fail("--reads-per-event needs an epoll receiver (--engine or --recv-engine epoll)");
   if (o.edge && o.reads_per_event > 0)
     return fail("--reads-per-event needs level-triggered epoll (drop --edge)");
-  if (o.engine == "epoll" && o.proto == "tls" && o.tls.io == "bio")
-    return fail("--engine epoll with --tls-io bio is not available yet (use --tls-io socket)");
   std::vector<bool> adaptive;
   auto both = buf_list(raw.buf, adaptive);
   if (!both) return std::unexpected(both.error());

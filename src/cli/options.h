@@ -45,6 +45,10 @@ inline constexpr uint32_t kMaxConns = 1024;
 struct ClientOptions {
   std::string proto = "tcp";
   std::string engine = "blocking";
+  std::string send_engine, recv_engine;  // per side; filled from `engine` when not given
+  // This process's engine and the server's, by direction.
+  const std::string& client_engine() const { return reverse ? recv_engine : send_engine; }
+  const std::string& server_engine() const { return reverse ? send_engine : recv_engine; }
   std::vector<BufPair> bufs;  // filled by the parser: one entry per run size
   PayloadSpec payload;
   uint64_t sndbuf = 0;  // 0: kernel default

@@ -185,6 +185,8 @@ json options_json(const Report& r) {
           {"server", r.server},
           {"proto", o.proto},
           {"engine", o.engine},
+          {"send_engine", o.send_engine},
+          {"recv_engine", o.recv_engine},
           {"bufs", bufs},
           {"bytes", o.payload.bytes},
           {"payload", r.payload_source},

@@ -113,13 +113,13 @@ std::string group_lines(const Report& r) {
       for (const ConnRecord& c : g.conns) {
         const double wall = c.receiver ? static_cast<double>(c.receiver->wall_ns) / 1e9 : 0;
         const double got = c.receiver ? static_cast<double>(c.receiver->bytes) : 0;
-        out += fmt::format("  {:>5} {:>11} {:>9.1f} {:>8.4f} {:>7.2f} {:>9} {:>9}  {}\n", c.index,
-                           format_bytes_human(c.bytes), static_cast<double>(c.start_ns) / 1e6, wall,
-                           wall > 0 ? got * 8 / wall / 1e9 : 0.0,
-                           c.sender ? c.sender->buf_resizes : 0,
-                           c.receiver ? c.receiver->buf_resizes : 0,
-                           c.error.empty() ? std::string("ok, xxh3 verified")
-                                           : fmt::format("FAILED: {}", c.error));
+        out +=
+            fmt::format("  {:>5} {:>11} {:>9.1f} {:>8.4f} {:>7.2f} {:>9} {:>9}  {}\n", c.index,
+                        format_bytes_human(c.bytes), static_cast<double>(c.start_ns) / 1e6, wall,
+                        wall > 0 ? got * 8 / wall / 1e9 : 0.0, c.sender ? c.sender->buf_resizes : 0,
+                        c.receiver ? c.receiver->buf_resizes : 0,
+                        c.error.empty() ? std::string("ok, xxh3 verified")
+                                        : fmt::format("FAILED: {}", c.error));
       }
     }
   }
@@ -135,8 +135,11 @@ std::string render_table(const Report& r) {
   const bool tls = o.proto == "tls";
   out += fmt::format("iobench {} | {} | proto {} | engine {} | payload {} | {} run(s){}{}\n",
                      IOBENCH_VERSION, r.mode == "loopback" ? "loopback" : "server " + r.server,
-                     o.proto, o.engine, r.payload_source, o.repeat,
-                     o.repeat > 1 ? " per size, medians" : "",
+                     o.proto,
+                     o.send_engine == o.recv_engine
+                         ? o.engine
+                         : fmt::format("{} sender, {} receiver", o.send_engine, o.recv_engine),
+                     r.payload_source, o.repeat, o.repeat > 1 ? " per size, medians" : "",
                      o.group() ? fmt::format(" | {} connections, totals per side", o.conns) : "");
   if (!r.sizes.empty() && !r.sizes.front().runs.empty()) {
     const auto& first = r.sizes.front().runs.front();

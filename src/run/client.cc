@@ -146,7 +146,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.seed = o.payload.seed;
   hello.zstd_level = o.payload.zstd_level;
   hello.proto = o.proto;
-  hello.engine = o.engine;
+  hello.engine = o.server_engine();
   hello.timeout_s = o.timeout_s;
   hello.tls_io = o.tls.io;
   hello.tls_read_ahead = o.tls.read_ahead;
@@ -204,7 +204,8 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error) {
-  auto engine = make_engine(o.engine, {o.timeout_s, o.edge, o.reads_per_event, o.queue_depth});
+  auto engine =
+      make_engine(o.client_engine(), {o.timeout_s, o.edge, o.reads_per_event, o.queue_depth});
   if (!engine) return std::unexpected(engine.error());
   std::optional<tls::Context> tls_ctx;
   if (o.proto == "tls") {

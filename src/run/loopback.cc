@@ -94,8 +94,8 @@ int run_loopback(const ClientOptions& o) {
   report.payload_source = describe_payload(o.payload);
   std::string error;
   const std::optional<Payload>& mine = *payload;
-  auto done = run_all(o, server, mine ? &*mine : nullptr, identity ? &*identity : nullptr,
-                      child, std::move(report), error);
+  auto done = run_all(o, server, mine ? &*mine : nullptr, identity ? &*identity : nullptr, child,
+                      std::move(report), error);
   // Not waited for: the child's exit may take a moment while the kernel unregisters its
   // tracepoint counters, and the client is about to exit too (init reaps what is left).
   kill(child, SIGTERM);

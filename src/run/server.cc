@@ -18,8 +18,8 @@
 #include "net/interrupt.h"
 #include "net/socket.h"
 #include "payload/payload.h"
-#include "probe/syscall_counter.h"
 #include "probe/probe.h"
+#include "probe/syscall_counter.h"
 #include "run/group.h"
 #include "run/run.h"
 #include "run/session.h"
@@ -198,8 +198,7 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
     }
   } reset_if_stopping{fd.get()};
   // The TLS handshake and the whole HELLO must arrive within --handshake-timeout.
-  const int64_t hello_deadline =
-      monotonic_ns() + static_cast<int64_t>(o.handshake_timeout_s * 1e9);
+  const int64_t hello_deadline = monotonic_ns() + static_cast<int64_t>(o.handshake_timeout_s * 1e9);
   if (auto st = set_io_timeout(fd.get(), o.handshake_timeout_s); !st) {
     log_line(cfg, peer, "failed: " + st.error().message);
     return;

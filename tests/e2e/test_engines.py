@@ -48,7 +48,10 @@ def test_reads_per_event_cap_adds_waits_without_eagain(cache_dir):
     (["--engine", "uring", "--proto", "tls"], "--engine uring with --proto tls is not available"),
     (["--engine", "uring", "--qd", "0"], "invalid --qd '0'"),
     (["--engine", "aio"], "invalid --engine 'aio'"),
-    (["--edge"], "--edge and --reads-per-event need --engine epoll"),
+    (["--edge"], "--edge needs epoll on a side"),
+    (["--send-engine", "epoll", "--reads-per-event", "3"], "--reads-per-event needs an epoll receiver"),
+    (["--recv-engine", "aio"], "invalid --recv-engine 'aio'"),
+    (["--send-engine", "uring", "--proto", "tls"], "--send-engine uring with --proto tls"),
     (["--engine", "epoll", "--edge", "--reads-per-event", "25"], "needs level-triggered"),
     (["--engine", "epoll", "--proto", "tls", "--tls-io", "bio"], "--engine epoll with --tls-io bio"),
 ])
@@ -92,3 +95,20 @@ def test_uring_makes_an_eighth_of_blocking_syscalls_at_4k(cache_dir):
         "summary"]
     for side in ("sender", "receiver"):
         assert uring[side]["syscalls_total"]["median"] * 8 <= blocking[side]["syscalls_total"]["median"] + 16
+
+
+@pytest.mark.parametrize("send,recv", [("uring", "blocking"), ("blocking", "uring"),
+                                       ("epoll", "uring"), ("uring", "epoll")])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_mixed_engines_per_side(cache_dir, send, recv, reverse):
+    if "uring" in (send, recv):
+        ok, why = uring_available(cache_dir)
+        if not ok:
+            pytest.skip(f"io_uring refused: {why}")
+    doc = run_json(cache_dir, "--send-engine", send, "--recv-engine", recv, "--buf", "16k",
+                   "--bytes", "4M", *(["--reverse"] if reverse else []))
+    r = doc["results"][0]["runs"][0]
+    s, v = r["sender"], r["receiver"]
+    assert (s["engine"], v["engine"]) == (send, recv)
+    assert s["bytes"] == v["bytes"] == 4 * MiB and s["xxh3"] == v["xxh3"]
+    assert doc["options"]["send_engine"] == send and doc["options"]["recv_engine"] == recv
