@@ -37,6 +37,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--recv-engine", o.recv_engine, "The receiver's engine, overriding --engine");
   app.add_option("--qd", o.queue_depth, "uring: requests in flight per io_uring_enter (default 8)");
   app.add_flag("--edge", o.edge, "epoll: edge-triggered (default level-triggered)");
+  app.add_flag("--zerocopy", o.zerocopy,
+               "Sender: MSG_ZEROCOPY (blocking, epoll) or IORING_OP_SEND_ZC (uring); TCP only");
   app.add_option("--reads-per-event", o.reads_per_event,
                  "epoll: at most N reads per readiness event (Valkey: 25); 0 = until EAGAIN");
   app.add_option("--buf,-b", raw.buf,
@@ -219,6 +221,8 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   }
   if (o.queue_depth < 1 || o.queue_depth > 4096)
     return fail(fmt::format("invalid --qd '{}': expected 1..4096", o.queue_depth));
+  if (o.zerocopy && o.proto != "tcp")
+    return fail("--zerocopy needs --proto tcp (TLS encrypts into its own buffers)");
   if (o.edge && o.send_engine != "epoll" && o.recv_engine != "epoll")
     return fail("--edge needs epoll on a side (--engine, --send-engine or --recv-engine)");
   if (o.reads_per_event > 0 && o.recv_engine != "epoll")

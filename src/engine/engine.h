@@ -21,6 +21,11 @@ struct IoCounters {
   uint64_t short_writes = 0;  // writes the kernel accepted only in part
   uint64_t waits = 0;         // readiness waits (epoll_wait)
   uint64_t would_block = 0;   // calls that found nothing to do (EAGAIN)
+  // --zerocopy (sender): sends issued zero-copy, completion notifications read, and sends the
+  // kernel reported it copied after all.
+  uint64_t zc_sends = 0;
+  uint64_t zc_notifications = 0;
+  uint64_t zc_copied = 0;
 };
 
 struct EngineOptions {
@@ -29,6 +34,7 @@ struct EngineOptions {
   // epoll, level-triggered: cap reads per readiness event (0: until EAGAIN).
   uint32_t reads_per_event = 0;
   uint32_t queue_depth = 8;  // uring: requests in flight per io_uring_enter
+  bool zerocopy = false;     // sender: MSG_ZEROCOPY (blocking, epoll) or SEND_ZC (uring)
 };
 
 // Receives each chunk in order; may reject it (a corrupt stream).

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+
+#include "engine/zerocopy.h"
 
 namespace iobench {
 
@@ -52,12 +55,19 @@ Status EpollEngine::wait(IoCounters& io, const char* what, uint64_t done, uint64
 
 Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
                          IoCounters& io) {
+  std::optional<ZerocopySender> zc;
+  if (opts_.zerocopy) {
+    auto z = ZerocopySender::enable(s);
+    if (!z) return std::unexpected(z.error());
+    zc.emplace(*z);
+  }
   if (auto st = watch(s, EPOLLOUT); !st) return st;
   Status result;
   size_t off = 0;
   while (off < data.size()) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), data.size() - off));
-    IoResult r = s.write(data.subspan(off, want));
+    IoResult r = zc ? zc->send(data.subspan(off, want), io, opts_.timeout_s)
+                    : s.write(data.subspan(off, want));
     ++io.calls;
     if (r.ok()) {
       if (r.bytes < want) ++io.short_writes;
@@ -67,6 +77,9 @@ Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
     }
     if (r.state == IoResult::State::kWouldBlock) {
       ++io.would_block;
+      // Pending notifications make epoll report EPOLLERR: read them, or it never sleeps.
+      if (zc)
+        if (result = zc->reap(io, false, opts_.timeout_s); !result) break;
       if (result = wait(io, "write", off, data.size()); !result) break;
       continue;
     }
@@ -75,6 +88,7 @@ Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
     break;
   }
   unwatch(s);
+  if (result && zc) result = zc->reap(io, true, opts_.timeout_s);
   return result;
 }
 

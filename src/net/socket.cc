@@ -224,6 +224,16 @@ IoResult FdStream::read(std::span<std::byte> buf) {
   return io_result_from_syscall(n, nonblocking_);
 }
 
+IoResult FdStream::send_flags(std::span<const std::byte> buf, int flags) {
+  ssize_t n;
+  do {
+    ++counters_.sys_writes;
+    n = ::send(fd_, buf.data(), buf.size(), flags | MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return {IoResult::State::kError, 0, EIO};
+  return io_result_from_syscall(n, nonblocking_);
+}
+
 IoResult FdStream::write(std::span<const std::byte> buf) {
   ssize_t n;
   do {

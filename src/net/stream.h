@@ -61,6 +61,8 @@ class FdStream final : public Stream {
   explicit FdStream(int fd) : fd_(fd) {}
   IoResult read(std::span<std::byte> buf) override;
   IoResult write(std::span<const std::byte> buf) override;
+  // send(2) with flags (MSG_ZEROCOPY), counted as a write.
+  IoResult send_flags(std::span<const std::byte> buf, int flags);
   int fd() const override { return fd_; }
   std::string_view kind() const override { return "tcp"; }
   StreamCounters counters() const override { return counters_; }

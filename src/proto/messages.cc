@@ -38,6 +38,7 @@ void encode_body(Writer& w, const Hello& h) {
   w.boolean(h.adaptive);
   for (uint64_t v : {h.budget, h.buf_min, h.buf_max}) w.u64(v);
   w.str(h.auth_token);
+  w.boolean(h.zerocopy);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
@@ -75,6 +76,8 @@ void encode_body(Writer& w, const SideResult& r) {
   w.u64(r.engine_would_block);
   w.u64(r.buf_resizes);
   w.str(r.cpu_scope);
+  w.boolean(r.zerocopy);
+  for (uint64_t v : {r.zc_sends, r.zc_notifications, r.zc_copied}) w.u64(v);
 }
 
 void encode_body(Writer& w, const GroupResult& g) {
@@ -234,6 +237,7 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   f.boolean(h.adaptive);
   for (uint64_t* v : {&h.budget, &h.buf_min, &h.buf_max}) f.u64(*v);
   f.str(h.auth_token);
+  f.boolean(h.zerocopy);
   return f.finish<Message>(h);
 }
 
@@ -265,6 +269,8 @@ Result<Message> decode_result(std::span<const std::byte> body) {
   f.u64(r.engine_would_block);
   f.u64(r.buf_resizes);
   f.str(r.cpu_scope);
+  f.boolean(r.zerocopy);
+  for (uint64_t* v : {&r.zc_sends, &r.zc_notifications, &r.zc_copied}) f.u64(*v);
   return f.finish<Message>(r);
 }
 

@@ -63,6 +63,7 @@ struct Hello {
   uint64_t buf_min = 0;
   uint64_t buf_max = 0;
   std::string auth_token;  // the server's --auth-token, when it has one
+  bool zerocopy = false;   // the sender sends zero-copy
 };
 
 struct Ack {
@@ -112,6 +113,10 @@ struct SideResult {
   uint64_t engine_would_block = 0;  // calls that returned EAGAIN
   uint64_t buf_resizes = 0;         // buffer size changes adopted during the data phase
   std::string cpu_scope;            // "process", or "thread" (one connection of several)
+  bool zerocopy = false;            // sender: sent zero-copy
+  uint64_t zc_sends = 0;            // sends issued zero-copy
+  uint64_t zc_notifications = 0;    // completion notifications read
+  uint64_t zc_copied = 0;           // sends the kernel reported it copied after all
 };
 
 struct LivePoint {

@@ -149,6 +149,12 @@ std::string render_table(const Report& r) {
           side->is_sender ? "sender" : "receiver", side->sndbuf_bytes, side->rcvbuf_bytes,
           side->nodelay ? "on" : "off", side->mtu_bytes);
       if (!side->tls_version.empty()) out += tls_line(*side, side->is_sender == client_sends);
+      if (side->zerocopy)
+        out += fmt::format(
+            "  {:<8} zerocopy: {} sends, {} notifications, {} copied by the kernel after all{}\n",
+            "sender", side->zc_sends, side->zc_notifications, side->zc_copied,
+            side->zc_copied == side->zc_sends ? " (no zero-copy path: loopback always copies)"
+                                              : "");
       out += fmt::format("  {:<8} syscalls: {}{}\n", side->is_sender ? "sender" : "receiver",
                          side->syscalls_source == "perf_event"
                              ? "kernel counters (perf_event tracepoints)"

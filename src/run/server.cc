@@ -238,8 +238,10 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
                               state.sessions.load() - 1, o.max_conns));
   if (hello->queue_depth < 1 || hello->queue_depth > 4096)
     return reject(fmt::format("queue depth {} outside 1..4096", hello->queue_depth));
-  auto engine = make_engine(
-      hello->engine, {o.idle_timeout_s, hello->edge, hello->reads_per_event, hello->queue_depth});
+  if (hello->zerocopy && hello->proto != "tcp") return reject("zerocopy needs proto tcp");
+  auto engine =
+      make_engine(hello->engine, {o.idle_timeout_s, hello->edge, hello->reads_per_event,
+                                  hello->queue_depth, hello->zerocopy && !hello->client_sends});
   if (!engine) return reject(engine.error().message);
   if (auto st = apply_socket_options(fd.get(),
                                      {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});

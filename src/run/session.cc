@@ -167,6 +167,10 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
     me.short_writes = io.short_writes;
     me.engine_waits = io.waits;
     me.engine_would_block = io.would_block;
+    me.zerocopy = io.zc_sends > 0;
+    me.zc_sends = io.zc_sends;
+    me.zc_notifications = io.zc_notifications;
+    me.zc_copied = io.zc_copied;
     if (!peer) {
       me.error = peer.error().message;
       out.error = me.error;

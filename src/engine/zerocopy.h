@@ -1,0 +1,35 @@
+// MSG_ZEROCOPY on a TCP socket, for the blocking and epoll engines: each send pins the payload's
+// pages instead of copying them, and the kernel later reports on the socket's error queue which
+// sends it has released and whether it had to copy after all (SO_EE_CODE_ZEROCOPY_COPIED —
+// always so on loopback, where the receiver gets the very pages).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/engine.h"
+#include "net/stream.h"
+#include "util/result.h"
+
+namespace iobench {
+
+class ZerocopySender {
+ public:
+  // SO_ZEROCOPY on the stream's socket (plain TCP only).
+  static Result<ZerocopySender> enable(Stream& s);
+  // One send(MSG_ZEROCOPY). ENOBUFS (the socket's budget for pinned pages is spent) reaps
+  // notifications, waiting for some, and retries.
+  IoResult send(std::span<const std::byte> data, IoCounters& io, double timeout_s);
+  // Reads the error queue: what it holds now, or (`wait`) until every send so far has been
+  // notified, failing after `timeout_s` without news.
+  Status reap(IoCounters& io, bool wait, double timeout_s);
+  bool all_notified() const { return notified_ == sent_; }
+
+ private:
+  explicit ZerocopySender(FdStream& s) : s_(s) {}
+  FdStream& s_;
+  uint64_t sent_ = 0;      // sends that queued data (each takes one notification id)
+  uint64_t notified_ = 0;  // of those, reported complete
+};
+
+}  // namespace iobench
