@@ -341,7 +341,8 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
 int serve(int listen_fd, const ServerConfig& cfg) {
   // Opened here, on the main thread, so the counters follow every session thread (inherit).
   if (cfg.kernel_counters) (void)process_syscall_counter();
-  auto* state = new ServerState();  // lives as long as the process; threads are detached
+  // Shared with the (detached) session threads: the last one out frees it.
+  auto state = std::make_shared<ServerState>();
   const uint32_t max_threads = 2 * cfg.options.max_conns;
   interrupt::Registration listener(listen_fd);  // a signal ends accept()
   while (!interrupt::received()) {
@@ -361,7 +362,7 @@ int serve(int listen_fd, const ServerConfig& cfg) {
       continue;
     }
     ++state->sessions;
-    std::thread([fd = std::move(*fd), peer, &cfg, state]() mutable {
+    std::thread([fd = std::move(*fd), peer, &cfg, state]() mutable {  // state: a shared_ptr copy
       handle_client(std::move(fd), peer, cfg, *state);
       --state->sessions;
     }).detach();
