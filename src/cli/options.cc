@@ -37,6 +37,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--recv-engine", o.recv_engine, "The receiver's engine, overriding --engine");
   app.add_option("--qd", o.queue_depth, "uring: requests in flight per io_uring_enter (default 8)");
   app.add_flag("--edge", o.edge, "epoll: edge-triggered (default level-triggered)");
+  app.add_flag("--sqpoll", o.sqpoll,
+               "uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL)");
   app.add_flag("--zerocopy", o.zerocopy,
                "Sender: MSG_ZEROCOPY (blocking, epoll) or IORING_OP_SEND_ZC (uring); TCP only");
   app.add_option("--reads-per-event", o.reads_per_event,
@@ -221,6 +223,8 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   }
   if (o.queue_depth < 1 || o.queue_depth > 4096)
     return fail(fmt::format("invalid --qd '{}': expected 1..4096", o.queue_depth));
+  if (o.sqpoll && o.send_engine != "uring" && o.recv_engine != "uring")
+    return fail("--sqpoll needs uring on a side (--engine, --send-engine or --recv-engine)");
   if (o.zerocopy && o.proto != "tcp")
     return fail("--zerocopy needs --proto tcp (TLS encrypts into its own buffers)");
   if (o.edge && o.send_engine != "epoll" && o.recv_engine != "epoll")

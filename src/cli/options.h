@@ -70,6 +70,7 @@ struct ClientOptions {
   uint32_t reads_per_event = 0;   // epoll engine: level-triggered cap (0: until EAGAIN)
   uint32_t queue_depth = 8;       // uring engine: requests in flight per io_uring_enter
   bool zerocopy = false;          // sender: MSG_ZEROCOPY / IORING_OP_SEND_ZC
+  bool sqpoll = false;            // uring: IORING_SETUP_SQPOLL on both sides
   std::string auth_token;         // sent in the HELLO; --auth-token or $IOBENCH_AUTH_TOKEN
   uint32_t conns = 1;             // connections at once, each streaming `payload.bytes`
   double stagger_s = 0;           // connection i starts i * stagger after the first

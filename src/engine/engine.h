@@ -35,6 +35,7 @@ struct EngineOptions {
   uint32_t reads_per_event = 0;
   uint32_t queue_depth = 8;  // uring: requests in flight per io_uring_enter
   bool zerocopy = false;     // sender: MSG_ZEROCOPY (blocking, epoll) or SEND_ZC (uring)
+  bool sqpoll = false;       // uring: a kernel thread polls the submission queue
 };
 
 // Receives each chunk in order; may reject it (a corrupt stream).

@@ -39,6 +39,7 @@ void encode_body(Writer& w, const Hello& h) {
   for (uint64_t v : {h.budget, h.buf_min, h.buf_max}) w.u64(v);
   w.str(h.auth_token);
   w.boolean(h.zerocopy);
+  w.boolean(h.sqpoll);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
@@ -238,6 +239,7 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   for (uint64_t* v : {&h.budget, &h.buf_min, &h.buf_max}) f.u64(*v);
   f.str(h.auth_token);
   f.boolean(h.zerocopy);
+  f.boolean(h.sqpoll);
   return f.finish<Message>(h);
 }
 

@@ -64,6 +64,7 @@ struct Hello {
   uint64_t buf_max = 0;
   std::string auth_token;  // the server's --auth-token, when it has one
   bool zerocopy = false;   // the sender sends zero-copy
+  bool sqpoll = false;     // uring: IORING_SETUP_SQPOLL
 };
 
 struct Ack {

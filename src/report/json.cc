@@ -192,6 +192,8 @@ json options_json(const Report& r) {
           {"engine", o.engine},
           {"send_engine", o.send_engine},
           {"recv_engine", o.recv_engine},
+          {"sqpoll", o.sqpoll},
+          {"zerocopy", o.zerocopy},
           {"bufs", bufs},
           {"bytes", o.payload.bytes},
           {"payload", r.payload_source},

@@ -157,6 +157,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.queue_depth = o.queue_depth;
   hello.auth_token = o.auth_token;
   hello.zerocopy = o.zerocopy;
+  hello.sqpoll = o.sqpoll;
   hello.conns = o.conns;
   hello.adaptive = buf.adaptive;
   if (buf.adaptive) {
@@ -206,7 +207,7 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error) {
   auto engine = make_engine(o.client_engine(), {o.timeout_s, o.edge, o.reads_per_event,
-                                                o.queue_depth, o.zerocopy && !o.reverse});
+                                                o.queue_depth, o.zerocopy && !o.reverse, o.sqpoll});
   if (!engine) return std::unexpected(engine.error());
   std::optional<tls::Context> tls_ctx;
   if (o.proto == "tls") {

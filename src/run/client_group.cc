@@ -153,8 +153,9 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
     hello.group_id = group_id;
     hello.bytes = lengths[i];
     hello.payload_bytes = o.payload.bytes;
-    auto engine = make_engine(o.client_engine(), {o.timeout_s, o.edge, o.reads_per_event,
-                                                  o.queue_depth, o.zerocopy && client_sends});
+    auto engine =
+        make_engine(o.client_engine(), {o.timeout_s, o.edge, o.reads_per_event, o.queue_depth,
+                                        o.zerocopy && client_sends, o.sqpoll});
     if (!engine) {
       c.error = engine.error().message;
       mine.end(false);

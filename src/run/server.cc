@@ -239,9 +239,9 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
   if (hello->queue_depth < 1 || hello->queue_depth > 4096)
     return reject(fmt::format("queue depth {} outside 1..4096", hello->queue_depth));
   if (hello->zerocopy && hello->proto != "tcp") return reject("zerocopy needs proto tcp");
-  auto engine =
-      make_engine(hello->engine, {o.idle_timeout_s, hello->edge, hello->reads_per_event,
-                                  hello->queue_depth, hello->zerocopy && !hello->client_sends});
+  auto engine = make_engine(
+      hello->engine, {o.idle_timeout_s, hello->edge, hello->reads_per_event, hello->queue_depth,
+                      hello->zerocopy && !hello->client_sends, hello->sqpoll});
   if (!engine) return reject(engine.error().message);
   if (auto st = apply_socket_options(fd.get(),
                                      {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});
@@ -365,7 +365,8 @@ int serve(int listen_fd, const ServerConfig& cfg) {
     std::thread([fd = std::move(*fd), peer, &cfg, state]() mutable {  // state: a shared_ptr copy
       handle_client(std::move(fd), peer, cfg, *state);
       --state->sessions;
-    }).detach();
+    })
+        .detach();
   }
   // Stopping: every session's socket was shut down by the handler, so each ends (and logs) at
   // once; wait for them, bounded, so their lines and sockets are gone before the process.

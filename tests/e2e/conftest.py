@@ -42,7 +42,7 @@ def hello_frame(version=1, client_sends=True, nbytes=1 << 20, send_buf=16384, re
             + struct.pack("<?Q??II", False, max_fragment, True, False, 0, 8)
             # conns, conn_index, group_id, payload_bytes, adaptive, budget, buf_min, buf_max
             + struct.pack("<IIQQ?QQQ", conns, 0, group_id, 0, False, 0, 0, 0)
-            + s(token) + struct.pack("<?", False))
+            + s(token) + struct.pack("<??", False, False))
     n = len(body) if body_len is None else body_len
     return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
 

@@ -141,3 +141,19 @@ def test_zerocopy_moves_exact_bytes_and_accounts_every_send(cache_dir, engine, b
 def test_zerocopy_needs_tcp():
     p = run("--zerocopy", "--proto", "tls", timeout=10)
     assert p.returncode == 2 and "--zerocopy needs --proto tcp" in p.stderr
+
+
+def test_sqpoll_moves_exact_bytes(cache_dir):
+    ok, why = uring_available(cache_dir)
+    if not ok:
+        pytest.skip(f"io_uring refused: {why}")
+    doc = run_json(cache_dir, "--engine", "uring", "--sqpoll", "--buf", "16k", "--bytes", "4M")
+    r = doc["results"][0]["runs"][0]
+    assert r["sender"]["bytes"] == r["receiver"]["bytes"] == 4 * MiB
+    assert r["sender"]["xxh3"] == r["receiver"]["xxh3"]
+    assert doc["options"]["sqpoll"] is True
+
+
+def test_sqpoll_needs_uring():
+    p = run("--sqpoll", timeout=10)
+    assert p.returncode == 2 and "--sqpoll needs uring on a side" in p.stderr
