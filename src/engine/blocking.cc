@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 
 #include "engine/zerocopy.h"
 
@@ -11,12 +10,9 @@ namespace iobench {
 
 Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
                             IoCounters& io) {
-  std::optional<ZerocopySender> zc;
-  if (opts_.zerocopy) {
-    auto z = ZerocopySender::enable(s);
-    if (!z) return std::unexpected(z.error());
-    zc.emplace(*z);
-  }
+  auto enabled = ZerocopySender::enable_if(s, opts_.zerocopy);
+  if (!enabled) return std::unexpected(enabled.error());
+  std::optional<ZerocopySender>& zc = *enabled;
   size_t off = 0;
   while (off < data.size()) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), data.size() - off));

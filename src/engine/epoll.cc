@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 
 #include "engine/zerocopy.h"
 
@@ -55,12 +54,9 @@ Status EpollEngine::wait(IoCounters& io, const char* what, uint64_t done, uint64
 
 Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
                          IoCounters& io) {
-  std::optional<ZerocopySender> zc;
-  if (opts_.zerocopy) {
-    auto z = ZerocopySender::enable(s);
-    if (!z) return std::unexpected(z.error());
-    zc.emplace(*z);
-  }
+  auto enabled = ZerocopySender::enable_if(s, opts_.zerocopy);
+  if (!enabled) return std::unexpected(enabled.error());
+  std::optional<ZerocopySender>& zc = *enabled;
   if (auto st = watch(s, EPOLLOUT); !st) return st;
   Status result;
   size_t off = 0;

@@ -20,6 +20,13 @@ Result<ZerocopySender> ZerocopySender::enable(Stream& s) {
   return ZerocopySender(*fs);
 }
 
+Result<std::optional<ZerocopySender>> ZerocopySender::enable_if(Stream& s, bool on) {
+  if (!on) return std::optional<ZerocopySender>{};
+  auto z = enable(s);
+  if (!z) return std::unexpected(z.error());
+  return std::optional<ZerocopySender>(*z);
+}
+
 IoResult ZerocopySender::send(std::span<const std::byte> data, IoCounters& io, double timeout_s) {
   while (true) {
     IoResult r = s_.send_flags(data, MSG_ZEROCOPY);

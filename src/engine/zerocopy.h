@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "engine/engine.h"
@@ -17,6 +18,8 @@ class ZerocopySender {
  public:
   // SO_ZEROCOPY on the stream's socket (plain TCP only).
   static Result<ZerocopySender> enable(Stream& s);
+  // enable() when `on` (--zerocopy), else no sender: the engines' one way in.
+  static Result<std::optional<ZerocopySender>> enable_if(Stream& s, bool on);
   // One send(MSG_ZEROCOPY). ENOBUFS (the socket's budget for pinned pages is spent) reaps
   // notifications, waiting for some, and retries.
   IoResult send(std::span<const std::byte> data, IoCounters& io, double timeout_s);

@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <cstdio>
+
 namespace iobench {
 namespace {
 int64_t clock_ns(clockid_t id) {
