@@ -106,8 +106,8 @@ Status validate(const TlsOptions& o) {
   if (!find_cipher(o.cipher))
     return fail(fmt::format(
         "invalid --cipher '{}': expected AES-128-GCM, AES-256-GCM or CHACHA20-POLY1305", o.cipher));
-  if (o.io != "socket" && o.io != "bio")
-    return fail(fmt::format("invalid --tls-io '{}': expected socket or bio", o.io));
+  if (o.io != "auto" && o.io != "socket" && o.io != "bio")
+    return fail(fmt::format("invalid --tls-io '{}': expected auto, socket or bio", o.io));
   if (o.max_fragment < 512 || o.max_fragment > 16384)
     return fail(
         fmt::format("invalid --tls-max-fragment '{}': expected 512..16384", o.max_fragment));

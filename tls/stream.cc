@@ -17,11 +17,15 @@
 
 namespace iobench::tls {
 
-// The BIO model's buffers: ciphertext in (filled by read(2)), ciphertext out (drained by write(2)).
+// The BIO model's buffers. Ciphertext in: read(2) (or an engine) appends at in_len, OpenSSL
+// reads from in_pos. Ciphertext out: OpenSSL appends, write(2) (or an engine) sends from
+// out_pos, so a partial write on a non-blocking socket resumes where the kernel stopped.
 struct MemBioState {
   std::vector<std::byte> in;
   size_t in_pos = 0, in_len = 0;
+  size_t net_buf = 0;  // what one read(2) asks for
   std::vector<std::byte> out;
+  size_t out_pos = 0;
 };
 
 struct Callbacks {
@@ -99,10 +103,7 @@ TlsStream::TlsStream(SSL* ssl, int fd, const Context& ctx)
   SSL_set_msg_callback_arg(ssl_, this);
 }
 
-TlsStream::~TlsStream() {
-  if (bio_model_) delete static_cast<MemBioState*>(BIO_get_data(SSL_get_rbio(ssl_)));
-  SSL_free(ssl_);
-}
+TlsStream::~TlsStream() { SSL_free(ssl_); }
 
 Result<std::unique_ptr<TlsStream>> TlsStream::connect(const Context& ctx, int fd,
                                                       const std::string& host) {
@@ -163,10 +164,11 @@ Status TlsStream::configure(const std::string& io, bool read_ahead, uint64_t max
   if (BIO_get_ktls_send(SSL_get_wbio(ssl_)) || BIO_get_ktls_recv(SSL_get_rbio(ssl_)))
     return fail("kTLS is engaged on this session: the bio model cannot take over");
   if (!bio_model_) {
-    auto* st = new MemBioState;
-    st->in.resize(net_buf_bytes);
+    mem_ = std::make_unique<MemBioState>();
+    mem_->in.resize(net_buf_bytes);
+    mem_->net_buf = net_buf_bytes;
     BIO* mem = BIO_new(Callbacks::mem_method());
-    BIO_set_data(mem, st);
+    BIO_set_data(mem, mem_.get());
     BIO_set_init(mem, 1);
     SSL_set_bio(ssl_, mem, mem);  // frees the socket BIO; the descriptor stays open
     bio_model_ = true;
@@ -175,34 +177,86 @@ Status TlsStream::configure(const std::string& io, bool read_ahead, uint64_t max
 }
 
 IoResult TlsStream::flush_wbio() {
-  auto* st = static_cast<MemBioState*>(BIO_get_data(SSL_get_wbio(ssl_)));
-  size_t off = 0;
-  while (off < st->out.size()) {
+  MemBioState& st = *mem_;
+  size_t done = 0;
+  while (st.out_pos < st.out.size()) {
     ++counters_.sys_writes;
-    ssize_t n = ::write(fd_, st->out.data() + off, st->out.size() - off);
+    const ssize_t n = ::write(fd_, st.out.data() + st.out_pos, st.out.size() - st.out_pos);
     if (n < 0 && errno == EINTR) continue;
+    // What the kernel did not take stays in the outbox for the next flush.
     if (n < 0) return io_result_from_syscall(n, nonblocking_);
-    off += static_cast<size_t>(n);
+    st.out_pos += static_cast<size_t>(n);
+    done += static_cast<size_t>(n);
   }
-  st->out.clear();
-  return {IoResult::State::kOk, off, 0};
+  sent(0);
+  return {IoResult::State::kOk, done, 0};
 }
 
 IoResult TlsStream::fill_rbio() {
-  auto* st = static_cast<MemBioState*>(BIO_get_data(SSL_get_rbio(ssl_)));
+  const std::span<std::byte> space = inbox_space(mem_->net_buf);
   ssize_t n;
   do {
     ++counters_.sys_reads;
-    n = ::read(fd_, st->in.data(), st->in.size());
+    n = ::read(fd_, space.data(), space.size());
   } while (n < 0 && errno == EINTR);
   if (n == 0) {
     last_error_ = "peer closed without close_notify (truncated stream)";
     return {IoResult::State::kError, 0, 0};
   }
   if (n < 0) return io_result_from_syscall(n, nonblocking_);
-  st->in_pos = 0;
-  st->in_len = static_cast<size_t>(n);
+  received(static_cast<size_t>(n));
   return {IoResult::State::kOk, static_cast<size_t>(n), 0};
+}
+
+Status TlsStream::seal(std::span<const std::byte> plain) {
+  size_t off = 0;
+  while (off < plain.size()) {
+    const int len = static_cast<int>(std::min<size_t>(plain.size() - off, INT32_MAX));
+    const int n = SSL_write(ssl_, plain.data() + off, len);
+    if (n <= 0) return fail(describe(fail_from(n)));
+    off += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+std::span<const std::byte> TlsStream::outbox() const {
+  return std::span<const std::byte>(mem_->out).subspan(mem_->out_pos);
+}
+
+void TlsStream::sent(size_t n) {
+  MemBioState& st = *mem_;
+  st.out_pos += n;
+  if (st.out_pos >= st.out.size()) {
+    st.out.clear();  // keeps the capacity: the next records are encrypted into the same memory
+    st.out_pos = 0;
+  }
+}
+
+std::span<std::byte> TlsStream::inbox_space(size_t n) {
+  MemBioState& st = *mem_;
+  if (st.in_pos == st.in_len) {
+    st.in_pos = st.in_len = 0;
+  } else if (st.in_pos > 0 && st.in.size() - st.in_len < n) {
+    // Unread bytes (the start of a record) move to the front so the buffer does not grow.
+    std::memmove(st.in.data(), st.in.data() + st.in_pos, st.in_len - st.in_pos);
+    st.in_len -= st.in_pos;
+    st.in_pos = 0;
+  }
+  if (st.in.size() - st.in_len < n) st.in.resize(st.in_len + n);
+  return {st.in.data() + st.in_len, n};
+}
+
+void TlsStream::received(size_t n) { mem_->in_len += n; }
+
+size_t TlsStream::inbox_pending() const { return mem_->in_len - mem_->in_pos; }
+
+IoResult TlsStream::open(std::span<std::byte> plain) {
+  const int len = static_cast<int>(std::min<size_t>(plain.size(), INT32_MAX));
+  errno = 0;
+  const int n = SSL_read(ssl_, plain.data(), len);
+  if (n > 0) return {IoResult::State::kOk, static_cast<size_t>(n), 0};
+  if (SSL_get_error(ssl_, n) == SSL_ERROR_WANT_READ) return {IoResult::State::kWouldBlock, 0, 0};
+  return fail_from(n);
 }
 
 IoResult TlsStream::fail_from(int ret) {
@@ -247,29 +301,42 @@ IoResult TlsStream::read(std::span<std::byte> buf) {
     const int e = SSL_get_error(ssl_, n);
     if (e != SSL_ERROR_WANT_READ) return fail_from(n);
     // OpenSSL may have queued bytes to send (an alert, a key update answer) before blocking.
-    auto* st = static_cast<MemBioState*>(BIO_get_data(SSL_get_wbio(ssl_)));
-    if (!st->out.empty()) {
-      if (IoResult w = flush_wbio(); !w.ok()) return w;
+    // If the socket will not take them now, reading goes on: the next call tries again.
+    if (!outbox().empty()) {
+      IoResult w = flush_wbio();
+      if (!w.ok() && w.state != IoResult::State::kWouldBlock) return w;
     }
     if (IoResult r = fill_rbio(); !r.ok()) return r;
   }
 }
 
 IoResult TlsStream::write(std::span<const std::byte> buf) {
+  // Bio model: records an earlier call encrypted but could not send go first; until they are
+  // out, nothing new is accepted.
+  if (bio_model_ && !outbox().empty()) {
+    if (IoResult w = flush_wbio(); !w.ok()) return w;
+  }
   const int len = static_cast<int>(std::min<size_t>(buf.size(), INT32_MAX));
   while (true) {
     errno = 0;
     const int n = SSL_write(ssl_, buf.data(), len);
     if (n > 0) {
       if (bio_model_) {
-        // All records of this buffer leave in one write(2) (more only if the kernel takes less).
-        if (IoResult w = flush_wbio(); !w.ok()) return w;
+        // All records of this buffer leave in one write(2) (more only if the kernel takes less);
+        // on a non-blocking socket what is left waits for flush() or the next write().
+        IoResult w = flush_wbio();
+        if (!w.ok() && w.state != IoResult::State::kWouldBlock) return w;
       }
       return {IoResult::State::kOk, static_cast<size_t>(n), 0};
     }
     if (SSL_get_error(ssl_, n) == SSL_ERROR_WANT_WRITE && errno == EINTR) continue;
     return fail_from(n);
   }
+}
+
+IoResult TlsStream::flush() {
+  if (!bio_model_ || outbox().empty()) return {};
+  return flush_wbio();
 }
 
 std::string TlsStream::describe(const IoResult& r) const {

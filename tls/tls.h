@@ -69,7 +69,9 @@ struct TlsInfo {
   bool verified = false;
 };
 
-class TlsStream final : public Stream {
+struct MemBioState;
+
+class TlsStream final : public Stream, private WireCodec {
  public:
   ~TlsStream() override;
   // Client handshake on a connected blocking socket; `host` is verified unless insecure.
@@ -85,6 +87,8 @@ class TlsStream final : public Stream {
 
   IoResult read(std::span<std::byte> buf) override;
   IoResult write(std::span<const std::byte> buf) override;
+  IoResult flush() override;
+  WireCodec* wire_codec() override { return bio_model_ ? this : nullptr; }
   int fd() const override { return fd_; }
   std::string_view kind() const override { return "tls"; }
   StreamCounters counters() const override { return counters_; }
@@ -100,11 +104,20 @@ class TlsStream final : public Stream {
   IoResult flush_wbio();
   IoResult fill_rbio();
 
+  // WireCodec (bio model only): the memory BIOs' buffers, handed to an engine.
+  Status seal(std::span<const std::byte> plain) override;
+  std::span<const std::byte> outbox() const override;
+  void sent(size_t n) override;
+  std::span<std::byte> inbox_space(size_t n) override;
+  void received(size_t n) override;
+  size_t inbox_pending() const override;
+  IoResult open(std::span<std::byte> plain) override;
+
   SSL* ssl_;
   int fd_;
   bool bio_model_ = false;
+  std::unique_ptr<MemBioState> mem_;  // bio model: ciphertext in and out
   std::string ktls_status_;
-  std::vector<std::byte> net_buf_;  // bio model: receive buffer for read(2)
   std::string last_error_;
   int64_t handshake_ns_ = 0;
   uint64_t max_fragment_ = 16384;

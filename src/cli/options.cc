@@ -9,6 +9,7 @@
 
 #include "adaptive/policy.h"
 #include "cli/size.h"
+#include "probe/syscall_counter.h"
 
 namespace iobench {
 namespace {
@@ -39,6 +40,11 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_flag("--edge", o.edge, "epoll: edge-triggered (default level-triggered)");
   app.add_flag("--sqpoll", o.sqpoll,
                "uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL)");
+  app.add_flag("--fixed-buffers", o.fixed_buffers,
+               "uring sender: send from the payload registered with the ring (TCP only)");
+  app.add_option("--uring-recv", o.uring_recv,
+                 "uring receiver: auto (multishot with provided buffers where the kernel "
+                 "allows, default), multishot or batch");
   app.add_flag("--zerocopy", o.zerocopy,
                "Sender: MSG_ZEROCOPY (blocking, epoll) or IORING_OP_SEND_ZC (uring); TCP only");
   app.add_option("--reads-per-event", o.reads_per_event,
@@ -73,11 +79,14 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--timeout", o.timeout_s,
                  "Seconds without progress before giving up (default 30)");
   app.add_option("--syscalls", o.syscalls,
-                 "Syscall counting: auto (kernel perf_event counters where allowed), off, "
-                 "strace or perf (also attach the tool to each side for every session)");
+                 "Syscall counting: auto (the kernel's counters where allowed: eBPF, else perf "
+                 "tracepoints), bpf, tracepoints, taskio (the kernel's free read/write counts "
+                 "only), off, strace or perf (also attach the tool to each side for every "
+                 "session)");
   auto& t = raw.tls_options;
   t.push_back(app.add_option("--tls-io", o.tls.io,
-                             "socket (OpenSSL on the fd, default) or bio (memory BIOs)"));
+                             "auto (default: bio for uring, socket otherwise), socket (OpenSSL on "
+                             "the fd) or bio (memory BIOs)"));
   t.push_back(app.add_option("--tls-version", o.tls.version, "1.2 or 1.3 (default)"));
   t.push_back(app.add_option("--cipher", o.tls.cipher,
                              "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305"));
@@ -204,9 +213,12 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
       if (opt->count() > 0) return fail(fmt::format("{} needs --proto tls", opt->get_name()));
     }
   }
-  if (o.syscalls != "auto" && o.syscalls != "off" && o.syscalls != "strace" && o.syscalls != "perf")
-    return fail(
-        fmt::format("invalid --syscalls '{}': expected auto, off, strace or perf", o.syscalls));
+  if (o.syscalls != "auto" && o.syscalls != "bpf" && o.syscalls != "tracepoints" &&
+      o.syscalls != "taskio" && o.syscalls != "off" && o.syscalls != "strace" &&
+      o.syscalls != "perf")
+    return fail(fmt::format(
+        "invalid --syscalls '{}': expected auto, bpf, tracepoints, taskio, off, strace or perf",
+        o.syscalls));
   if (o.send_engine.empty()) o.send_engine = o.engine;
   if (o.recv_engine.empty()) o.recv_engine = o.engine;
   for (auto [e, name] : {std::pair{&o.engine, "--engine"},
@@ -214,17 +226,29 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
                          {&o.recv_engine, "--recv-engine"}}) {
     if (*e != "blocking" && *e != "epoll" && *e != "uring")
       return fail(fmt::format("invalid {} '{}': expected blocking, epoll or uring", name, *e));
-    if (*e == "uring" && o.proto == "tls")
+    if (*e == "uring" && o.proto == "tls" && o.tls.io == "socket")
       return fail(
-          fmt::format("{} uring with --proto tls is not available yet (plain TCP only)", name));
-    if (*e == "epoll" && o.proto == "tls" && o.tls.io == "bio")
-      return fail(fmt::format(
-          "{} epoll with --tls-io bio is not available yet (use --tls-io socket)", name));
+          fmt::format("{} uring cannot run with --tls-io socket: io_uring moves the records itself "
+                      "(memory-BIO model); use --tls-io bio or auto",
+                      name));
   }
   if (o.queue_depth < 1 || o.queue_depth > 4096)
     return fail(fmt::format("invalid --qd '{}': expected 1..4096", o.queue_depth));
   if (o.sqpoll && o.send_engine != "uring" && o.recv_engine != "uring")
     return fail("--sqpoll needs uring on a side (--engine, --send-engine or --recv-engine)");
+  if (o.fixed_buffers && o.send_engine != "uring")
+    return fail("--fixed-buffers needs a uring sender (--engine or --send-engine uring)");
+  if (o.fixed_buffers && o.conns > 1)
+    return fail(
+        "--fixed-buffers needs --conns 1 (each connection would register a copy of the "
+        "payload)");
+  if (o.fixed_buffers && o.proto != "tcp")
+    return fail("--fixed-buffers needs --proto tcp (TLS sends records from OpenSSL's buffer)");
+  if (o.uring_recv != "auto" && o.uring_recv != "multishot" && o.uring_recv != "batch")
+    return fail(
+        fmt::format("invalid --uring-recv '{}': expected auto, multishot or batch", o.uring_recv));
+  if (o.uring_recv != "auto" && o.recv_engine != "uring")
+    return fail("--uring-recv needs a uring receiver (--engine or --recv-engine uring)");
   if (o.zerocopy && o.proto != "tcp")
     return fail("--zerocopy needs --proto tcp (TLS encrypts into its own buffers)");
   if (o.edge && o.send_engine != "epoll" && o.recv_engine != "epoll")
@@ -298,6 +322,10 @@ Status validate_server(ServerOptions& o, const std::string& max_bytes) {
   if (auto st = resolve_token(o.auth_token); !st) return st;
   if (o.max_conns < 1 || o.max_conns > 4096)
     return fail(fmt::format("invalid --max-conns '{}': expected 1..4096", o.max_conns));
+  if (!counter_kind_from(o.kernel_counter))
+    return fail(
+        fmt::format("invalid --kernel-counter '{}': expected auto, bpf, tracepoints or taskio",
+                    o.kernel_counter));
   for (auto [v, name] : {std::pair{o.handshake_timeout_s, "--handshake-timeout"},
                          {o.idle_timeout_s, "--idle-timeout"}}) {
     if (!(v > 0 && v <= 3600))
@@ -337,6 +365,9 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   server->add_option("--max-conns", server_opts.max_conns,
                      "Sessions served at once; more are refused (default 128)");
   server->add_option("--cache-dir", server_opts.cache_dir, "Payload cache directory");
+  server->add_option("--kernel-counter", server_opts.kernel_counter,
+                     "Syscall counters for clients that ask: auto (eBPF, else perf tracepoints), "
+                     "bpf, tracepoints or taskio (free; reads and writes only)");
   server->add_flag("--quiet,-q", server_opts.quiet, "No per-client log lines");
   server->add_option("--tls-cert", server_opts.tls.cert_file, "Certificate chain (PEM): TLS only");
   server->add_option("--tls-key", server_opts.tls.key_file, "Private key (PEM) for --tls-cert");

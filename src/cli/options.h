@@ -64,18 +64,26 @@ struct ClientOptions {
   bool verbose = false;
   std::string connect;  // empty: loopback with a private server
   double timeout_s = 30;
-  tls::TlsOptions tls;            // used with proto "tls"
-  std::string syscalls = "auto";  // auto (perf_event where allowed), off, strace, perf
-  bool edge = false;              // epoll engine: edge-triggered
-  uint32_t reads_per_event = 0;   // epoll engine: level-triggered cap (0: until EAGAIN)
-  uint32_t queue_depth = 8;       // uring engine: requests in flight per io_uring_enter
-  bool zerocopy = false;          // sender: MSG_ZEROCOPY / IORING_OP_SEND_ZC
-  bool sqpoll = false;            // uring: IORING_SETUP_SQPOLL on both sides
-  std::string auth_token;         // sent in the HELLO; --auth-token or $IOBENCH_AUTH_TOKEN
-  uint32_t conns = 1;             // connections at once, each streaming `payload.bytes`
-  double stagger_s = 0;           // connection i starts i * stagger after the first
-  double bytes_spread = 0;        // connection lengths spread down by up to this fraction
-  uint64_t budget = 256 * kKiB;   // --buf adaptive: buffer memory per side over all connections
+  tls::TlsOptions tls;  // used with proto "tls"
+  // auto (the kernel's counters: bpf, else perf tracepoints), bpf, tracepoints, off, strace, perf
+  std::string syscalls = "auto";
+  // The kernel counter backend --syscalls asks for: "auto", "bpf" or "tracepoints".
+  std::string kernel_counter() const {
+    return syscalls == "bpf" || syscalls == "tracepoints" || syscalls == "taskio" ? syscalls
+                                                                                  : "auto";
+  }
+  bool edge = false;                // epoll engine: edge-triggered
+  uint32_t reads_per_event = 0;     // epoll engine: level-triggered cap (0: until EAGAIN)
+  uint32_t queue_depth = 8;         // uring engine: requests in flight per io_uring_enter
+  bool zerocopy = false;            // sender: MSG_ZEROCOPY / IORING_OP_SEND_ZC
+  bool sqpoll = false;              // uring: IORING_SETUP_SQPOLL on both sides
+  bool fixed_buffers = false;       // uring sender: sends from registered memory
+  std::string uring_recv = "auto";  // uring receiver: auto, multishot or batch
+  std::string auth_token;           // sent in the HELLO; --auth-token or $IOBENCH_AUTH_TOKEN
+  uint32_t conns = 1;               // connections at once, each streaming `payload.bytes`
+  double stagger_s = 0;             // connection i starts i * stagger after the first
+  double bytes_spread = 0;          // connection lengths spread down by up to this fraction
+  uint64_t budget = 256 * kKiB;     // --buf adaptive: buffer memory per side over all connections
   uint64_t buf_min = 4 * kKiB;
   uint64_t buf_max = 64 * kKiB;
   bool group() const {
@@ -93,6 +101,7 @@ struct ServerOptions {
   tls::TlsOptions tls;       // a TLS server when cert_file is set
   uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
   std::string auth_token;    // set: clients must present it (--auth-token or $IOBENCH_AUTH_TOKEN)
+  std::string kernel_counter = "auto";  // this side's syscall counters: auto, bpf, tracepoints
 };
 
 struct PayloadCommand {

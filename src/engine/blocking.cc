@@ -30,6 +30,7 @@ Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer
     if (zc && io.zc_sends % 64 == 0)
       if (auto st = zc->reap(io, false, opts_.timeout_s); !st) return st;
   }
+  // No Stream::flush() here: on a blocking socket every write() has put its bytes on the wire.
   // The payload's pages are the sender's again only once every send is notified.
   if (zc) return zc->reap(io, true, opts_.timeout_s);
   return {};

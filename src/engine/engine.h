@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "engine/io_buffer.h"
@@ -26,6 +27,11 @@ struct IoCounters {
   uint64_t zc_sends = 0;
   uint64_t zc_notifications = 0;
   uint64_t zc_copied = 0;
+  // uring: submission entries submitted, completion entries reaped.
+  uint64_t sqes = 0;
+  uint64_t cqes = 0;
+  // How the engine ran where it had a choice, e.g. "recv: multishot, provided ring 8 x 16K".
+  std::string path;
 };
 
 struct EngineOptions {
@@ -33,9 +39,12 @@ struct EngineOptions {
   bool edge = false;      // epoll: edge-triggered (EPOLLET) instead of level-triggered
   // epoll, level-triggered: cap reads per readiness event (0: until EAGAIN).
   uint32_t reads_per_event = 0;
-  uint32_t queue_depth = 8;  // uring: requests in flight per io_uring_enter
-  bool zerocopy = false;     // sender: MSG_ZEROCOPY (blocking, epoll) or SEND_ZC (uring)
-  bool sqpoll = false;       // uring: a kernel thread polls the submission queue
+  uint32_t queue_depth = 8;    // uring: requests in flight per io_uring_enter
+  bool zerocopy = false;       // sender: MSG_ZEROCOPY (blocking, epoll) or SEND_ZC (uring)
+  bool sqpoll = false;         // uring: a kernel thread polls the submission queue
+  bool fixed_buffers = false;  // uring sender: sends from the payload, registered with the ring
+  // uring receiver: "auto" (multishot where the kernel allows), "multishot" or "batch".
+  std::string uring_recv = "auto";
 };
 
 // Receives each chunk in order; may reject it (a corrupt stream).
@@ -49,6 +58,13 @@ class Engine {
  public:
   virtual ~Engine() = default;
   virtual std::string_view name() const = 0;
+  // Called before the clock starts with the bytes send() will be given: the uring engine's
+  // --fixed-buffers copies them into memory it registers with the ring (a read-only file
+  // mapping, as the payload cache is, cannot be registered).
+  virtual Status prepare_send(std::span<const std::byte> data) {
+    (void)data;
+    return {};
+  }
   // Writes all of `data`, at most buf.size() per call (asked before every call).
   virtual Status send(Stream& s, std::span<const std::byte> data, IoBuffer& buf,
                       IoCounters& io) = 0;

@@ -83,6 +83,18 @@ Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
         fail(fmt::format("write failed after {} of {} bytes: {}", off, data.size(), s.describe(r)));
     break;
   }
+  // TLS, memory-BIO model: records accepted by the last writes may still wait for the socket.
+  while (result) {
+    IoResult f = s.flush();
+    if (f.ok()) break;
+    if (f.state != IoResult::State::kWouldBlock) {
+      result = fail(
+          fmt::format("write failed after {} of {} bytes: {}", off, data.size(), s.describe(f)));
+      break;
+    }
+    ++io.would_block;
+    result = wait(io, "write", off, data.size());
+  }
   unwatch(s);
   if (result && zc) result = zc->reap(io, true, opts_.timeout_s);
   return result;

@@ -1,12 +1,17 @@
 // Per-call cost of moving one buffer through the kernel: write + read over a socketpair and over
 // a loopback TCP pair, by buffer size.
 #include <benchmark/benchmark.h>
+#include <linux/bpf.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "net/socket.h"
@@ -61,7 +66,60 @@ void BM_SocketpairWriteRead(benchmark::State& state) {
   ::close(sv[1]);
 }
 
-void tcp_loopback(benchmark::State& state, bool counting) {
+// The floor under any counter on sys_enter: a raw tracepoint program that returns at once. Its
+// cost is the traced entry path every syscall of the machine takes while any program or perf
+// counter sits on the tracepoint, plus calling a program; the bpf counter's own instructions
+// come on top. Returns the link descriptor (closing it detaches), or -1 with errno.
+int attach_empty_program() {
+  bpf_insn insns[2] = {};
+  insns[0].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r0 = 0
+  insns[1].code = BPF_JMP | BPF_EXIT;
+  bpf_attr load{};
+  load.prog_type = BPF_PROG_TYPE_RAW_TRACEPOINT;
+  load.insns = reinterpret_cast<uint64_t>(insns);
+  load.insn_cnt = 2;
+  load.license = reinterpret_cast<uint64_t>("GPL");
+  const int prog = static_cast<int>(syscall(SYS_bpf, BPF_PROG_LOAD, &load, sizeof load));
+  if (prog < 0) return -1;
+  bpf_attr open{};
+  open.raw_tracepoint.name = reinterpret_cast<uint64_t>("sys_enter");
+  open.raw_tracepoint.prog_fd = static_cast<uint32_t>(prog);
+  const int link = static_cast<int>(syscall(SYS_bpf, BPF_RAW_TRACEPOINT_OPEN, &open, sizeof open));
+  ::close(prog);  // the link holds it
+  return link;
+}
+
+// Arg 4 of the counting benchmarks: the empty program attached for the benchmark's lifetime.
+class EmptyProgram {
+ public:
+  explicit EmptyProgram(benchmark::State& state) : link_(attach_empty_program()) {
+    if (link_ < 0) state.SkipWithError(std::strerror(errno));
+  }
+  ~EmptyProgram() {
+    if (link_ >= 0) ::close(link_);
+  }
+  EmptyProgram(const EmptyProgram&) = delete;
+  EmptyProgram& operator=(const EmptyProgram&) = delete;
+  bool ok() const { return link_ >= 0; }
+
+ private:
+  int link_;
+};
+
+// Counting backends by benchmark argument: 0 none, 1 perf tracepoints, 2 bpf, 3 task I/O
+// accounting (4, the empty program, is not a counter: see EmptyProgram). Each benchmark opens its
+// own counter (perf tracepoints stay registered while open, so an open one would tax the uncounted
+// runs too).
+std::unique_ptr<iobench::SyscallCounter> counter_for(benchmark::State& state, int64_t kind) {
+  if (kind == 0 || kind == 4) return nullptr;
+  auto c = std::make_unique<iobench::SyscallCounter>(kind == 1 ? iobench::CounterKind::kTracepoints
+                                                     : kind == 2 ? iobench::CounterKind::kBpf
+                                                                 : iobench::CounterKind::kTaskIo);
+  if (!c->available()) state.SkipWithError(c->reason().c_str());
+  return c;
+}
+
+void tcp_loopback(benchmark::State& state, int64_t kind) {
   auto listener = iobench::listen_on({"127.0.0.1", 0});
   if (!listener) {
     state.SkipWithError(listener.error().message.c_str());
@@ -77,48 +135,53 @@ void tcp_loopback(benchmark::State& state, bool counting) {
     return;
   }
   set_buffers(server->get());
-  iobench::SyscallCounter& counter = iobench::process_syscall_counter();
-  if (counting && !counter.available()) {
-    state.SkipWithError(counter.reason().c_str());
-    return;
-  }
-  if (counting) counter.start();
+  std::optional<EmptyProgram> empty;
+  if (kind == 4 && !empty.emplace(state).ok()) return;
+  auto counter = counter_for(state, kind);
+  if (counter && !counter->available()) return;
+  if (counter) counter->start();
   write_read(state, client->get(), server->get());
-  if (counting) (void)counter.stop();
+  if (counter) (void)counter->stop();
 }
 
-void BM_TcpLoopbackWriteRead(benchmark::State& state) { tcp_loopback(state, false); }
-// The same with the kernel's syscall counters enabled: the cost of counting a real transfer.
-void BM_TcpLoopbackWriteReadCounted(benchmark::State& state) { tcp_loopback(state, true); }
+void BM_TcpLoopbackWriteRead(benchmark::State& state) { tcp_loopback(state, 0); }
+// The same with the kernel's syscall counters on (arg 2: 1 perf tracepoints, 2 bpf, 3 task I/O
+// accounting, 4 the empty program): the cost
+// of counting a real transfer.
+void BM_TcpLoopbackWriteReadCounted(benchmark::State& state) {
+  tcp_loopback(state, state.range(1));
+}
 
 }  // namespace
 
 // Powers of two from 64 B to 64 KiB (1K, 4K, 8K, 16K and 64K among them).
 BENCHMARK(BM_SocketpairWriteRead)->RangeMultiplier(2)->Range(64, 64 << 10);
 BENCHMARK(BM_TcpLoopbackWriteRead)->RangeMultiplier(2)->Range(64, 64 << 10);
-BENCHMARK(BM_TcpLoopbackWriteReadCounted)->Arg(1 << 10)->Arg(64 << 10);
+BENCHMARK(BM_TcpLoopbackWriteReadCounted)->ArgsProduct({{1 << 10, 64 << 10}, {1, 2, 3, 4}});
 
 namespace {
 
 // What kernel counting adds to each syscall: the cheapest syscall (write to a bad descriptor),
-// with the perf_event tracepoint group enabled (arg 1) or not (arg 0).
+// uncounted (arg 0), with the perf tracepoint group enabled (1), the bpf counter (2), task I/O
+// accounting (3: a write to a bad descriptor fails before the kernel counts it, so the row shows
+// that having it read costs nothing) or an empty program on sys_enter (4: the floor above).
 void BM_SyscallWithCounting(benchmark::State& state) {
-  iobench::SyscallCounter& counter = iobench::process_syscall_counter();
-  const bool on = state.range(0) != 0;
-  if (on && !counter.available()) {
-    state.SkipWithError(counter.reason().c_str());
-    return;
+  const int64_t kind = state.range(0);
+  std::optional<EmptyProgram> empty;
+  if (kind == 4 && !empty.emplace(state).ok()) return;
+  auto counter = counter_for(state, kind);
+  if (counter && !counter->available()) return;
+  if (counter) counter->start();
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores)
+    benchmark::DoNotOptimize(::write(-1, nullptr, 0));
   }
-  if (on) counter.start();
-  for (auto _ : state)  // NOLINT(clang-analyzer-deadcode.DeadStores)
-                        // benchmark::DoNotOptimize(::write(-1, nullptr, 0));
-    if (on) {
-      const auto k = counter.stop();
-      state.counters["counted"] =
-          benchmark::Counter(static_cast<double>(k.total), benchmark::Counter::kAvgIterations);
-    }
+  if (counter) {
+    const auto k = counter->stop();
+    state.counters["counted"] =
+        benchmark::Counter(static_cast<double>(k.total), benchmark::Counter::kAvgIterations);
+  }
 }
 
 }  // namespace
 
-BENCHMARK(BM_SyscallWithCounting)->Arg(0)->Arg(1);
+BENCHMARK(BM_SyscallWithCounting)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Arg(4);

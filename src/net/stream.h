@@ -33,6 +33,26 @@ struct StreamCounters {
 
 StreamCounters operator-(const StreamCounters& a, const StreamCounters& b);
 
+// A Stream whose bytes on the wire are not the application's (TLS in the memory-BIO model),
+// for engines that issue the socket I/O themselves (io_uring): the engine moves wire bytes in
+// and out of the codec's buffers, the codec seals and opens them.
+class WireCodec {
+ public:
+  virtual ~WireCodec() = default;
+  // Turns all of `plain` into wire bytes, appended to the outbox.
+  virtual Status seal(std::span<const std::byte> plain) = 0;
+  // Wire bytes waiting to be sent (stable until the next seal); `sent` drops the first n.
+  virtual std::span<const std::byte> outbox() const = 0;
+  virtual void sent(size_t n) = 0;
+  // Room for n received wire bytes at the end of the inbox; `received` commits what arrived.
+  virtual std::span<std::byte> inbox_space(size_t n) = 0;
+  virtual void received(size_t n) = 0;
+  // Wire bytes received but not yet opened (a partial record, or records not yet read).
+  virtual size_t inbox_pending() const = 0;
+  // Application bytes from the inbox; kWouldBlock when it holds no complete record.
+  virtual IoResult open(std::span<std::byte> plain) = 0;
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
@@ -44,6 +64,12 @@ class Stream {
   virtual StreamCounters counters() const = 0;
   // Human text for a failed result: "Connection reset by peer", "timed out", a TLS reason.
   virtual std::string describe(const IoResult& r) const;
+  // Puts on the wire what an earlier write() accepted but a non-blocking socket did not take
+  // yet (TLS, memory-BIO model); kWouldBlock while some remains. A sender's engine calls it
+  // until kOk before its phase ends.
+  virtual IoResult flush() { return {}; }
+  // Non-null where the engine may move wire bytes itself (TLS in the memory-BIO model).
+  virtual WireCodec* wire_codec() { return nullptr; }
   // Ends the session cleanly (TLS: close_notify). Best effort.
   virtual void close() {}
   // Event-loop engines switch the descriptor to O_NONBLOCK for the data phase: "no data now"

@@ -94,11 +94,22 @@ std::vector<HostCheck> check_host() {
   const std::string paranoid = first_line("/proc/sys/kernel/perf_event_paranoid");
   out.push_back({"perf_event_paranoid", true, paranoid.empty() ? "unknown" : paranoid});
   {
+    // Both backends, each on its own: doctor says what this host offers, not what auto picks.
     const std::string tracefs = find_tracefs();
-    SyscallCounter& c = process_syscall_counter();
-    out.push_back(
-        {"perf tracepoints", c.available(),
-         c.available() ? fmt::format("syscall tracepoints counted from {}", tracefs) : c.reason()});
+    SyscallCounter bpf(CounterKind::kBpf);
+    out.push_back({"bpf syscall counter", bpf.available(),
+                   bpf.available()
+                       ? "eBPF on the raw sys_enter tracepoint (--syscalls auto uses it)"
+                       : bpf.reason()});
+    SyscallCounter perf(CounterKind::kTracepoints);
+    out.push_back({"perf tracepoints", perf.available(),
+                   perf.available() ? fmt::format("syscall tracepoints counted from {}", tracefs)
+                                    : perf.reason()});
+    SyscallCounter task_io(CounterKind::kTaskIo);
+    out.push_back({"task I/O accounting", task_io.available(),
+                   task_io.available()
+                       ? "read/write-family syscall counts, free (--syscalls taskio)"
+                       : task_io.reason()});
   }
   out.push_back(hardware_counters());
   out.push_back(io_uring());

@@ -13,6 +13,9 @@
 #include <cstring>
 #include <fstream>
 
+#include "probe/bpf_counter.h"
+#include "probe/task_io_counter.h"
+
 namespace iobench {
 namespace {
 
@@ -65,7 +68,60 @@ std::string find_tracefs() {
   return {};
 }
 
-SyscallCounter::SyscallCounter(std::string tracefs) {
+std::optional<CounterKind> counter_kind_from(const std::string& name) {
+  if (name == "auto") return CounterKind::kAuto;
+  if (name == "bpf") return CounterKind::kBpf;
+  if (name == "tracepoints") return CounterKind::kTracepoints;
+  if (name == "taskio") return CounterKind::kTaskIo;
+  return std::nullopt;
+}
+
+SyscallCounter::SyscallCounter(CounterKind kind, std::string tracefs) {
+  if (kind == CounterKind::kTaskIo) {
+    auto t = TaskIoCounter::open();
+    if (t)
+      task_io_ = std::move(*t);
+    else
+      reason_ = "task I/O accounting: " + t.error().message;
+    return;
+  }
+  if (kind != CounterKind::kTracepoints) {
+    open_bpf();
+    if (bpf_) return;
+    if (kind == CounterKind::kBpf) {
+      reason_ = bpf_refusal_;
+      return;
+    }
+  }
+  open_tracepoints(std::move(tracefs));
+  if (leader_ < 0 && kind == CounterKind::kAuto)
+    reason_ = fmt::format("bpf: {}; perf tracepoints: {}", bpf_refusal_, reason_);
+}
+
+void SyscallCounter::open_bpf() {
+  auto b = BpfSyscallCounter::open(getpid());
+  if (!b) {
+    bpf_refusal_ = b.error().message;
+    return;
+  }
+  bpf_ = std::move(*b);
+  for (const std::string& name : counted_syscall_names()) {
+    const long nr = syscall_number(name);
+    if (nr < 0 || nr >= BpfSyscallCounter::kTotal)
+      missing_.push_back(name);
+    else
+      bpf_slots_.emplace_back(name, nr);
+  }
+  baseline_.assign(bpf_slots_.size() + 1, 0);
+}
+
+std::string SyscallCounter::source() const {
+  if (bpf_) return "bpf";
+  if (task_io_) return "task_io";
+  return leader_ >= 0 ? "perf_event" : "";
+}
+
+void SyscallCounter::open_tracepoints(std::string tracefs) {
   if (tracefs.empty()) tracefs = find_tracefs();
   if (tracefs.empty()) {
     reason_ = "no tracefs with syscall events (mount -t tracefs nodev /sys/kernel/tracing)";
@@ -102,18 +158,23 @@ SyscallCounter::SyscallCounter(std::string tracefs) {
 }
 
 SyscallCounter::~SyscallCounter() {
+  bpf_.reset();
+  task_io_.reset();
   for (int fd : members_) ::close(fd);
   if (leader_ >= 0) ::close(leader_);
 }
 
-SyscallCounter& process_syscall_counter() {
-  // Never destroyed: the kernel closes the descriptors at exit either way.
-  static SyscallCounter* counter = new SyscallCounter();
-  return *counter;
-}
-
 namespace {
 std::atomic<bool> counter_taken{false};
+std::atomic<CounterKind> process_kind{CounterKind::kAuto};
+}  // namespace
+
+void set_process_counter_kind(CounterKind kind) { process_kind.store(kind); }
+
+SyscallCounter& process_syscall_counter() {
+  // Never destroyed: the kernel closes the descriptors at exit either way.
+  static SyscallCounter* counter = new SyscallCounter(process_kind.load());
+  return *counter;
 }
 
 CounterLease CounterLease::try_take() {
@@ -135,7 +196,35 @@ CounterLease::~CounterLease() {
   if (held_) counter_taken.store(false);
 }
 
+void SyscallCounter::arm() {
+  if (!bpf_ || bpf_->attached()) return;
+  auto st = bpf_->attach();
+  arm_error_ = st ? "" : st.error().message;
+}
+
+bool SyscallCounter::armed() const { return bpf_ && bpf_->attached(); }
+
+void SyscallCounter::disarm() {
+  // Perf tracepoints stay open: they count the threads created after them, so they are opened
+  // once, on the main thread, and could not be reopened later from a session's thread.
+  if (bpf_) bpf_->detach();
+}
+
 void SyscallCounter::start() {
+  if (task_io_) {
+    const auto r = task_io_->read();
+    task_io_reads_ = r ? r->reads : 0;
+    task_io_writes_ = r ? r->writes : 0;
+    return;
+  }
+  if (bpf_) {
+    arm();
+    // The total last: the bpf() calls reading the other slots fall before the window.
+    for (size_t i = 0; i < bpf_slots_.size(); ++i)
+      baseline_[i] = bpf_->read(static_cast<uint32_t>(bpf_slots_[i].second));
+    baseline_.back() = bpf_->read(BpfSyscallCounter::kTotal);
+    return;
+  }
   if (leader_ < 0) return;
   ioctl(leader_, PERF_EVENT_IOC_RESET, PERF_IOC_FLAG_GROUP);
   // RESET zeroes the live threads' counts but not those of threads that exited (the kernel
@@ -147,7 +236,49 @@ void SyscallCounter::start() {
   ioctl(leader_, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
 }
 
+KernelSyscalls SyscallCounter::stop_task_io() {
+  KernelSyscalls k;
+  const auto r = task_io_->read();
+  if (!r) {
+    k.reason = r.error().message;
+    return k;
+  }
+  k.available = true;
+  k.source = "task_io";
+  k.coverage =
+      "read/write families only (read, readv, pread; write, writev, pwrite): send/recv*, "
+      "epoll_wait, io_uring_enter not seen, total = reads + writes";
+  // The start reading's own pread counted once it returned: inside the window.
+  const uint64_t reads = r->reads - task_io_reads_, writes = r->writes - task_io_writes_;
+  const uint64_t data_reads = reads > 0 ? reads - 1 : 0;
+  k.total = data_reads + writes;
+  if (data_reads > 0) k.by_name.emplace_back("read", data_reads);
+  if (writes > 0) k.by_name.emplace_back("write", writes);
+  return k;
+}
+
+KernelSyscalls SyscallCounter::stop_bpf() {
+  KernelSyscalls k;
+  k.missing = missing_;
+  if (!bpf_->attached()) {
+    k.reason = "bpf program not attached: " + arm_error_;
+    return k;
+  }
+  k.available = true;
+  k.source = "bpf";
+  // The total first, so only the bpf() call reading it falls inside the window: taken out.
+  const uint64_t total = bpf_->read(BpfSyscallCounter::kTotal) - baseline_.back();
+  k.total = total > 0 ? total - 1 : 0;
+  for (size_t i = 0; i < bpf_slots_.size(); ++i) {
+    const uint64_t v = bpf_->read(static_cast<uint32_t>(bpf_slots_[i].second)) - baseline_[i];
+    if (v > 0) k.by_name.emplace_back(bpf_slots_[i].first, v);
+  }
+  return k;
+}
+
 KernelSyscalls SyscallCounter::stop() {
+  if (bpf_) return stop_bpf();
+  if (task_io_) return stop_task_io();
   KernelSyscalls k;
   k.missing = missing_;
   if (leader_ < 0) {
@@ -164,6 +295,8 @@ KernelSyscalls SyscallCounter::stop() {
     return k;
   }
   k.available = true;
+  k.source = "perf_event";
+  if (!bpf_refusal_.empty()) k.fallback = "bpf unavailable (" + bpf_refusal_ + ")";
   if (baseline_.size() == buf.size())
     for (size_t i = 1; i < buf.size(); ++i) buf[i] -= std::min(buf[i], baseline_[i]);
   // The disabling ioctl itself entered the kernel while counting: take it out of the total.

@@ -40,6 +40,8 @@ void encode_body(Writer& w, const Hello& h) {
   w.str(h.auth_token);
   w.boolean(h.zerocopy);
   w.boolean(h.sqpoll);
+  w.boolean(h.fixed_buffers);
+  w.str(h.uring_recv);
 }
 
 void encode_body(Writer& w, const Ack& a) { w.str(a.server_version); }
@@ -79,6 +81,9 @@ void encode_body(Writer& w, const SideResult& r) {
   w.str(r.cpu_scope);
   w.boolean(r.zerocopy);
   for (uint64_t v : {r.zc_sends, r.zc_notifications, r.zc_copied}) w.u64(v);
+  w.u64(r.uring_sqes);
+  w.u64(r.uring_cqes);
+  w.str(r.engine_path);
 }
 
 void encode_body(Writer& w, const GroupResult& g) {
@@ -240,6 +245,8 @@ Result<Message> decode_hello(std::span<const std::byte> body) {
   f.str(h.auth_token);
   f.boolean(h.zerocopy);
   f.boolean(h.sqpoll);
+  f.boolean(h.fixed_buffers);
+  f.str(h.uring_recv);
   return f.finish<Message>(h);
 }
 
@@ -273,6 +280,9 @@ Result<Message> decode_result(std::span<const std::byte> body) {
   f.str(r.cpu_scope);
   f.boolean(r.zerocopy);
   for (uint64_t* v : {&r.zc_sends, &r.zc_notifications, &r.zc_copied}) f.u64(*v);
+  f.u64(r.uring_sqes);
+  f.u64(r.uring_cqes);
+  f.str(r.engine_path);
   return f.finish<Message>(r);
 }
 

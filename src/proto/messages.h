@@ -62,9 +62,11 @@ struct Hello {
   uint64_t budget = 0;
   uint64_t buf_min = 0;
   uint64_t buf_max = 0;
-  std::string auth_token;  // the server's --auth-token, when it has one
-  bool zerocopy = false;   // the sender sends zero-copy
-  bool sqpoll = false;     // uring: IORING_SETUP_SQPOLL
+  std::string auth_token;           // the server's --auth-token, when it has one
+  bool zerocopy = false;            // the sender sends zero-copy
+  bool sqpoll = false;              // uring: IORING_SETUP_SQPOLL
+  bool fixed_buffers = false;       // uring sender: registered buffers
+  std::string uring_recv = "auto";  // uring receiver: auto, multishot or batch
 };
 
 struct Ack {
@@ -105,9 +107,9 @@ struct SideResult {
   bool tls_read_ahead = false;
   uint64_t tls_max_fragment = 0;
   bool tls_verified = false;
-  // Syscalls as the kernel counted them in the data phase (perf_event tracepoints).
-  std::string syscalls_source;  // "perf_event", or "counted" (the stream's own counts only)
-  std::string syscalls_note;    // why not perf_event; tracepoints this kernel lacks
+  // Syscalls as the kernel counted them in the data phase (eBPF or perf_event tracepoints).
+  std::string syscalls_source;  // "bpf", "perf_event", or "counted" (the stream's own counts)
+  std::string syscalls_note;    // why not kernel counts; why not bpf; names not counted by type
   uint64_t kernel_syscalls_total = 0;
   std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;  // by name, non-zero
   uint64_t engine_waits = 0;        // epoll_wait calls (event-loop engines)
@@ -118,6 +120,9 @@ struct SideResult {
   uint64_t zc_sends = 0;            // sends issued zero-copy
   uint64_t zc_notifications = 0;    // completion notifications read
   uint64_t zc_copied = 0;           // sends the kernel reported it copied after all
+  uint64_t uring_sqes = 0;          // uring: submission entries submitted
+  uint64_t uring_cqes = 0;          // uring: completion entries reaped
+  std::string engine_path;          // how the engine ran where it had a choice
 };
 
 struct LivePoint {

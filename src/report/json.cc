@@ -26,7 +26,7 @@ json tls_json(const proto::SideResult& r) {
 }
 
 json syscalls_json(const proto::SideResult& r, const SideFigures& f) {
-  const bool kernel = r.syscalls_source == "perf_event";
+  const bool kernel = kernel_counted(r.syscalls_source);
   json by_name = json::object();
   for (const auto& [name, count] : r.kernel_syscalls) by_name[name] = count;
   return {{"source", r.syscalls_source},
@@ -81,6 +81,8 @@ json side_json(const proto::SideResult& r, bool client_sends,
         {"sends", r.zc_sends},
         {"notifications", r.zc_notifications},
         {"copied", r.zc_copied}}},
+      {"engine_path", r.engine_path},
+      {"uring", {{"sqes", r.uring_sqes}, {"cqes", r.uring_cqes}}},
       {"cpu_scope", r.cpu_scope},
       {"voluntary_ctxsw", r.vol_ctxsw},
       {"involuntary_ctxsw", r.invol_ctxsw},
@@ -194,6 +196,8 @@ json options_json(const Report& r) {
           {"recv_engine", o.recv_engine},
           {"sqpoll", o.sqpoll},
           {"zerocopy", o.zerocopy},
+          {"fixed_buffers", o.fixed_buffers},
+          {"uring_recv", o.uring_recv},
           {"bufs", bufs},
           {"bytes", o.payload.bytes},
           {"payload", r.payload_source},
@@ -220,23 +224,25 @@ json options_json(const Report& r) {
 json render_json(const Report& r) {
   json results = json::array();
   for (const auto& size : r.sizes) {
-    json runs = json::array();
-    for (const auto& run : size.runs) {
+    auto run_json = [&](const RunRecord& run) {
       json one = {{"run", run.run},
                   {"sender", side_json(run.sender, !r.options.reverse, run.sender_tracer)},
                   {"receiver", side_json(run.receiver, !r.options.reverse, run.receiver_tracer)}};
       if (run.group) one["group"] = group_json(*run.group, !r.options.reverse);
       one["partial"] = run.partial;
-      runs.push_back(std::move(one));
-    }
+      return one;
+    };
+    json runs = json::array();
+    for (const auto& run : size.runs) runs.push_back(run_json(run));
     results.push_back({{"send_buf_bytes", size.buf.send_bytes},
                        {"recv_buf_bytes", size.buf.recv_bytes},
                        {"label", buf_label(size.buf)},
                        {"adaptive", size.buf.adaptive},
                        {"runs", runs},
+                       {"counting_run", size.counting_run ? run_json(*size.counting_run) : nullptr},
                        {"summary",
-                        {{"sender", summary_json(summarize(size.runs, true))},
-                         {"receiver", summary_json(summarize(size.runs, false))}}}});
+                        {{"sender", summary_json(summarize(size, true))},
+                         {"receiver", summary_json(summarize(size, false))}}}});
   }
   return {
       {"schema_version", kSchemaVersion},
@@ -267,6 +273,20 @@ json render_json(const Report& r) {
   };
 }
 
+namespace {
+// RFC 4180: a field with a comma or quote is quoted, its quotes doubled.
+std::string csv_quoted(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+}  // namespace
+
 std::string render_csv(const Report& r) {
   std::string out =
       "send_buf_bytes,recv_buf_bytes,run,side,host,bytes,duration_ns,throughput_gbps,"
@@ -275,10 +295,19 @@ std::string render_csv(const Report& r) {
       "proto,engine,decoded_bytes,xxh3,sys_reads,sys_writes,records_in,records_out,tls_version,"
       "tls_cipher,tls_group,tls_io,tls_handshake_ns,syscalls_source,syscalls_total,"
       "syscalls_data_direction,label,conns,conns_failed,peak_buffer_bytes,peak_rss_bytes,"
-      "slowest_conn_gbps\n";
+      "slowest_conn_gbps,uring_sqes,uring_cqes,engine_path\n";
   const bool client_sends = !r.options.reverse;
   for (const auto& size : r.sizes) {
-    for (const auto& run : size.runs) {
+    // The counting run (--syscalls auto) last, its run column "counting".
+    std::vector<const RunRecord*> rows;
+    rows.reserve(size.runs.size() + 1);
+    for (const auto& run : size.runs) rows.push_back(&run);
+    if (size.counting_run) rows.push_back(&*size.counting_run);
+    for (const RunRecord* row : rows) {
+      const RunRecord& run = *row;
+      const std::string run_column = row == (size.counting_run ? &*size.counting_run : nullptr)
+                                         ? "counting"
+                                         : std::to_string(run.run);
       for (const auto* side : {&run.sender, &run.receiver}) {
         const SideFigures f = side_figures(*side);
         const bool on_client = side->is_sender == client_sends;
@@ -286,7 +315,7 @@ std::string render_csv(const Report& r) {
             "{},{},{},{},{},{},{},{:.6f},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{},{:.1f},{},{},{},{},{"
             "},"
             "{},{},{},{},{},{:016x},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.0f}\n",
-            size.buf.send_bytes, size.buf.recv_bytes, run.run,
+            size.buf.send_bytes, size.buf.recv_bytes, run_column,
             side->is_sender ? "sender" : "receiver", on_client ? "client" : "server", side->bytes,
             side->wall_ns, f.throughput_gbps, f.throughput_mib_s, f.cpu_user_s, f.cpu_sys_s,
             f.cpu_s, f.cpu_s_per_gib, side->io_calls, f.bytes_per_call, side->short_writes,
@@ -298,10 +327,11 @@ std::string render_csv(const Report& r) {
         out.pop_back();  // the group columns follow
         const proto::GroupResult* g =
             run.group ? &(side->is_sender ? run.group->sender : run.group->receiver) : nullptr;
-        out += fmt::format(",{},{},{},{},{},{:.6f}\n", buf_label(size.buf),
+        out += fmt::format(",{},{},{},{},{},{:.6f},{},{},{}\n", buf_label(size.buf),
                            run.group ? run.group->conns.size() : 1, g ? g->conns_failed : 0,
                            g ? g->peak_buffer_bytes : 0, g ? g->peak_rss_bytes : 0,
-                           run.group ? group_figures(*run.group).conn_gbps.min : 0.0);
+                           run.group ? group_figures(*run.group).conn_gbps.min : 0.0,
+                           side->uring_sqes, side->uring_cqes, csv_quoted(side->engine_path));
       }
     }
   }

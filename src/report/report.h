@@ -12,6 +12,11 @@
 
 namespace iobench {
 
+// A syscalls_source naming one of the kernel's counters (rather than iobench's own counts).
+inline bool kernel_counted(const std::string& source) {
+  return source == "bpf" || source == "perf_event" || source == "task_io";
+}
+
 inline constexpr int kSchemaVersion = 1;
 
 struct Stat {
@@ -50,6 +55,9 @@ struct RunRecord {
 struct SizeResults {
   BufPair buf;
   std::vector<RunRecord> runs;
+  // --syscalls auto: the one run (after the warm-ups) in which the kernel counted syscalls; the
+  // measured runs then counted nothing, and the summary's syscall figures come from this one.
+  std::optional<RunRecord> counting_run;
 };
 
 struct Report {
@@ -107,6 +115,8 @@ struct SideSummary {
 };
 
 SideSummary summarize(const std::vector<RunRecord>& runs, bool sender);
+// The size's summary: its measured runs, with the syscall figures of its counting run if any.
+SideSummary summarize(const SizeResults& size, bool sender);
 Stat stat_of(std::vector<double> values);
 
 nlohmann::json collect_context();

@@ -20,7 +20,7 @@ SideFigures side_figures(const proto::SideResult& r) {
   if (r.bytes > 0) f.cpu_s_per_gib = f.cpu_s / (f.bytes / static_cast<double>(kGiB));
   f.io_calls = static_cast<double>(r.io_calls);
   if (r.io_calls > 0) f.bytes_per_call = f.bytes / f.io_calls;
-  const bool kernel = r.syscalls_source == "perf_event";
+  const bool kernel = kernel_counted(r.syscalls_source);
   // The kernel's count of this side's data syscalls: read/write plus their vector and socket
   // variants; without perf_event, the stream's own count of the read(2)/write(2) it issued.
   static constexpr std::array<const char*, 4> kWrites{"write", "writev", "sendto", "sendmsg"};
@@ -79,6 +79,18 @@ SideSummary summarize(const std::vector<RunRecord>& runs, bool sender) {
   s.syscalls_per_mib = over(&SideFigures::syscalls_per_mib);
   s.bytes_per_syscall = over(&SideFigures::bytes_per_syscall);
   s.records = over(&SideFigures::records);
+  return s;
+}
+
+SideSummary summarize(const SizeResults& size, bool sender) {
+  SideSummary s = summarize(size.runs, sender);
+  if (!size.counting_run) return s;
+  const SideFigures f =
+      side_figures(sender ? size.counting_run->sender : size.counting_run->receiver);
+  s.syscalls = stat_of({f.syscalls});
+  s.syscalls_total = stat_of({f.syscalls_total});
+  s.syscalls_per_mib = stat_of({f.syscalls_per_mib});
+  s.bytes_per_syscall = stat_of({f.bytes_per_syscall});
   return s;
 }
 

@@ -143,7 +143,11 @@ std::string render_table(const Report& r) {
                      o.group() ? fmt::format(" | {} connections, totals per side", o.conns) : "");
   if (!r.sizes.empty() && !r.sizes.front().runs.empty()) {
     const auto& first = r.sizes.front().runs.front();
+    // Where the syscall figures come from: the counting run, when there is one (--syscalls auto).
+    const std::optional<RunRecord>& counting = r.sizes.front().counting_run;
     for (const auto* side : {&first.sender, &first.receiver}) {
+      const proto::SideResult* counted =
+          counting ? (side->is_sender ? &counting->sender : &counting->receiver) : side;
       out += fmt::format(
           "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}\n",
           side->is_sender ? "sender" : "receiver", side->sndbuf_bytes, side->rcvbuf_bytes,
@@ -155,11 +159,23 @@ std::string render_table(const Report& r) {
             "sender", side->zc_sends, side->zc_notifications, side->zc_copied,
             side->zc_copied == side->zc_sends ? " (no zero-copy path: loopback always copies)"
                                               : "");
-      out += fmt::format("  {:<8} syscalls: {}{}\n", side->is_sender ? "sender" : "receiver",
-                         side->syscalls_source == "perf_event"
-                             ? "kernel counters (perf_event tracepoints)"
-                             : "counted by iobench",
-                         side->syscalls_note.empty() ? "" : " - " + side->syscalls_note);
+      if (!side->engine_path.empty() || side->uring_sqes > 0)
+        out += fmt::format("  {:<8} {}: {}{}\n", side->is_sender ? "sender" : "receiver",
+                           side->engine, side->engine_path,
+                           side->uring_sqes > 0 ? fmt::format("{}{} SQEs submitted, {} CQEs reaped",
+                                                              side->engine_path.empty() ? "" : "; ",
+                                                              side->uring_sqes, side->uring_cqes)
+                                                : "");
+      out += fmt::format(
+          "  {:<8} syscalls: {}{}{}\n", side->is_sender ? "sender" : "receiver",
+          counted->syscalls_source == "bpf" ? "kernel counters (eBPF on the sys_enter tracepoint)"
+          : counted->syscalls_source == "perf_event" ? "kernel counters (perf_event tracepoints)"
+          : counted->syscalls_source == "task_io"    ? "kernel task I/O accounting"
+                                                     : "counted by iobench",
+          counting ? " in one counting run per size; the measured runs count nothing (CPU and "
+                     "time free of tracing)"
+                   : "",
+          counted->syscalls_note.empty() ? "" : " - " + counted->syscalls_note);
     }
   }
   out += fmt::format(
@@ -171,19 +187,26 @@ std::string render_table(const Report& r) {
     if (size.runs.empty()) continue;
     const std::string send_label = size.buf.adaptive ? "adapt" : format_size(size.buf.send_bytes);
     const std::string recv_label = size.buf.adaptive ? "adapt" : format_size(size.buf.recv_bytes);
-    out += side_row(send_label, "sender", client_sends ? "client" : "server",
-                    summarize(size.runs, true), tls);
+    out += side_row(send_label, "sender", client_sends ? "client" : "server", summarize(size, true),
+                    tls);
     out += side_row(recv_label, "receiver", client_sends ? "server" : "client",
-                    summarize(size.runs, false), tls);
+                    summarize(size, false), tls);
   }
-  for (const auto& size : r.sizes)
-    for (const auto& run : size.runs)
-      if (run.partial)
+  for (const auto& size : r.sizes) {
+    std::vector<const RunRecord*> runs;
+    runs.reserve(size.runs.size() + 1);
+    for (const auto& run : size.runs) runs.push_back(&run);
+    if (size.counting_run) runs.push_back(&*size.counting_run);
+    for (const RunRecord* run : runs)
+      if (run->partial)
         out += fmt::format(
-            "PARTIAL: buf {} run {} was interrupted by {} after {} of {} bytes: its figures cover "
+            "PARTIAL: buf {} {} was interrupted by {} after {} of {} bytes: its figures cover "
             "the data phase up to that moment (the other side's did not arrive)\n",
-            buf_label(size.buf), run.run, r.interrupted.empty() ? "a signal" : r.interrupted,
-            std::max(run.sender.bytes, run.receiver.bytes), run.sender.bytes_expected);
+            buf_label(size.buf),
+            run->run < 0 ? std::string("counting run") : fmt::format("run {}", run->run),
+            r.interrupted.empty() ? "a signal" : r.interrupted,
+            std::max(run->sender.bytes, run->receiver.bytes), run->sender.bytes_expected);
+  }
   return out + tracer_lines(r) + group_lines(r);
 }
 

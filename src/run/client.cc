@@ -14,6 +14,7 @@
 #include "net/interrupt.h"
 #include "net/socket.h"
 #include "payload/payload.h"
+#include "probe/syscall_counter.h"
 #include "probe/tracer.h"
 #include "report/report.h"
 #include "run/client_internal.h"
@@ -70,6 +71,10 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
     if (!mine) return std::unexpected(mine.error());
     my_trace = std::move(*mine);
   }
+  // Before the HELLO: the server's receive clock starts once it has sent its ACK.
+  if (!o.reverse && payload)
+    if (auto st = engine.prepare_send(payload->bytes().first(o.payload.bytes)); !st)
+      return std::unexpected(st.error());
   auto session = open_session(o, server, buf, tls_ctx, make_hello(o, buf));
   if (!session) return std::unexpected(session.error());
   Stream& stream = *session->stream;
@@ -148,7 +153,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.proto = o.proto;
   hello.engine = o.server_engine();
   hello.timeout_s = o.timeout_s;
-  hello.tls_io = o.tls.io;
+  hello.tls_io = tls::io_model_for(o.tls, o.server_engine());
   hello.tls_read_ahead = o.tls.read_ahead;
   hello.tls_max_fragment = o.tls.max_fragment;
   hello.kernel_syscalls = o.syscalls != "off";
@@ -158,6 +163,8 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.auth_token = o.auth_token;
   hello.zerocopy = o.zerocopy;
   hello.sqpoll = o.sqpoll;
+  hello.fixed_buffers = o.fixed_buffers;
+  hello.uring_recv = o.uring_recv;
   hello.conns = o.conns;
   hello.adaptive = buf.adaptive;
   if (buf.adaptive) {
@@ -184,7 +191,9 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
       return fail(fmt::format("TLS handshake with {} failed: {}{}", server.str(), t.error().message,
                               tls_hint(t.error().message)));
     const uint64_t my_buf = o.reverse ? buf.recv_bytes : buf.send_bytes;
-    if (auto st = (*t)->configure(o.tls.io, o.tls.read_ahead, o.tls.max_fragment, my_buf); !st)
+    if (auto st = (*t)->configure(tls::io_model_for(o.tls, o.client_engine()), o.tls.read_ahead,
+                                  o.tls.max_fragment, my_buf);
+        !st)
       return std::unexpected(st.error());
     cs.stream = std::move(*t);
   } else {
@@ -203,31 +212,88 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
   return cs;
 }
 
+EngineOptions client_engine_options(const ClientOptions& o) {
+  EngineOptions eo;
+  eo.timeout_s = o.timeout_s;
+  eo.edge = o.edge;
+  eo.reads_per_event = o.reads_per_event;
+  eo.queue_depth = o.queue_depth;
+  eo.zerocopy = o.zerocopy && !o.reverse;
+  eo.sqpoll = o.sqpoll;
+  eo.fixed_buffers = o.fixed_buffers && !o.reverse;
+  eo.uring_recv = o.uring_recv;
+  return eo;
+}
+
+namespace {
+
+// A measured run under --syscalls auto counted nothing on purpose: say where the counts are.
+void mark_counted_apart(RunRecord& r) {
+  constexpr const char* kNote =
+      "kernel counts: this size's counting_run (the measured runs count nothing: no tracing "
+      "while CPU is measured)";
+  for (proto::SideResult* side : {&r.sender, &r.receiver})
+    if (side->syscalls_source == "counted" && side->syscalls_note == "kernel counting off")
+      side->syscalls_note = kNote;
+  if (r.group)
+    for (proto::GroupResult* g : {&r.group->sender, &r.group->receiver})
+      if (g->syscalls_note == "kernel counting off") g->syscalls_note = kNote;
+}
+
+}  // namespace
+
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error) {
-  auto engine = make_engine(o.client_engine(), {o.timeout_s, o.edge, o.reads_per_event,
-                                                o.queue_depth, o.zerocopy && !o.reverse, o.sqpoll});
+  auto engine = make_engine(o.client_engine(), client_engine_options(o));
   if (!engine) return std::unexpected(engine.error());
   std::optional<tls::Context> tls_ctx;
   if (o.proto == "tls") {
-    auto ctx = tls::Context::client(o.tls, pinned);
+    tls::TlsOptions mine = o.tls;
+    mine.io = tls::io_model_for(o.tls, o.client_engine());
+    auto ctx = tls::Context::client(mine, pinned);
     if (!ctx) return std::unexpected(ctx.error());
     tls_ctx = std::move(*ctx);
   }
+  // --syscalls auto: the kernel counts in one run of its own per size, after the measured runs,
+  // and the measured runs count nothing: no program on sys_enter while their CPU is measured (it
+  // taxes every syscall of the machine). A forced counter counts in every measured run.
+  const bool counting_run = o.syscalls == "auto";
+  ClientOptions uncounted = o;
+  if (counting_run) uncounted.syscalls = "off";
+  const int steps = o.warmup + o.repeat + (counting_run ? 1 : 0);
   for (const BufPair& buf : o.bufs) {
-    SizeResults size{buf, {}};
-    for (int i = 0; i < o.warmup + o.repeat; ++i) {
-      auto rec = o.group() ? run_group(o, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
-                           : run_once(o, server, buf, payload, **engine,
-                                      tls_ctx ? &*tls_ctx : nullptr, local_server);
+    SizeResults size{buf, {}, std::nullopt};
+    for (int i = 0; i < steps; ++i) {
+      const bool counting = counting_run && i == steps - 1;
+      const bool measured = i >= o.warmup && !counting;
+      const ClientOptions& ro = counting || !counting_run ? o : uncounted;
+      const int index = counting ? -1 : i - o.warmup;
+      const std::string name = counting   ? std::string("the counting run")
+                               : measured ? fmt::format("run {}", index)
+                                          : fmt::format("warm-up run {}", i);
+      auto rec = ro.group() ? run_group(ro, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
+                            : run_once(ro, server, buf, payload, **engine,
+                                       tls_ctx ? &*tls_ctx : nullptr, local_server);
       if (rec && interrupt::received()) rec->partial = true;
+      if (rec) {
+        rec->run = index;
+        if (measured && counting_run) mark_counted_apart(*rec);
+      }
+      auto keep = [&](RunRecord& r) {
+        if (counting)
+          size.counting_run = r;
+        else if (measured)
+          size.runs.push_back(r);
+      };
+      auto flush_size = [&] {
+        if (!size.runs.empty() || size.counting_run) report.sizes.push_back(std::move(size));
+      };
       if (rec && rec->partial) {
-        error = fmt::format("interrupted by {}: run {} of buf {} is partial",
-                            interrupt::name(interrupt::received()), i - o.warmup, buf_label(buf));
-        rec->run = i - o.warmup;
-        if (i >= o.warmup) size.runs.push_back(*rec);
-        if (!size.runs.empty()) report.sizes.push_back(std::move(size));
+        error = fmt::format("interrupted by {}: {} of buf {} is partial",
+                            interrupt::name(interrupt::received()), name, buf_label(buf));
+        keep(*rec);
+        flush_size();
         return report;
       }
       std::string group_error;
@@ -238,9 +304,11 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
       if (!group_error.empty()) {
         // The connections that finished are reported; the run as a whole failed.
         error = fmt::format("buf {}: {}", buf_label(buf), group_error);
-        rec->run = i - o.warmup;
-        size.runs.push_back(*rec);
-        report.sizes.push_back(std::move(size));
+        if (counting)
+          size.counting_run = *rec;
+        else
+          size.runs.push_back(*rec);
+        flush_size();
         return report;
       }
       if (!rec) {
@@ -248,12 +316,10 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
         if (interrupt::received())
           error =
               fmt::format("interrupted by {} ({})", interrupt::name(interrupt::received()), error);
-        if (!size.runs.empty()) report.sizes.push_back(std::move(size));
+        flush_size();
         return report;
       }
-      if (i < o.warmup) continue;
-      rec->run = i - o.warmup;
-      size.runs.push_back(*rec);
+      keep(*rec);
     }
     report.sizes.push_back(std::move(size));
   }
@@ -307,6 +373,8 @@ int finish_client(const ClientOptions& o, Result<Report> report, const std::stri
 
 int run_client_command(const ClientOptions& o) {
   interrupt::install({SIGINT, SIGTERM});
+  // Before the loopback fork, so the private server counts with the same backend.
+  set_process_counter_kind(counter_kind_from(o.kernel_counter()).value_or(CounterKind::kAuto));
   if (o.connect.empty()) return run_loopback(o);
   auto server = parse_host_port(o.connect, "--connect", kDefaultPort, false);
   if (!server) {

@@ -92,6 +92,7 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
       t.bytes_expected = c.bytes;
       t.bytes = t.io_calls = t.short_writes = t.sys_reads = t.sys_writes = 0;
       t.records_in = t.records_out = t.engine_waits = t.engine_would_block = t.buf_resizes = 0;
+      t.zc_sends = t.zc_notifications = t.zc_copied = t.uring_sqes = t.uring_cqes = 0;
       t.xxh3 = 0;
       t.error.clear();
       first = false;
@@ -106,6 +107,11 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
     t.engine_waits += side->engine_waits;
     t.engine_would_block += side->engine_would_block;
     t.buf_resizes += side->buf_resizes;
+    t.zc_sends += side->zc_sends;
+    t.zc_notifications += side->zc_notifications;
+    t.zc_copied += side->zc_copied;
+    t.uring_sqes += side->uring_sqes;
+    t.uring_cqes += side->uring_cqes;
   }
   t.is_sender = sender;
   t.wall_ns = run.wall_ns;
@@ -153,14 +159,18 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
     hello.group_id = group_id;
     hello.bytes = lengths[i];
     hello.payload_bytes = o.payload.bytes;
-    auto engine =
-        make_engine(o.client_engine(), {o.timeout_s, o.edge, o.reads_per_event, o.queue_depth,
-                                        o.zerocopy && client_sends, o.sqpoll});
+    auto engine = make_engine(o.client_engine(), client_engine_options(o));
     if (!engine) {
       c.error = engine.error().message;
       mine.end(false);
       return;
     }
+    if (client_sends && payload)
+      if (auto st = (*engine)->prepare_send(payload->bytes().first(lengths[i])); !st) {
+        c.error = st.error().message;
+        mine.end(false);
+        return;
+      }
     auto session = open_session(o, server, buf, tls_ctx, hello);
     if (!session) {
       c.error = session.error().message;

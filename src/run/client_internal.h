@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/engine.h"
 #include "net/address.h"
 #include "net/interrupt.h"
 #include "net/socket.h"
@@ -24,6 +25,8 @@ struct ClientSession {
 };
 
 proto::Hello make_hello(const ClientOptions& o, const BufPair& buf);
+// The client side's engine settings (it sends unless --reverse).
+EngineOptions client_engine_options(const ClientOptions& o);
 Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
                                    const BufPair& buf, const tls::Context* tls_ctx,
                                    const proto::Hello& hello);

@@ -4,8 +4,24 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <cstdlib>
 
 namespace iobench {
+namespace {
+
+// Test hook (IOBENCH_TEST_HOLD_JOINS=1): each connection waits in join() until every connection
+// of its side has joined (at most 10 s), so that the live count reaches --conns whatever the
+// scheduling. Without it, overlap depends on how fast connections set up against how fast the
+// first ones finish, which a loaded machine does not promise.
+bool hold_joins() {
+  static const bool on = [] {
+    const char* v = std::getenv("IOBENCH_TEST_HOLD_JOINS");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+
+}  // namespace
 
 std::unique_ptr<BufferPolicy> make_policy(bool adaptive, const PolicyLimits& limits,
                                           uint64_t fixed_bytes) {
@@ -36,13 +52,23 @@ std::unique_ptr<LiveRegistry::Member> GroupSide::join(uint32_t conn) {
       rss_reset_ = reset_peak_rss();
       if (kernel_syscalls_) {
         lease_ = CounterLease::try_take();
-        if (lease_.held()) process_syscall_counter().start();
+        if (lease_.held()) {
+          process_syscall_counter().arm();  // before the clock: attaching takes up to ~20 ms
+          process_syscall_counter().start();
+        }
       }
       start_ = probe_now();
     }
   }
   cv_.notify_all();
-  return registry_.join(conn);
+  auto member = registry_.join(conn);
+  if (hold_joins()) {
+    std::unique_lock lock(mu_);
+    ++registered_;
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(10), [this] { return registered_ >= conns_ || done_; });
+  }
+  return member;
 }
 
 void GroupSide::end(bool ok) {
@@ -102,17 +128,9 @@ void GroupSide::finish_locked(const std::string& error) {
     g.syscalls_note = started_ ? "another session of this process held the kernel counters"
                                : "no connection started";
   } else {
-    KernelSyscalls k = process_syscall_counter().stop();
+    take_kernel_counts(process_syscall_counter().stop(), g);
+    process_syscall_counter().disarm();
     lease_ = CounterLease{};
-    if (!k.available) {
-      g.syscalls_note = "perf_event unavailable: " + k.reason;
-    } else {
-      g.syscalls_source = "perf_event";
-      g.kernel_syscalls_total = k.total;
-      g.kernel_syscalls = std::move(k.by_name);
-      if (!k.missing.empty())
-        g.syscalls_note = fmt::format("no tracepoint for: {}", fmt::join(k.missing, ", "));
-    }
   }
   g.peak_rss_bytes = rss_reset_ ? peak_rss_bytes() : 0;
   const RegistrySnapshot s = registry_.snapshot();

@@ -45,6 +45,7 @@ class GroupSide {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint32_t joined_ = 0, ended_ = 0, failed_ = 0;
+  uint32_t registered_ = 0;  // in the live registry (the test hold counts these)
   int64_t last_activity_ns_;
   bool started_ = false, done_ = false;
   bool rss_reset_ = false;

@@ -75,6 +75,7 @@ int run_loopback(const ClientOptions& o) {
     if (identity) {
       tls::TlsOptions server_tls;
       server_tls.ktls = o.tls.ktls == "off" ? "off" : "auto";
+      server_tls.io = tls::io_model_for(o.tls, o.server_engine());
       auto ctx = tls::Context::server(server_tls, &*identity);
       if (!ctx) {
         fmt::print(stderr, "iobench: error: loopback server: {}\n", ctx.error().message);

@@ -108,9 +108,9 @@ struct ServerState {
 Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
   if (h.proto != "tcp" && h.proto != "tls")
     return fail(fmt::format("unsupported proto '{}'", h.proto));
-  if (h.proto == "tls" && h.engine == "epoll" && h.tls_io == "bio")
-    return fail("engine epoll with TLS I/O model bio is not supported");
-  if (h.proto == "tls" && h.engine == "uring") return fail("engine uring carries plain TCP only");
+  if (h.proto == "tls" && h.engine == "uring" && h.tls_io != "bio")
+    return fail("engine uring over TLS needs the TLS I/O model bio");
+  if (h.fixed_buffers && h.proto != "tcp") return fail("fixed buffers need proto tcp");
   if (h.proto == "tls") {
     if (h.tls_io != "socket" && h.tls_io != "bio")
       return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));
@@ -239,16 +239,23 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
   if (hello->queue_depth < 1 || hello->queue_depth > 4096)
     return reject(fmt::format("queue depth {} outside 1..4096", hello->queue_depth));
   if (hello->zerocopy && hello->proto != "tcp") return reject("zerocopy needs proto tcp");
-  auto engine = make_engine(
-      hello->engine, {o.idle_timeout_s, hello->edge, hello->reads_per_event, hello->queue_depth,
-                      hello->zerocopy && !hello->client_sends, hello->sqpoll});
+  EngineOptions eo;
+  eo.timeout_s = o.idle_timeout_s;
+  eo.edge = hello->edge;
+  eo.reads_per_event = hello->reads_per_event;
+  eo.queue_depth = hello->queue_depth;
+  const bool server_sends = !hello->client_sends;
+  eo.zerocopy = hello->zerocopy && server_sends;
+  eo.sqpoll = hello->sqpoll;
+  eo.fixed_buffers = hello->fixed_buffers && server_sends;
+  eo.uring_recv = hello->uring_recv;
+  auto engine = make_engine(hello->engine, eo);
   if (!engine) return reject(engine.error().message);
   if (auto st = apply_socket_options(fd.get(),
                                      {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});
       !st)
     return reject(st.error().message);
 
-  const bool server_sends = !hello->client_sends;
   DataPhase d;
   d.is_sender = server_sends;
   d.bytes = hello->bytes;
@@ -285,6 +292,8 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
     d.payload = payload->bytes().first(hello->bytes);
     d.payload_xxh3 = prefix_xxh3(*payload, hello->bytes);
     d.payload_decoded_bytes = payload->decoded_bytes;
+    // Before the ACK: the client's receive clock starts once it has the ACK.
+    if (auto st = (*engine)->prepare_send(d.payload); !st) return reject(st.error().message);
   }
   if (auto st = send_message(stream, proto::Ack{IOBENCH_VERSION}); !st) {
     log_line(cfg, peer, "failed: " + st.error().message);
@@ -382,6 +391,7 @@ int serve(int listen_fd, const ServerConfig& cfg) {
 
 int run_server_command(const ServerOptions& o) {
   interrupt::install({SIGINT, SIGTERM});
+  set_process_counter_kind(counter_kind_from(o.kernel_counter).value_or(CounterKind::kAuto));
   auto where = parse_host_port(o.listen, "--listen", kDefaultPort, true);
   if (!where) {
     fmt::print(stderr, "iobench: error: {}\n", where.error().message);

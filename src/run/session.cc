@@ -116,26 +116,27 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   // engine's loop, so control messages are never counted.
   CounterLease lease = d.kernel_syscalls ? CounterLease::try_take() : CounterLease{};
   SyscallCounter* kernel = lease.held() ? &process_syscall_counter() : nullptr;
+  // On the way out, after both clocks stopped and the results were exchanged, while the lease
+  // holds: the bpf program leaves sys_enter.
+  struct Disarm {
+    SyscallCounter* counter;
+    ~Disarm() {
+      if (counter) counter->disarm();
+    }
+  } disarm{kernel};
   me.syscalls_source = "counted";
   me.cpu_scope = d.thread_cpu ? "thread" : "process";
   if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
   if (d.kernel_syscalls && !lease.held())
     me.syscalls_note = "another session of this process held the kernel counters";
+  // The bpf program attaches (up to ~20 ms) before the clock starts.
+  if (kernel) kernel->arm();
   auto start_kernel = [&] {
     if (kernel) kernel->start();
   };
   auto stop_kernel = [&] {
     if (!kernel) return;
-    KernelSyscalls k = kernel->stop();
-    if (!k.available) {
-      me.syscalls_note = "perf_event unavailable: " + k.reason;
-      return;
-    }
-    me.syscalls_source = "perf_event";
-    me.kernel_syscalls_total = k.total;
-    me.kernel_syscalls = std::move(k.by_name);
-    if (!k.missing.empty())
-      me.syscalls_note = fmt::format("no tracepoint for: {}", fmt::join(k.missing, ", "));
+    take_kernel_counts(kernel->stop(), me);
   };
   const StreamCounters counters_before = s.counters();
   auto take_counters = [&] {
@@ -171,6 +172,9 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
     me.zc_sends = io.zc_sends;
     me.zc_notifications = io.zc_notifications;
     me.zc_copied = io.zc_copied;
+    me.uring_sqes = io.sqes;
+    me.uring_cqes = io.cqes;
+    me.engine_path = io.path;
     if (!peer) {
       me.error = peer.error().message;
       out.error = me.error;
@@ -200,6 +204,9 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   me.io_calls = io.calls;
   me.engine_waits = io.waits;
   me.engine_would_block = io.would_block;
+  me.uring_sqes = io.sqes;
+  me.uring_cqes = io.cqes;
+  me.engine_path = io.path;
   me.xxh3 = verifier.xxh3();
   me.decoded = d.decompress;
   me.decoded_bytes = verifier.decoded_bytes();

@@ -34,7 +34,7 @@ def run(*args, cache=None, timeout=120, check=None):
 
 def hello_frame(version=1, client_sends=True, nbytes=1 << 20, send_buf=16384, recv_buf=16384,
                 proto="tcp", engine="blocking", body_len=None, tls_io="", max_fragment=16384,
-                conns=1, group_id=0, token=""):
+                conns=1, group_id=0, token="", fixed_buffers=False, uring_recv="auto"):
     """A HELLO frame built independently of the C++ codec (little-endian, u16-length strings)."""
     s = lambda t: struct.pack("<H", len(t)) + t.encode()
     body = (struct.pack("<?QQQQQ??Qq", client_sends, nbytes, send_buf, recv_buf, 0, 0, True, False,
@@ -42,7 +42,9 @@ def hello_frame(version=1, client_sends=True, nbytes=1 << 20, send_buf=16384, re
             + struct.pack("<?Q??II", False, max_fragment, True, False, 0, 8)
             # conns, conn_index, group_id, payload_bytes, adaptive, budget, buf_min, buf_max
             + struct.pack("<IIQQ?QQQ", conns, 0, group_id, 0, False, 0, 0, 0)
-            + s(token) + struct.pack("<??", False, False))
+            + s(token) + struct.pack("<??", False, False)
+            # fixed_buffers, uring_recv
+            + struct.pack("<?", fixed_buffers) + s(uring_recv))
     n = len(body) if body_len is None else body_len
     return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
 

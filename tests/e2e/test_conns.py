@@ -59,11 +59,14 @@ def test_every_connection_moves_its_bytes(cache_dir, proto, engine, reverse):
 
 
 def test_adaptive_sizes_follow_the_live_count(cache_dir):
-    # Small buffers make each connection long enough for all four to overlap: the live count
-    # rises 1 -> 4 and falls back through 1 as the (spread) connections finish.
+    # Each side holds its connections until all four have joined (a test hook: without it the
+    # overlap depends on scheduling), so the live count rises 1 -> 4 on both sides and falls
+    # back through 1 as the (spread) connections finish.
     budget, lo, hi = 4 * KiB, 1 * KiB, 4 * KiB
-    doc, _ = run_json(cache_dir, "--conns", 4, "--bytes", "24M", "--bytes-spread", "0.6",
-                      "--buf", "adaptive", "--budget", "4k", "--buf-min", "1k", "--buf-max", "4k")
+    env = dict(os.environ, IOBENCH_TEST_HOLD_JOINS="1")
+    doc, _ = run_json(cache_dir, "--conns", 4, "--bytes", "8M", "--bytes-spread", "0.6",
+                      "--buf", "adaptive", "--budget", "4k", "--buf-min", "1k", "--buf-max", "4k",
+                      env=env)
     g = group_of(doc)
     assert g["error"] == ""
     assert all(c["ok"] for c in g["conns"])

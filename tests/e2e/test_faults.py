@@ -1,6 +1,7 @@
 """Bad input and faults: each error is one line naming the bad value; the server survives
 any client and serves the next one."""
 import os
+import random
 import signal
 import socket
 import struct
@@ -110,7 +111,9 @@ def test_silent_client_does_not_block_the_next(server, cache_dir):
     silent = socket.create_connection(("127.0.0.1", server.port))
     try:
         t0 = time.monotonic()
-        run("client", "--connect", server.addr, "--bytes", "1M", "-q", cache=cache_dir, check=0)
+        # --syscalls off: one session (auto adds a counting run, a session of its own).
+        run("client", "--connect", server.addr, "--bytes", "1M", "-q", "--syscalls", "off",
+            cache=cache_dir, check=0)
         # Sessions are concurrent: the valid client is served while the silent one waits.
         assert time.monotonic() - t0 < 1
         assert "ok:" in server.read_line()
@@ -137,7 +140,8 @@ def talk(port, data, shut=True):
 
 
 @pytest.mark.parametrize("data,logged", [
-    (os.urandom(64), "not an iobench peer"),
+    # Random bytes, but never 0x16 first (the server takes that for a TLS ClientHello) nor 'I'.
+    (bytes([0x17]) + random.Random(4).randbytes(63), "not an iobench peer"),
     (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "not an iobench peer (first bytes 'GET / HTTP/1"),
     (hello_frame(body_len=0xFFFFFFF0), "exceeds limit"),
     (hello_frame(version=9), "protocol version 9"),
@@ -168,7 +172,7 @@ def test_hand_built_hello_is_served(server, cache_dir):
 
 def test_doctor_reports_every_check():
     p = run("doctor", timeout=30, check=0)
-    for name in ("kernel", "perf tracepoints", "hardware counters", "io_uring", "strace", "perf",
+    for name in ("kernel", "bpf syscall counter", "perf tracepoints", "hardware counters", "io_uring", "strace", "perf",
                  "route MTU", "kTLS", "OpenSSL", "perf_event_paranoid"):
         assert any(line.startswith(name) for line in p.stdout.splitlines()), name
 
@@ -189,3 +193,24 @@ def test_trickled_hello_is_cut_at_the_handshake_timeout(server, cache_dir):
         assert time.monotonic() - t0 < 4
     # Meanwhile, and after, others are served.
     run("client", "--connect", server.addr, "--bytes", "1M", "-q", cache=cache_dir, check=0)
+
+
+@pytest.mark.parametrize("engine", ["epoll", "uring"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_each_engine_fails_cleanly_when_the_peer_dies(server, cache_dir, engine, reverse):
+    # Client killed: the server's engine (chosen by the HELLO) sees EOF, a reset or EPIPE,
+    # logs it and serves the next run on the same engine.
+    direction = ["--reverse"] if reverse else []
+    client = start_slow_client(server, cache_dir, "--engine", engine, *direction)
+    client.kill()
+    client.wait()
+    line = server.read_line()
+    assert "failed:" in line and "of 67108864 bytes" in line, line
+    run("client", "--connect", server.addr, "--engine", engine, "--bytes", "1M", "-q",
+        *direction, cache=cache_dir, check=0)
+    assert "ok:" in server.read_line()
+    # Server killed: the client's engine notices within seconds and says how far it got.
+    client = start_slow_client(server, cache_dir, "--engine", engine, *direction)
+    server.proc.send_signal(signal.SIGKILL)
+    out, err = client.communicate(timeout=20)
+    assert client.returncode == 1 and "of 67108864 bytes" in err, out + err

@@ -3,9 +3,12 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 
-from conftest import BIN, run
+import pytest
+
+from conftest import BIN, Server, run
 
 MiB = 1 << 20
 
@@ -83,7 +86,8 @@ def test_csv_rows_per_size_side_run(cache_dir, tmp_path):
     run("--bytes", "1M", "--buf", "4k,8k", "--repeat", "2", "--csv", str(out), "-q",
         cache=cache_dir, check=0)
     rows = list(csv.DictReader(out.open()))
-    assert len(rows) == 2 * 2 * 2
+    assert len(rows) == 2 * (2 + 1) * 2  # sizes x (2 runs + the counting run) x sides
+    assert [r["run"] for r in rows[:6]] == ["0", "0", "1", "1", "counting", "counting"]
     assert {r["side"] for r in rows} == {"sender", "receiver"}
     assert {r["send_buf_bytes"] for r in rows} == {"4096", "8192"}
     assert all(int(r["bytes"]) == MiB for r in rows)
@@ -92,7 +96,7 @@ def test_csv_rows_per_size_side_run(cache_dir, tmp_path):
 def test_csv_to_stdout_and_table_to_stderr(cache_dir):
     p = run("--bytes", "1M", "--csv", "-", cache=cache_dir, check=0)
     rows = list(csv.DictReader(io.StringIO(p.stdout)))
-    assert len(rows) == 2
+    assert [r["run"] for r in rows] == ["0", "0", "counting", "counting"]
     assert "cpu_s/GiB" in p.stderr
 
 
@@ -134,40 +138,187 @@ def test_two_host_mode_prints_both_sides_and_server_logs(server, cache_dir):
     assert doc["options"]["mode"] == "client"
     run0 = doc["results"][0]["runs"][0]
     assert run0["receiver"]["host"] == "server" and run0["receiver"]["cpu_s"] > 0
-    line = server.read_line()
-    assert "ok: received 2.0 MiB buf 8K" in line
+    # Two sessions: the measured run, then the counting run (--syscalls auto).
+    for _ in range(2):
+        assert "ok: received 2.0 MiB buf 8K" in server.read_line()
     doc = run_json(cache_dir, "client", "--connect", server.addr, "--bytes", "2M", "-R")
     assert "ok: sent 2.0 MiB" in server.read_line()
 
 
 def kernel_counting_available(doc):
-    return doc["results"][0]["runs"][0]["sender"]["syscalls"]["source"] == "perf_event"
+    return doc["results"][0]["runs"][0]["sender"]["syscalls"]["source"] in ("bpf", "perf_event",
+                                                                            "task_io")
 
 
-def test_kernel_write_count_equals_engine_count(cache_dir):
-    doc = run_json(cache_dir, "--bytes", "8M", "--buf", "4k")
-    s = doc["results"][0]["runs"][0]["sender"]
-    v = doc["results"][0]["runs"][0]["receiver"]
-    if not kernel_counting_available(doc):
-        import pytest
-        pytest.skip(f"perf_event unavailable: {s['syscalls']['note']}")
-    assert s["syscalls"]["source"] == "perf_event" and v["syscalls"]["source"] == "perf_event"
+@pytest.mark.parametrize("mode,source", [("auto", None), ("bpf", "bpf"),
+                                         ("tracepoints", "perf_event"), ("taskio", "task_io")])
+def test_kernel_write_count_equals_engine_count(cache_dir, mode, source):
+    doc = run_json(cache_dir, "--bytes", "8M", "--buf", "4k", "--syscalls", mode)
+    # auto counts in a run of its own per size; a forced counter in every measured run.
+    counted = doc["results"][0]["counting_run"] if mode == "auto" else doc["results"][0]["runs"][0]
+    assert (doc["results"][0]["counting_run"] is None) == (mode != "auto")
+    s, v = counted["sender"], counted["receiver"]
+    if s["syscalls"]["source"] not in ("bpf", "perf_event", "task_io"):
+        pytest.skip(f"kernel counters unavailable: {s['syscalls']['note']}")
+    if source is None:  # auto: bpf wherever bpf works
+        source = "bpf" if run("--bytes", "64k", "--syscalls", "bpf", "--json", "-", "-q",
+                              cache=cache_dir).stdout.count('"source": "bpf"') else "perf_event"
+    assert s["syscalls"]["source"] == v["syscalls"]["source"] == source
     assert s["syscalls"]["write"] == s["io_calls"] == 2048
-    assert v["syscalls"]["read"] == v["io_calls"]
+    if mode == "auto":
+        # The counting run follows a measured run, whose server thread may still be reading its
+        # peer's close: the counters see every thread of the process.
+        assert v["io_calls"] <= v["syscalls"]["read"] <= v["io_calls"] + 4
+    else:
+        assert v["syscalls"]["read"] == v["io_calls"]
     assert s["syscalls"]["total"] >= s["syscalls"]["write"]
     assert s["syscalls"]["by_name"]["write"] == 2048
 
 
+@pytest.mark.parametrize("engine", ["blocking", "epoll"])
+def test_task_io_counts_reads_and_writes_as_the_kernel_saw_them(cache_dir, engine):
+    # Free, and needs no privilege: the same counts with every capability taken away.
+    prefix = without_caps("all") if os.geteuid() == 0 and shutil.which("setpriv") else []
+    p = subprocess.run([*prefix, BIN, "--bytes", "4M", "--buf", "4k", "--engine", engine,
+                        "--syscalls", "taskio", "--json", "-", "-q", "--cache-dir", cache_dir],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    run0 = json.loads(p.stdout)["results"][0]["runs"][0]
+    s, v = run0["sender"]["syscalls"], run0["receiver"]["syscalls"]
+    assert s["source"] == v["source"] == "task_io", s["note"]
+    assert "read/write families only" in s["note"] and "epoll_wait" in s["note"]
+    # epoll's reads that end in EAGAIN are read(2) calls too: kernel and engine agree.
+    assert s["write"] == s["counted"]["write"] and s["write"] >= 1024
+    assert v["read"] == v["counted"]["read"] and v["read"] >= 1024
+    assert s["total"] == s["write"] and v["total"] == v["read"]
+
+
+def test_server_kernel_counter_is_its_own_choice(cache_dir):
+    # The server counts with the backend it was started with, whatever the client uses.
+    s = Server("--kernel-counter", "taskio", "-q", cache=cache_dir)
+    try:
+        doc = run_json(cache_dir, "client", "--connect", s.addr, "--bytes", "2M", "--buf", "4k",
+                       "--syscalls", "tracepoints")
+        run0 = doc["results"][0]["runs"][0]
+        v = run0["receiver"]["syscalls"]
+        assert v["source"] == "task_io" and v["read"] == v["counted"]["read"] > 0, v
+        assert run0["sender"]["syscalls"]["source"] in ("perf_event", "counted")
+    finally:
+        s.stop()
+    p = run("server", "--kernel-counter", "ebpf", cache=cache_dir)
+    assert p.returncode == 2
+    assert "invalid --kernel-counter 'ebpf': expected auto, bpf, tracepoints or taskio" in p.stderr
+
+
+def bpf_links(pid):
+    """The raw-tracepoint bpf links process `pid` holds, from its descriptors' fdinfo."""
+    links = 0
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            info = open(f"/proc/{pid}/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        links += "link_type:\traw_tracepoint" in info
+    return links
+
+
+def test_an_idle_server_keeps_no_program_on_sys_enter(server, cache_dir):
+    # Any program on sys_enter slows every syscall of the host: attached for a window only.
+    doc = run_json(cache_dir, "client", "--connect", server.addr, "--bytes", "2M",
+                   "--syscalls", "bpf")
+    if doc["results"][0]["runs"][0]["receiver"]["syscalls"]["source"] != "bpf":
+        pytest.skip("bpf counter unavailable here")
+    assert "ok:" in server.read_line()
+    assert bpf_links(server.proc.pid) == 0
+    assert bpf_links(os.getpid()) == 0
+
+
+def test_task_io_refused_says_why(cache_dir):
+    env = dict(os.environ, IOBENCH_PROC_IO="/nonexistent/io")
+    p = subprocess.run([BIN, "--bytes", "1M", "--syscalls", "taskio", "--json", "-", "-q",
+                        "--cache-dir", cache_dir], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)["results"][0]["runs"][0]["sender"]["syscalls"]
+    assert s["source"] == "counted"
+    assert s["note"] == ("kernel counters unavailable: task I/O accounting: cannot open "
+                         "/nonexistent/io: No such file or directory"), s["note"]
+
+
+def test_auto_counts_in_a_run_of_its_own_and_the_measured_runs_count_nothing(cache_dir):
+    doc = run_json(cache_dir, "--bytes", "4M", "--buf", "4k,16k", "--repeat", "2", "--warmup", "1")
+    for size, per_buf in zip(doc["results"], (4096, 16384)):
+        c = size["counting_run"]
+        if c["sender"]["syscalls"]["source"] not in ("bpf", "perf_event"):
+            pytest.skip(f"kernel counters unavailable: {c['sender']['syscalls']['note']}")
+        assert c["run"] == -1 and [r["run"] for r in size["runs"]] == [0, 1]
+        for side, direction in (("sender", "write"), ("receiver", "read")):
+            k = c[side]["syscalls"]
+            assert k["source"] == c["receiver"]["syscalls"]["source"]
+            assert k["by_name"][direction] == k[direction]
+            # The counters see every thread of the process: the server's thread of the session
+            # before may still be reading its peer's close (seen under ASan: +2).
+            assert c[side]["io_calls"] <= k[direction] <= c[side]["io_calls"] + 4, (side, k)
+            for measured in size["runs"]:
+                m = measured[side]["syscalls"]
+                assert m["source"] == "counted" and m["by_name"] is None
+                assert m["note"].startswith("kernel counts: this size's counting_run"), m["note"]
+            # The summary's syscall figures are the counting run's; its CPU the measured runs'.
+            summary = size["summary"][side]
+            assert summary["syscalls_total"]["median"] == k["total"]
+            assert summary["syscalls"]["median"] == k["data_direction"]
+        assert c["sender"]["syscalls"]["write"] == 4 * (1 << 20) // per_buf
+    out = run("--bytes", "2M", "--buf", "4k", "--csv", "-", "-q", cache=cache_dir, check=0)
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert [(r["run"], r["side"]) for r in rows] == [("0", "sender"), ("0", "receiver"),
+                                                     ("counting", "sender"), ("counting", "receiver")]
+    table = run("--bytes", "2M", "--buf", "4k", cache=cache_dir, check=0).stdout
+    assert "in one counting run per size; the measured runs count nothing" in table
+
+
 def test_refused_kernel_counting_falls_back_and_says_why(cache_dir):
     env = dict(os.environ, IOBENCH_TRACEFS="/nonexistent-tracefs")
-    p = subprocess.run([BIN, "--bytes", "1M", "--json", "-", "-q", "--cache-dir", cache_dir],
+    p = subprocess.run([BIN, "--bytes", "1M", "--syscalls", "tracepoints", "--json", "-", "-q",
+                        "--cache-dir", cache_dir],
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
     s = json.loads(p.stdout)["results"][0]["runs"][0]["sender"]
     assert s["syscalls"]["source"] == "counted"
-    assert "perf_event unavailable" in s["syscalls"]["note"]
+    assert "kernel counters unavailable" in s["syscalls"]["note"]
     assert "/nonexistent-tracefs" in s["syscalls"]["note"]
     assert s["syscalls"]["write"] == s["io_calls"]
+
+
+def without_caps(*caps):
+    """The command prefix that runs iobench without these capabilities (setpriv, as root)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to take capabilities away")
+    return ["setpriv", "--bounding-set", ",".join("-" + c for c in caps)]
+
+
+def test_bpf_refused_falls_back_to_tracepoints_and_says_why(cache_dir):
+    p = subprocess.run([*without_caps("bpf", "sys_admin"), BIN, "--bytes", "1M", "--json", "-",
+                        "-q", "--cache-dir", cache_dir], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)["results"][0]["counting_run"]["sender"]
+    if s["syscalls"]["source"] != "perf_event":
+        pytest.skip(f"perf tracepoints unavailable here too: {s['syscalls']['note']}")
+    assert "bpf unavailable (bpf(BPF_MAP_CREATE): Operation not permitted" in s["syscalls"]["note"]
+    assert s["syscalls"]["write"] == s["io_calls"]
+
+
+def test_every_kernel_counter_refused_says_why_for_each(cache_dir):
+    p = subprocess.run([*without_caps("bpf", "sys_admin", "perfmon"), BIN, "--bytes", "1M",
+                        "--json", "-", "-q", "--cache-dir", cache_dir], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)["results"][0]["counting_run"]["sender"]
+    if s["syscalls"]["source"] != "counted":
+        pytest.skip("perf tracepoints allowed without CAP_PERFMON here (perf_event_paranoid)")
+    note = s["syscalls"]["note"]
+    assert "bpf: bpf(BPF_MAP_CREATE): Operation not permitted" in note, note
+    assert "perf tracepoints: perf_event_open(raw_syscalls:sys_enter" in note, note
 
 
 def test_syscalls_off(cache_dir):
@@ -176,9 +327,6 @@ def test_syscalls_off(cache_dir):
     assert s["syscalls"]["source"] == "counted" and s["syscalls"]["note"] == "kernel counting off"
 
 
-import shutil
-
-import pytest
 
 # The tools see a whole session: connect, handshake, socket options, control messages, counter
 # setup and teardown. Measured here at 90..250 extra syscalls per side per session; the bound

@@ -271,7 +271,7 @@ def test_alert_mid_stream_is_an_error(tls_server, certs, cache_dir):
         certs / "good" / "ca.crt", "--bytes", "256k", "-q", cache=cache_dir, check=0)
 
 
-def test_server_refuses_uring_over_tls(tls_server, certs):
+def test_server_refuses_uring_over_tls_socket_model(tls_server, certs):
     ctx = ssl.create_default_context(cafile=str(certs / "good" / "ca.crt"))
     raw = socket.create_connection(("127.0.0.1", tls_server.port), timeout=5)
     with ctx.wrap_socket(raw, server_hostname="localhost") as s:
@@ -279,5 +279,27 @@ def test_server_refuses_uring_over_tls(tls_server, certs):
         head = s.recv(12)
         assert head[:4] == b"IOBC" and struct.unpack("<H", head[6:8])[0] == 4  # ERROR
         body = s.recv(struct.unpack("<I", head[8:12])[0])
-        assert b"engine uring carries plain TCP only" in body
-    assert "rejected: engine uring carries plain TCP only" in tls_server.read_line()
+        assert b"engine uring over TLS needs the TLS I/O model bio" in body
+    assert "rejected: engine uring over TLS needs the TLS I/O model bio" in tls_server.read_line()
+
+
+@pytest.mark.parametrize("engine", ["epoll", "uring"])
+@pytest.mark.parametrize("tls_io", ["socket", "bio"])
+def test_tls_engines_fail_cleanly_when_the_client_dies(tls_server, certs, cache_dir, engine,
+                                                       tls_io):
+    if engine == "uring" and tls_io == "socket":
+        pytest.skip("uring runs the bio model only")
+    args = ["client", "--connect", tls_server.addr, "--proto", "tls", "--tls-ca",
+            certs / "good" / "ca.crt", "--engine", engine, "--tls-io", tls_io]
+    run("payload", "--bytes", "64M", "--out", os.devnull, cache=cache_dir, check=0)
+    client = subprocess.Popen([BIN, *map(str, args), "--bytes", "64M", "--buf", "64",
+                               "--cache-dir", cache_dir], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # handshake done, into the data phase
+    assert client.poll() is None, client.communicate()
+    client.kill()
+    client.wait()
+    line = tls_server.read_line()
+    assert "failed:" in line and "of 67108864 bytes" in line, line
+    run(*args, "--bytes", "1M", "-q", cache=cache_dir, check=0)
+    assert "ok:" in tls_server.read_line()

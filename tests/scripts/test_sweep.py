@@ -41,6 +41,18 @@ def test_manifest_cells_and_resume(tmp_path):
     assert {f.name: f.stat().st_mtime_ns for f in (d / "cells").iterdir()} == first
 
 
+def test_syscalls_counter_reaches_every_cell(tmp_path):
+    sweep(tmp_path, "taskio", "--proto", "tcp", "--bufs", "4k", "--syscalls", "taskio", check=0)
+    d = tmp_path / "taskio"
+    assert json.loads((d / "manifest.json").read_text())["syscalls"] == "taskio"
+    doc = json.loads((d / "cells" / "tcp-blocking-c1-4k.json").read_text())
+    for run in doc["results"][0]["runs"]:
+        assert run["sender"]["syscalls"]["source"] == "task_io"
+        assert run["sender"]["syscalls"]["write"] == 256  # 1M in 4K writes
+    p = sweep(tmp_path, "bad", "--syscalls", "ebpf", check=2)
+    assert "invalid choice: 'ebpf'" in p.stderr
+
+
 def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     p = sweep(tmp_path, "bad", "--proto", "tcp", "--bufs", "17m,4k", check=1)
     m = json.loads((tmp_path / "bad" / "manifest.json").read_text())

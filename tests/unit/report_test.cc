@@ -29,7 +29,7 @@ Report sample_report() {
   rep.mode = "loopback";
   rep.payload_source = "resp-v1 seed=1 level=3";
   for (const auto& b : rep.options.bufs) {
-    SizeResults s{b, {}};
+    SizeResults s{b, {}, std::nullopt};
     for (int i = 0; i < 3; ++i) {
       RunRecord r;
       r.run = i;

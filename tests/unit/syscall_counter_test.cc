@@ -1,34 +1,83 @@
 #include "probe/syscall_counter.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
+
+#include "probe/bpf_counter.h"
+#include "probe/task_io_counter.h"
 
 namespace iobench {
 namespace {
 
-TEST(SyscallCounter, CountsWritesExactlyWhereTheKernelAllows) {
-  SyscallCounter c;
-  if (!c.available()) GTEST_SKIP() << "perf_event tracepoints unavailable here: " << c.reason();
+class EachBackend : public ::testing::TestWithParam<CounterKind> {};
+
+// Both backends count exactly what this process did in the window, and nothing of their own
+// reading (the disabling ioctl, the bpf() lookups).
+TEST_P(EachBackend, CountsWritesExactlyWhereTheKernelAllows) {
+  SyscallCounter c(GetParam());
+  if (!c.available()) GTEST_SKIP() << "unavailable here: " << c.reason();
+  EXPECT_EQ(c.source(), GetParam() == CounterKind::kBpf ? "bpf" : "perf_event");
   c.start();
   for (int i = 0; i < 1000; ++i) (void)!::write(-1, "", 0);
   KernelSyscalls k = c.stop();
   ASSERT_TRUE(k.available);
+  EXPECT_EQ(k.source, c.source());
   uint64_t writes = 0;
   for (const auto& [name, n] : k.by_name)
     if (name == "write") writes = n;
   EXPECT_EQ(writes, 1000u);
-  EXPECT_EQ(k.total, 1000u) << "the disabling ioctl is taken out";
+  EXPECT_EQ(k.total, 1000u);
   // Counting again starts from zero.
   c.start();
   (void)!::write(-1, "", 0);
   EXPECT_EQ(c.stop().total, 1u);
 }
 
+// Syscalls of another thread of the process count too (a uring worker, a server's sessions).
+TEST_P(EachBackend, CountsThreadsStartedDuringTheWindow) {
+  SyscallCounter c(GetParam());
+  if (!c.available()) GTEST_SKIP() << "unavailable here: " << c.reason();
+  c.start();
+  std::thread t([] {
+    for (int i = 0; i < 500; ++i) (void)!::write(-1, "", 0);
+  });
+  t.join();
+  KernelSyscalls k = c.stop();
+  uint64_t writes = 0;
+  for (const auto& [name, n] : k.by_name)
+    if (name == "write") writes = n;
+  EXPECT_EQ(writes, 500u);
+  EXPECT_GE(k.total, 500u) << "clone and the thread's own start-up are in the total";
+}
+
+INSTANTIATE_TEST_SUITE_P(SyscallCounter, EachBackend,
+                         ::testing::Values(CounterKind::kBpf, CounterKind::kTracepoints),
+                         [](const auto& p) {
+                           return p.param == CounterKind::kBpf ? "bpf" : "tracepoints";
+                         });
+
+TEST(SyscallCounter, AutoPrefersBpfAndSaysWhyNotWhenItFallsBack) {
+  SyscallCounter a(CounterKind::kAuto);
+  SyscallCounter bpf(CounterKind::kBpf);
+  if (bpf.available()) {
+    EXPECT_EQ(a.source(), "bpf");
+  } else {
+    EXPECT_NE(a.source(), "bpf");
+    EXPECT_FALSE(a.bpf_refusal().empty());
+    EXPECT_EQ(a.bpf_refusal(), bpf.reason());
+  }
+  EXPECT_EQ(counter_kind_from("tracepoints"), CounterKind::kTracepoints);
+  EXPECT_EQ(counter_kind_from("taskio"), CounterKind::kTaskIo);
+  EXPECT_FALSE(counter_kind_from("ebpf").has_value());
+}
+
 TEST(SyscallCounter, MissingTracefsIsReportedNotFatal) {
-  SyscallCounter c("/nonexistent-tracefs");
+  SyscallCounter c(CounterKind::kTracepoints, "/nonexistent-tracefs");
   EXPECT_FALSE(c.available());
   EXPECT_NE(c.reason().find("/nonexistent-tracefs"), std::string::npos) << c.reason();
   c.start();
@@ -41,7 +90,7 @@ TEST(SyscallCounter, BogusTracepointIdIsRefusedWithTheReason) {
   const auto dir = std::filesystem::temp_directory_path() / "iobench-fake-tracefs";
   std::filesystem::create_directories(dir / "events/raw_syscalls/sys_enter");
   std::ofstream(dir / "events/raw_syscalls/sys_enter/id") << "4294967295\n";
-  SyscallCounter c(dir.string());
+  SyscallCounter c(CounterKind::kTracepoints, dir.string());
   EXPECT_FALSE(c.available());
   EXPECT_NE(c.reason().find("perf_event_open(raw_syscalls:sys_enter, id 4294967295)"),
             std::string::npos)
@@ -58,13 +107,93 @@ TEST(SyscallCounter, AbsentPerTypeTracepointsAreSkippedAndNamed) {
   uint64_t id = 0;
   std::ifstream(real + "/events/raw_syscalls/sys_enter/id") >> id;  // tracefs files stat as empty
   std::ofstream(dir / "events/raw_syscalls/sys_enter/id") << id << "\n";
-  SyscallCounter c(dir.string());
+  SyscallCounter c(CounterKind::kTracepoints, dir.string());
   if (!c.available()) GTEST_SKIP() << c.reason();
   c.start();
   KernelSyscalls k = c.stop();
   EXPECT_TRUE(k.available);
   EXPECT_EQ(k.missing.size(), counted_syscall_names().size());
   std::filesystem::remove_all(dir);
+}
+
+// The program runs on every syscall of the machine only while attached: between windows, an idle
+// process (a server waiting for clients) costs the host nothing.
+TEST(BpfSyscallCounter, CountsOnlyWhileAttached) {
+  auto b = BpfSyscallCounter::open(getpid());
+  if (!b) GTEST_SKIP() << "unavailable here: " << b.error().message;
+  EXPECT_FALSE((*b)->attached()) << "open() leaves it detached";
+  const uint64_t before = (*b)->read(BpfSyscallCounter::kTotal);
+  for (int i = 0; i < 100; ++i) (void)!::write(-1, "", 0);
+  EXPECT_EQ((*b)->read(BpfSyscallCounter::kTotal), before);
+  ASSERT_TRUE((*b)->attach());
+  for (int i = 0; i < 100; ++i) (void)!::write(-1, "", 0);
+  const uint64_t attached = (*b)->read(BpfSyscallCounter::kTotal);
+  EXPECT_EQ(attached - before, 101u) << "100 writes and the reading bpf() call";
+  (*b)->detach();
+  for (int i = 0; i < 100; ++i) (void)!::write(-1, "", 0);
+  EXPECT_EQ((*b)->read(BpfSyscallCounter::kTotal), attached + 1) << "only the detaching close(2)";
+  // A SyscallCounter attaches for a window and detaches at disarm(), window after window.
+  SyscallCounter c(CounterKind::kBpf);
+  EXPECT_FALSE(c.armed());
+  for (int round = 0; round < 2; ++round) {
+    c.arm();
+    EXPECT_TRUE(c.armed());
+    c.start();
+    (void)!::write(-1, "", 0);
+    EXPECT_EQ(c.stop().total, 1u);
+    c.disarm();
+    EXPECT_FALSE(c.armed());
+  }
+}
+
+// Task I/O accounting counts read- and write-family calls the kernel reached (a write to a bad
+// descriptor fails before that), every thread of the process, and nothing of its own readings.
+TEST(TaskIoCounter, CountsReadsAndWritesExactly) {
+  SyscallCounter c(CounterKind::kTaskIo);
+  if (!c.available()) GTEST_SKIP() << "unavailable here: " << c.reason();
+  EXPECT_EQ(c.source(), "task_io");
+  const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const int zero = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(null, 0);
+  ASSERT_GE(zero, 0);
+  char byte = 0;
+  for (int round = 0; round < 2; ++round) {
+    c.start();
+    for (int i = 0; i < 300; ++i) (void)!::write(null, &byte, 1);
+    std::thread t([&] {
+      for (int i = 0; i < 200; ++i) (void)!::read(zero, &byte, 1);
+    });
+    t.join();
+    (void)!::write(-1, "", 0);  // EBADF: not a write the kernel reached
+    KernelSyscalls k = c.stop();
+    ASSERT_TRUE(k.available) << k.reason;
+    EXPECT_EQ(k.source, "task_io");
+    EXPECT_EQ(k.by_name,
+              (std::vector<std::pair<std::string, uint64_t>>{{"read", 200}, {"write", 300}}));
+    EXPECT_EQ(k.total, 500u);
+    EXPECT_NE(k.coverage.find("epoll_wait"), std::string::npos) << "says what it cannot see";
+  }
+  ::close(null);
+  ::close(zero);
+}
+
+TEST(TaskIoCounter, ParsesTheKernelsTextAndRefusesOthers) {
+  auto r = parse_task_io(
+      "rchar: 10\nwchar: 20\nsyscr: 3\nsyscw: 4\nread_bytes: 0\nwrite_bytes: 0\n"
+      "cancelled_write_bytes: 0\n");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->reads, 3u);
+  EXPECT_EQ(r->writes, 4u);
+  EXPECT_FALSE(parse_task_io("rchar: 10\nwchar: 20\n"));
+  auto bad = parse_task_io("syscr: 3x\nsyscw: 4\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("bad syscr value '3x'"), std::string::npos);
+}
+
+TEST(TaskIoCounter, AnUnreadableFileIsARefusalNamingIt) {
+  auto t = TaskIoCounter::open("/nonexistent/io");
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().message, "cannot open /nonexistent/io: No such file or directory");
 }
 
 }  // namespace
