@@ -33,6 +33,43 @@ std::string tls_line(const proto::SideResult& r, bool is_client) {
   return line + "\n";
 }
 
+const char* syscalls_source_label(const std::string& source) {
+  if (source == "bpf") return "kernel counters (eBPF on the sys_enter tracepoint)";
+  if (source == "perf_event") return "kernel counters (perf_event tracepoints)";
+  if (source == "task_io") return "kernel task I/O accounting";
+  return "counted by iobench";
+}
+
+// The lines above the table for one side of the first run: socket, TLS, zero-copy, engine path
+// and where its syscall figures come from (`counted`: the counting run's side when there is one).
+std::string side_header_lines(const proto::SideResult& side, const proto::SideResult& counted,
+                              bool has_counting_run, bool client_sends) {
+  const char* name = side.is_sender ? "sender" : "receiver";
+  std::string out = fmt::format(
+      "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}\n", name,
+      side.sndbuf_bytes, side.rcvbuf_bytes, side.nodelay ? "on" : "off", side.mtu_bytes);
+  if (!side.tls_version.empty()) out += tls_line(side, side.is_sender == client_sends);
+  if (side.zerocopy)
+    out += fmt::format(
+        "  {:<8} zerocopy: {} sends, {} notifications, {} copied by the kernel after all{}\n",
+        "sender", side.zc_sends, side.zc_notifications, side.zc_copied,
+        side.zc_copied == side.zc_sends ? " (no zero-copy path: loopback always copies)" : "");
+  if (!side.engine_path.empty() || side.uring_sqes > 0) {
+    std::string ring;
+    if (side.uring_sqes > 0)
+      ring = fmt::format("{}{} SQEs submitted, {} CQEs reaped",
+                         side.engine_path.empty() ? "" : "; ", side.uring_sqes, side.uring_cqes);
+    out += fmt::format("  {:<8} {}: {}{}\n", name, side.engine, side.engine_path, ring);
+  }
+  out += fmt::format("  {:<8} syscalls: {}{}{}\n", name,
+                     syscalls_source_label(counted.syscalls_source),
+                     has_counting_run ? " in one counting run per size; the measured runs count "
+                                        "nothing (CPU and time free of tracing)"
+                                      : "",
+                     counted.syscalls_note.empty() ? "" : " - " + counted.syscalls_note);
+  return out;
+}
+
 // --syscalls strace|perf: what the tool saw for the whole session beside the data phase.
 std::string tracer_lines(const Report& r) {
   std::string out;
@@ -126,6 +163,27 @@ std::string group_lines(const Report& r) {
   return out;
 }
 
+// One line per interrupted run (measured or counting): what its figures cover.
+std::string partial_lines(const Report& r) {
+  std::string out;
+  for (const auto& size : r.sizes) {
+    std::vector<const RunRecord*> runs;
+    runs.reserve(size.runs.size() + 1);
+    for (const auto& run : size.runs) runs.push_back(&run);
+    if (size.counting_run) runs.push_back(&*size.counting_run);
+    for (const RunRecord* run : runs)
+      if (run->partial)
+        out += fmt::format(
+            "PARTIAL: buf {} {} was interrupted by {} after {} of {} bytes: its figures cover "
+            "the data phase up to that moment (the other side's did not arrive)\n",
+            buf_label(size.buf),
+            run->run < 0 ? std::string("counting run") : fmt::format("run {}", run->run),
+            r.interrupted.empty() ? "a signal" : r.interrupted,
+            std::max(run->sender.bytes, run->receiver.bytes), run->sender.bytes_expected);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_table(const Report& r) {
@@ -146,36 +204,9 @@ std::string render_table(const Report& r) {
     // Where the syscall figures come from: the counting run, when there is one (--syscalls auto).
     const std::optional<RunRecord>& counting = r.sizes.front().counting_run;
     for (const auto* side : {&first.sender, &first.receiver}) {
-      const proto::SideResult* counted =
-          counting ? (side->is_sender ? &counting->sender : &counting->receiver) : side;
-      out += fmt::format(
-          "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}\n",
-          side->is_sender ? "sender" : "receiver", side->sndbuf_bytes, side->rcvbuf_bytes,
-          side->nodelay ? "on" : "off", side->mtu_bytes);
-      if (!side->tls_version.empty()) out += tls_line(*side, side->is_sender == client_sends);
-      if (side->zerocopy)
-        out += fmt::format(
-            "  {:<8} zerocopy: {} sends, {} notifications, {} copied by the kernel after all{}\n",
-            "sender", side->zc_sends, side->zc_notifications, side->zc_copied,
-            side->zc_copied == side->zc_sends ? " (no zero-copy path: loopback always copies)"
-                                              : "");
-      if (!side->engine_path.empty() || side->uring_sqes > 0)
-        out += fmt::format("  {:<8} {}: {}{}\n", side->is_sender ? "sender" : "receiver",
-                           side->engine, side->engine_path,
-                           side->uring_sqes > 0 ? fmt::format("{}{} SQEs submitted, {} CQEs reaped",
-                                                              side->engine_path.empty() ? "" : "; ",
-                                                              side->uring_sqes, side->uring_cqes)
-                                                : "");
-      out += fmt::format(
-          "  {:<8} syscalls: {}{}{}\n", side->is_sender ? "sender" : "receiver",
-          counted->syscalls_source == "bpf" ? "kernel counters (eBPF on the sys_enter tracepoint)"
-          : counted->syscalls_source == "perf_event" ? "kernel counters (perf_event tracepoints)"
-          : counted->syscalls_source == "task_io"    ? "kernel task I/O accounting"
-                                                     : "counted by iobench",
-          counting ? " in one counting run per size; the measured runs count nothing (CPU and "
-                     "time free of tracing)"
-                   : "",
-          counted->syscalls_note.empty() ? "" : " - " + counted->syscalls_note);
+      const proto::SideResult& counted =
+          counting ? (side->is_sender ? counting->sender : counting->receiver) : *side;
+      out += side_header_lines(*side, counted, counting.has_value(), client_sends);
     }
   }
   out += fmt::format(
@@ -192,21 +223,7 @@ std::string render_table(const Report& r) {
     out += side_row(recv_label, "receiver", client_sends ? "server" : "client",
                     summarize(size, false), tls);
   }
-  for (const auto& size : r.sizes) {
-    std::vector<const RunRecord*> runs;
-    runs.reserve(size.runs.size() + 1);
-    for (const auto& run : size.runs) runs.push_back(&run);
-    if (size.counting_run) runs.push_back(&*size.counting_run);
-    for (const RunRecord* run : runs)
-      if (run->partial)
-        out += fmt::format(
-            "PARTIAL: buf {} {} was interrupted by {} after {} of {} bytes: its figures cover "
-            "the data phase up to that moment (the other side's did not arrive)\n",
-            buf_label(size.buf),
-            run->run < 0 ? std::string("counting run") : fmt::format("run {}", run->run),
-            r.interrupted.empty() ? "a signal" : r.interrupted,
-            std::max(run->sender.bytes, run->receiver.bytes), run->sender.bytes_expected);
-  }
+  out += partial_lines(r);
   return out + tracer_lines(r) + group_lines(r);
 }
 
