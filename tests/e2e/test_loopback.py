@@ -165,12 +165,9 @@ def test_kernel_write_count_equals_engine_count(cache_dir, mode, source):
                               cache=cache_dir).stdout.count('"source": "bpf"') else "perf_event"
     assert s["syscalls"]["source"] == v["syscalls"]["source"] == source
     assert s["syscalls"]["write"] == s["io_calls"] == 2048
-    if mode == "auto":
-        # The counting run follows a measured run, whose server thread may still be reading its
-        # peer's close: the counters see every thread of the process.
-        assert v["io_calls"] <= v["syscalls"]["read"] <= v["io_calls"] + 4
-    else:
-        assert v["syscalls"]["read"] == v["io_calls"]
+    # Exact in auto too: the counting run follows a measured run, and the server lets that
+    # session's thread end before it counts (its counters see every thread of the process).
+    assert v["syscalls"]["read"] == v["io_calls"]
     assert s["syscalls"]["total"] >= s["syscalls"]["write"]
     assert s["syscalls"]["by_name"]["write"] == 2048
 
@@ -256,9 +253,8 @@ def test_auto_counts_in_a_run_of_its_own_and_the_measured_runs_count_nothing(cac
             k = c[side]["syscalls"]
             assert k["source"] == c["receiver"]["syscalls"]["source"]
             assert k["by_name"][direction] == k[direction]
-            # The counters see every thread of the process: the server's thread of the session
-            # before may still be reading its peer's close (seen under ASan: +2).
-            assert c[side]["io_calls"] <= k[direction] <= c[side]["io_calls"] + 4, (side, k)
+            # Exact: the server lets the threads of the sessions before end before it counts.
+            assert k[direction] == c[side]["io_calls"], (side, k)
             for measured in size["runs"]:
                 m = measured[side]["syscalls"]
                 assert m["source"] == "counted" and m["by_name"] is None
