@@ -213,8 +213,7 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
       if (opt->count() > 0) return fail(fmt::format("{} needs --proto tls", opt->get_name()));
     }
   }
-  if (o.syscalls != "auto" && o.syscalls != "bpf" && o.syscalls != "tracepoints" &&
-      o.syscalls != "taskio" && o.syscalls != "off" && o.syscalls != "strace" &&
+  if (!counter_kind_from(o.syscalls) && o.syscalls != "off" && o.syscalls != "strace" &&
       o.syscalls != "perf")
     return fail(fmt::format(
         "invalid --syscalls '{}': expected auto, bpf, tracepoints, taskio, off, strace or perf",

@@ -65,13 +65,9 @@ struct ClientOptions {
   std::string connect;  // empty: loopback with a private server
   double timeout_s = 30;
   tls::TlsOptions tls;  // used with proto "tls"
-  // auto (the kernel's counters: bpf, else perf tracepoints), bpf, tracepoints, off, strace, perf
+  // auto (the kernel's counters: bpf, else perf tracepoints), bpf, tracepoints, taskio, off,
+  // strace, perf
   std::string syscalls = "auto";
-  // The kernel counter backend --syscalls asks for: "auto", "bpf" or "tracepoints".
-  std::string kernel_counter() const {
-    return syscalls == "bpf" || syscalls == "tracepoints" || syscalls == "taskio" ? syscalls
-                                                                                  : "auto";
-  }
   bool edge = false;                // epoll engine: edge-triggered
   uint32_t reads_per_event = 0;     // epoll engine: level-triggered cap (0: until EAGAIN)
   uint32_t queue_depth = 8;         // uring engine: requests in flight per io_uring_enter
@@ -101,7 +97,7 @@ struct ServerOptions {
   tls::TlsOptions tls;       // a TLS server when cert_file is set
   uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
   std::string auth_token;    // set: clients must present it (--auth-token or $IOBENCH_AUTH_TOKEN)
-  std::string kernel_counter = "auto";  // this side's syscall counters: auto, bpf, tracepoints
+  std::string kernel_counter = "auto";  // syscall counters: auto, bpf, tracepoints or taskio
 };
 
 struct PayloadCommand {

@@ -146,8 +146,7 @@ void tcp_loopback(benchmark::State& state, int64_t kind) {
 
 void BM_TcpLoopbackWriteRead(benchmark::State& state) { tcp_loopback(state, 0); }
 // The same with the kernel's syscall counters on (arg 2: 1 perf tracepoints, 2 bpf, 3 task I/O
-// accounting, 4 the empty program): the cost
-// of counting a real transfer.
+// accounting, 4 the empty program): the cost of counting a real transfer.
 void BM_TcpLoopbackWriteReadCounted(benchmark::State& state) {
   tcp_loopback(state, state.range(1));
 }

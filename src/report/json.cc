@@ -299,15 +299,10 @@ std::string render_csv(const Report& r) {
   const bool client_sends = !r.options.reverse;
   for (const auto& size : r.sizes) {
     // The counting run (--syscalls auto) last, its run column "counting".
-    std::vector<const RunRecord*> rows;
-    rows.reserve(size.runs.size() + 1);
-    for (const auto& run : size.runs) rows.push_back(&run);
-    if (size.counting_run) rows.push_back(&*size.counting_run);
-    for (const RunRecord* row : rows) {
+    for (const RunRecord* row : size.all_runs()) {
       const RunRecord& run = *row;
-      const std::string run_column = row == (size.counting_run ? &*size.counting_run : nullptr)
-                                         ? "counting"
-                                         : std::to_string(run.run);
+      const bool counting = size.counting_run && row == &*size.counting_run;
+      const std::string run_column = counting ? "counting" : std::to_string(run.run);
       for (const auto* side : {&run.sender, &run.receiver}) {
         const SideFigures f = side_figures(*side);
         const bool on_client = side->is_sender == client_sends;

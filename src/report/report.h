@@ -58,6 +58,14 @@ struct SizeResults {
   // --syscalls auto: the one run (after the warm-ups) in which the kernel counted syscalls; the
   // measured runs then counted nothing, and the summary's syscall figures come from this one.
   std::optional<RunRecord> counting_run;
+  // The measured runs, then the counting run if there is one.
+  std::vector<const RunRecord*> all_runs() const {
+    std::vector<const RunRecord*> out;
+    out.reserve(runs.size() + 1);
+    for (const RunRecord& r : runs) out.push_back(&r);
+    if (counting_run) out.push_back(&*counting_run);
+    return out;
+  }
 };
 
 struct Report {

@@ -167,11 +167,7 @@ std::string group_lines(const Report& r) {
 std::string partial_lines(const Report& r) {
   std::string out;
   for (const auto& size : r.sizes) {
-    std::vector<const RunRecord*> runs;
-    runs.reserve(size.runs.size() + 1);
-    for (const auto& run : size.runs) runs.push_back(&run);
-    if (size.counting_run) runs.push_back(&*size.counting_run);
-    for (const RunRecord* run : runs)
+    for (const RunRecord* run : size.all_runs())
       if (run->partial)
         out += fmt::format(
             "PARTIAL: buf {} {} was interrupted by {} after {} of {} bytes: its figures cover "

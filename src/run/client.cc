@@ -373,8 +373,9 @@ int finish_client(const ClientOptions& o, Result<Report> report, const std::stri
 
 int run_client_command(const ClientOptions& o) {
   interrupt::install({SIGINT, SIGTERM});
-  // Before the loopback fork, so the private server counts with the same backend.
-  set_process_counter_kind(counter_kind_from(o.kernel_counter()).value_or(CounterKind::kAuto));
+  // Before the loopback fork, so the private server counts with the same backend (off, strace
+  // and perf name no counter: auto).
+  set_process_counter_kind(counter_kind_from(o.syscalls).value_or(CounterKind::kAuto));
   if (o.connect.empty()) return run_loopback(o);
   auto server = parse_host_port(o.connect, "--connect", kDefaultPort, false);
   if (!server) {

@@ -61,6 +61,22 @@ Result<proto::SideResult> expect_result(Stream& s) {
   return *r;
 }
 
+// What the engine counted in the data phase (a receiver's send-only counters are zero).
+void take_io_counts(const IoCounters& io, proto::SideResult& r) {
+  r.bytes = io.bytes;
+  r.io_calls = io.calls;
+  r.short_writes = io.short_writes;
+  r.engine_waits = io.waits;
+  r.engine_would_block = io.would_block;
+  r.zerocopy = io.zc_sends > 0;
+  r.zc_sends = io.zc_sends;
+  r.zc_notifications = io.zc_notifications;
+  r.zc_copied = io.zc_copied;
+  r.uring_sqes = io.sqes;
+  r.uring_cqes = io.cqes;
+  r.engine_path = io.path;
+}
+
 }  // namespace
 
 Status send_message(Stream& s, const proto::Message& m) {
@@ -163,18 +179,7 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
     Result<proto::SideResult> peer =
         sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
     fill_probe(me, probe_now(d.thread_cpu) - start);
-    me.bytes = io.bytes;
-    me.io_calls = io.calls;
-    me.short_writes = io.short_writes;
-    me.engine_waits = io.waits;
-    me.engine_would_block = io.would_block;
-    me.zerocopy = io.zc_sends > 0;
-    me.zc_sends = io.zc_sends;
-    me.zc_notifications = io.zc_notifications;
-    me.zc_copied = io.zc_copied;
-    me.uring_sqes = io.sqes;
-    me.uring_cqes = io.cqes;
-    me.engine_path = io.path;
+    take_io_counts(io, me);
     if (!peer) {
       me.error = peer.error().message;
       out.error = me.error;
@@ -200,13 +205,7 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   if (got) got = verifier.finish();
   fill_probe(me, probe_now(d.thread_cpu) - start);
   take_counters();
-  me.bytes = io.bytes;
-  me.io_calls = io.calls;
-  me.engine_waits = io.waits;
-  me.engine_would_block = io.would_block;
-  me.uring_sqes = io.sqes;
-  me.uring_cqes = io.cqes;
-  me.engine_path = io.path;
+  take_io_counts(io, me);
   me.xxh3 = verifier.xxh3();
   me.decoded = d.decompress;
   me.decoded_bytes = verifier.decoded_bytes();
