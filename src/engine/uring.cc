@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cli/size.h"
 #include "engine/uring_ops.h"
 #include "probe/probe.h"
 
@@ -202,13 +203,6 @@ size_t split(std::byte* data, size_t len, size_t piece, size_t max, Segment* out
   return n;
 }
 
-std::string size_text(uint64_t bytes) {
-  constexpr uint64_t kMiB = uint64_t{1} << 20;
-  if (bytes % kMiB == 0) return fmt::format("{}M", bytes / kMiB);
-  if (bytes % 1024 == 0) return fmt::format("{}K", bytes / 1024);
-  return fmt::format("{}B", bytes);
-}
-
 }  // namespace uring
 
 using uring::BatchOptions;
@@ -245,7 +239,7 @@ Status UringEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
       io.path = fmt::format(
           "send: from a registered copy of the payload ({}, registered in {:.1f} ms before the "
           "clock)",
-          uring::size_text(data.size()), static_cast<double>(registered_->register_ns()) / 1e6);
+          format_size(data.size()), static_cast<double>(registered_->register_ns()) / 1e6);
     }
     st = send_plain(s, data, buf, io, bo);
   }

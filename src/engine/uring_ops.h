@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
 
 #include "engine/engine.h"
 #include "engine/uring.h"
@@ -88,9 +87,6 @@ class ProvidedRing {
   size_t size_ = 0;
   int bgid_ = 0;
 };
-
-// "16K" style text for sizes in the engine's path description.
-std::string size_text(uint64_t bytes);
 
 }  // namespace uring
 }  // namespace iobench

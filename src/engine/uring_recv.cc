@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cli/size.h"
 #include "engine/uring.h"
 #include "engine/uring_ops.h"
 
@@ -350,8 +351,8 @@ Result<std::optional<std::string>> UringEngine::recv_multishot(Stream& s, uint64
   if (!st)
     return fail(
         fmt::format("read failed after {} of {} bytes: {}", got, total, st.error().message));
-  io.path = fmt::format("recv: multishot, provided ring {} x {}", entries,
-                        uring::size_text(ms.ring().size()));
+  io.path =
+      fmt::format("recv: multishot, provided ring {} x {}", entries, format_size(ms.ring().size()));
   if (registrations > 1) io.path += fmt::format(", {} rings (resized)", registrations);
   if (ms.rearms() > 0) io.path += fmt::format(", re-armed {}x (ring ran dry)", ms.rearms());
   return std::optional<std::string>();
