@@ -158,8 +158,6 @@ void SyscallCounter::open_tracepoints(std::string tracefs) {
 }
 
 SyscallCounter::~SyscallCounter() {
-  bpf_.reset();
-  task_io_.reset();
   for (int fd : members_) ::close(fd);
   if (leader_ >= 0) ::close(leader_);
 }
@@ -212,9 +210,7 @@ void SyscallCounter::disarm() {
 
 void SyscallCounter::start() {
   if (task_io_) {
-    const auto r = task_io_->read();
-    task_io_reads_ = r ? r->reads : 0;
-    task_io_writes_ = r ? r->writes : 0;
+    task_io_start_ = task_io_->read();
     return;
   }
   if (bpf_) {
@@ -238,6 +234,11 @@ void SyscallCounter::start() {
 
 KernelSyscalls SyscallCounter::stop_task_io() {
   KernelSyscalls k;
+  // Without the start reading there is no window: the counts would be the process's lifetime.
+  if (!task_io_start_) {
+    k.reason = "at the start of the data phase: " + task_io_start_.error().message;
+    return k;
+  }
   const auto r = task_io_->read();
   if (!r) {
     k.reason = r.error().message;
@@ -249,7 +250,8 @@ KernelSyscalls SyscallCounter::stop_task_io() {
       "read/write families only (read, readv, pread; write, writev, pwrite): send/recv*, "
       "epoll_wait, io_uring_enter not seen, total = reads + writes";
   // The start reading's own pread counted once it returned: inside the window.
-  const uint64_t reads = r->reads - task_io_reads_, writes = r->writes - task_io_writes_;
+  const uint64_t reads = r->reads - task_io_start_->reads;
+  const uint64_t writes = r->writes - task_io_start_->writes;
   const uint64_t data_reads = reads > 0 ? reads - 1 : 0;
   k.total = data_reads + writes;
   if (data_reads > 0) k.by_name.emplace_back("read", data_reads);

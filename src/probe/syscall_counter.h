@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "probe/task_io_counter.h"
+
 namespace iobench {
 
 struct KernelSyscalls {
@@ -38,7 +40,6 @@ std::string find_tracefs();
 // serialized under a kernel mutex), so counters are opened once per process and reused by every
 // session: see process_syscall_counter().
 class BpfSyscallCounter;
-class TaskIoCounter;
 
 // kAuto: bpf where the kernel allows it (of the two that see every syscall it costs least), else
 // perf tracepoints. kTaskIo only when asked for: it sees reads and writes only.
@@ -85,7 +86,7 @@ class SyscallCounter {
   std::unique_ptr<BpfSyscallCounter> bpf_;
   std::string arm_error_;  // the bpf attachment refused at arm()
   std::unique_ptr<TaskIoCounter> task_io_;
-  uint64_t task_io_reads_ = 0, task_io_writes_ = 0;      // at start()
+  Result<TaskIoCounter::Reading> task_io_start_;         // read at start()
   std::vector<std::pair<std::string, long>> bpf_slots_;  // counted name, syscall number
   std::string bpf_refusal_;
   int leader_ = -1;

@@ -190,6 +190,26 @@ TEST(TaskIoCounter, ParsesTheKernelsTextAndRefusesOthers) {
   EXPECT_NE(bad.error().message.find("bad syscr value '3x'"), std::string::npos);
 }
 
+TEST(TaskIoCounter, AFailedStartReadingIsARefusalNotALifetimeCount) {
+  // A file that reads well at open, not at start(), and well again at stop(): without the start
+  // reading there is no window, and stop() must say so instead of returning the file's totals.
+  const auto path = std::filesystem::temp_directory_path() / "iobench-fake-proc-io";
+  const std::string good = "syscr: 1000\nsyscw: 2000\n";
+  std::ofstream(path) << good;
+  ::setenv("IOBENCH_PROC_IO", path.c_str(), 1);
+  SyscallCounter c(CounterKind::kTaskIo);
+  ::unsetenv("IOBENCH_PROC_IO");
+  ASSERT_TRUE(c.available()) << c.reason();
+  std::filesystem::resize_file(path, 0);
+  c.start();
+  std::ofstream(path) << good;
+  KernelSyscalls k = c.stop();
+  EXPECT_FALSE(k.available);
+  EXPECT_NE(k.reason.find("at the start of the data phase"), std::string::npos) << k.reason;
+  EXPECT_NE(k.reason.find("no syscr/syscw lines"), std::string::npos) << k.reason;
+  std::filesystem::remove(path);
+}
+
 TEST(TaskIoCounter, AnUnreadableFileIsARefusalNamingIt) {
   auto t = TaskIoCounter::open("/nonexistent/io");
   ASSERT_FALSE(t);
