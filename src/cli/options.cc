@@ -377,6 +377,7 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   auto* payload = app.add_subcommand("payload", "Write the payload stream to a file");
   add_payload_options(*payload, payload_cmd.payload, payload_bytes);
   payload->add_option("--out,-o", payload_cmd.out, "Output file")->required();
+  payload->add_flag("-q,--quiet", payload_cmd.quiet, "No progress line while the payload is built");
 
   auto* doctor = app.add_subcommand("doctor", "Print what this host offers a benchmark");
 

@@ -103,6 +103,7 @@ struct ServerOptions {
 struct PayloadCommand {
   PayloadSpec payload;
   std::string out;
+  bool quiet = false;  // no progress line while the payload is built
 };
 
 struct DoctorCommand {};

@@ -16,61 +16,12 @@
 #include <memory>
 #include <optional>
 
+#include "payload/frames.h"
 #include "payload/resp_generator.h"
 #include "payload/xxh3_fast.h"
 
 namespace iobench {
 namespace {
-
-constexpr uint32_t kSkippableMagic = 0x184D2A50;
-constexpr size_t kSkippableHeader = 8;
-constexpr size_t kRawChunk = 1 << 20;  // 1 MiB of commands per zstd frame
-constexpr size_t kMinRawChunk = 256;
-
-// Where raw (uncompressed) bytes come from: the RESP generator or a user's file, cycled.
-class RawSource {
- public:
-  virtual ~RawSource() = default;
-  virtual Status append(std::string& out, size_t n) = 0;
-};
-
-class GeneratedSource : public RawSource {
- public:
-  explicit GeneratedSource(uint64_t seed) : gen_(seed) {}
-  Status append(std::string& out, size_t n) override {
-    gen_.append(out, n);
-    return {};
-  }
-
- private:
-  RespGenerator gen_;
-};
-
-class FileSource : public RawSource {
- public:
-  explicit FileSource(std::string content) : content_(std::move(content)) {}
-  Status append(std::string& out, size_t n) override {
-    while (n > 0) {
-      size_t take = std::min(n, content_.size() - pos_);
-      out.append(content_, pos_, take);
-      pos_ = (pos_ + take) % content_.size();
-      n -= take;
-    }
-    return {};
-  }
-
- private:
-  std::string content_;
-  size_t pos_ = 0;
-};
-
-struct CCtxDeleter {
-  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
-};
-
-void put_le32(std::byte* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
 
 Result<std::string> read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -79,47 +30,6 @@ Result<std::string> read_whole_file(const std::string& path) {
   if (in.bad()) return fail(fmt::format("cannot read --payload '{}'", path));
   if (content.empty()) return fail(fmt::format("--payload '{}' is empty", path));
   return content;
-}
-
-// Fills `out` with whole zstd frames of `source`, then one skippable frame for the rest, so the
-// size is exact and a decoder accepts every byte. One compression context is reused throughout.
-Result<uint64_t> fill_frames(RawSource& source, int level, uint64_t bytes,
-                             std::vector<std::byte>& out) {
-  std::unique_ptr<ZSTD_CCtx, CCtxDeleter> cctx(ZSTD_createCCtx());
-  if (!cctx) return fail("zstd: cannot create a compression context");
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
-  out.clear();
-  out.reserve(bytes);
-  std::string raw;
-  std::vector<std::byte> frame;
-  size_t chunk = kRawChunk;
-  uint64_t frames = 0;
-  while (out.size() < bytes) {
-    const uint64_t remaining = bytes - out.size();
-    raw.clear();
-    if (auto s = source.append(raw, chunk); !s) return std::unexpected(s.error());
-    frame.resize(ZSTD_compressBound(raw.size()));
-    size_t n = ZSTD_compress2(cctx.get(), frame.data(), frame.size(), raw.data(), raw.size());
-    if (ZSTD_isError(n)) return fail(fmt::format("zstd: {}", ZSTD_getErrorName(n)));
-    // A frame fits when it fills the rest exactly or leaves room for the padding header.
-    if (n == remaining || n + kSkippableHeader <= remaining) {
-      out.insert(out.end(), frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(n));
-      ++frames;
-      continue;
-    }
-    if (chunk > kMinRawChunk && remaining >= kSkippableHeader + 16) {
-      chunk = std::max(kMinRawChunk, chunk / 2);
-      continue;
-    }
-    // Pad: a skippable frame (magic, 32-bit length, zero bytes) that decoders step over.
-    if (remaining < kSkippableHeader) return fail("payload: internal padding error");
-    const size_t at = out.size();
-    out.resize(bytes);
-    put_le32(out.data() + at, kSkippableMagic);
-    put_le32(out.data() + at + 4, static_cast<uint32_t>(remaining - kSkippableHeader));
-  }
-  return frames;
 }
 
 std::string default_cache_dir() {
@@ -180,7 +90,7 @@ std::vector<std::pair<std::string, std::string>> payload_library_versions() {
           {"xxhash", fmt::format("{}.{}.{}", x / 10000, x / 100 % 100, x % 100)}};
 }
 
-Result<Payload> build_payload(const PayloadSpec& spec) {
+Result<Payload> build_payload(const PayloadSpec& spec, const BuildOptions& options) {
   std::unique_ptr<RawSource> source;
   if (spec.file.empty()) {
     source = std::make_unique<GeneratedSource>(spec.seed);
@@ -190,7 +100,7 @@ Result<Payload> build_payload(const PayloadSpec& spec) {
     source = std::make_unique<FileSource>(std::move(*content));
   }
   Payload p;
-  auto frames = fill_frames(*source, spec.zstd_level, spec.bytes, p.data);
+  auto frames = fill_frames(*source, spec.zstd_level, spec.bytes, p.data, options);
   if (!frames) return std::unexpected(frames.error());
   p.source = describe_payload(spec);
   if (auto s = finish(p); !s) return std::unexpected(s.error());
@@ -228,7 +138,13 @@ std::optional<MappedFile> map_cache_file(const std::string& path, uint64_t bytes
   return MappedFile(addr, bytes);
 }
 
-Result<Payload> load_payload(const PayloadSpec& spec) {
+bool payload_cached(const PayloadSpec& spec) {
+  auto path = payload_cache_path(spec);
+  struct stat st {};
+  return path && ::stat(path->c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == spec.bytes;
+}
+
+Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& options) {
   auto path = payload_cache_path(spec);
   if (!path) return std::unexpected(path.error());
   if (auto mapped = map_cache_file(*path, spec.bytes)) {
@@ -239,7 +155,7 @@ Result<Payload> load_payload(const PayloadSpec& spec) {
     p.source = describe_payload(spec);
     if (finish(p)) return p;
   }
-  auto built = build_payload(spec);
+  auto built = build_payload(spec, options);
   if (!built) return built;
   built->cache_path = *path;
   std::error_code ec;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -45,11 +46,22 @@ struct Payload {
 // XXH3-64 of the payload's first `n` bytes (a --bytes-spread connection's share).
 uint64_t prefix_xxh3(const Payload& p, uint64_t n);
 
+// Called while a payload is built with the bytes made so far and the size; false stops it.
+using BuildProgress = std::function<bool(uint64_t done, uint64_t total)>;
+
+struct BuildOptions {
+  unsigned threads = 0;  // 0: one per core; the bytes are the same for any count
+  BuildProgress progress;
+};
+
 // Builds the payload in memory (no cache). Deterministic for a given spec.
-Result<Payload> build_payload(const PayloadSpec& spec);
+Result<Payload> build_payload(const PayloadSpec& spec, const BuildOptions& options = {});
 
 // Loads from the on-disk cache, building and storing it first when missing or stale.
-Result<Payload> load_payload(const PayloadSpec& spec);
+Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& options = {});
+
+// Whether the cache already holds a spec's payload (no build needed).
+bool payload_cached(const PayloadSpec& spec);
 
 // The cache file for a spec (the directory is created on demand by load_payload).
 Result<std::string> payload_cache_path(const PayloadSpec& spec);

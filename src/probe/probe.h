@@ -35,4 +35,14 @@ bool reset_peak_rss();
 ProbeDelta operator-(const ProbeSample& end, const ProbeSample& start);
 int64_t monotonic_ns();
 
+// A whole process's CPU from getrusage or wait4 (user + sys; the total is the scheduler's
+// exact runtime, the split tick-sampled).
+struct ProcessTimes {
+  int64_t user_us = 0;
+  int64_t sys_us = 0;
+  int64_t cpu_ns() const { return (user_us + sys_us) * 1000; }
+};
+// This process so far (RUSAGE_SELF), or every child it has reaped (RUSAGE_CHILDREN).
+ProcessTimes process_times(bool reaped_children = false);
+
 }  // namespace iobench

@@ -123,6 +123,12 @@ void encode_body(Writer& w, const GroupResult& g) {
 
 void encode_body(Writer& w, const ErrorMsg& e) { w.str(e.message); }
 
+void encode_body(Writer& w, const Progress& p) {
+  w.u64(p.done_bytes);
+  w.u64(p.total_bytes);
+  w.i64(p.elapsed_ns);
+}
+
 Type type_of(const Message& m) {
   return std::visit(
       [](const auto& v) {
@@ -131,6 +137,7 @@ Type type_of(const Message& m) {
         if constexpr (std::is_same_v<T, Ack>) return Type::kAck;
         if constexpr (std::is_same_v<T, SideResult>) return Type::kResult;
         if constexpr (std::is_same_v<T, GroupResult>) return Type::kGroup;
+        if constexpr (std::is_same_v<T, Progress>) return Type::kProgress;
         return Type::kError;
       },
       m);
@@ -356,7 +363,7 @@ Result<FrameHeader> decode_header(std::span<const std::byte> header) {
   if (h.version != kVersion)
     return fail(fmt::format("protocol version {} not supported (this side speaks {})", h.version,
                             kVersion));
-  if (type < 1 || type > 5) return fail(fmt::format("unknown message type {}", type));
+  if (type < 1 || type > 6) return fail(fmt::format("unknown message type {}", type));
   h.type = static_cast<Type>(type);
   const uint32_t limit = h.type == Type::kGroup ? kMaxGroupBodyBytes : kMaxBodyBytes;
   if (h.body_bytes > limit)
@@ -386,6 +393,14 @@ Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> bod
       f.str(e.message);
       return f.finish<Message>(e);
     }
+    case Type::kProgress: {
+      Fields f(body);
+      Progress p;
+      f.u64(p.done_bytes);
+      f.u64(p.total_bytes);
+      f.i64(p.elapsed_ns);
+      return f.finish<Message>(p);
+    }
   }
   return fail("unknown message type");
 }
@@ -402,6 +417,8 @@ const char* type_name(const Message& m) {
       return "ERROR";
     case Type::kGroup:
       return "GROUP";
+    case Type::kProgress:
+      return "PROGRESS";
   }
   return "?";
 }

@@ -3,6 +3,7 @@
 //
 // Frame: "IOBC" | version u16 | type u16 | body length u32 | body.
 // Session: client HELLO -> server ACK (or ERROR) -> data -> receiver RESULT -> sender RESULT,
+// with PROGRESS messages before the ACK while the server builds a payload it had no cache of,
 // then, for one connection of a --conns run, the server's GROUP once all of the run's
 // connections have ended.
 #pragma once
@@ -22,14 +23,22 @@ namespace iobench::proto {
 
 inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'}, std::byte{'B'},
                                                  std::byte{'C'}};
-inline constexpr uint16_t kVersion = 1;
+// 2: PROGRESS. Peers of different versions refuse each other's first frame, naming both.
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
 inline constexpr uint32_t kMaxGroupBodyBytes = 160 * 1024;  // two bounded timelines
 inline constexpr size_t kMaxListEntries = 64;
 inline constexpr size_t kMaxTimelineEntries = 2000;
 
-enum class Type : uint16_t { kHello = 1, kAck = 2, kResult = 3, kError = 4, kGroup = 5 };
+enum class Type : uint16_t {
+  kHello = 1,
+  kAck = 2,
+  kResult = 3,
+  kError = 4,
+  kGroup = 5,
+  kProgress = 6
+};
 
 struct Hello {
   bool client_sends = true;
@@ -168,7 +177,14 @@ struct ErrorMsg {
   std::string message;
 };
 
-using Message = std::variant<Hello, Ack, SideResult, ErrorMsg, GroupResult>;
+// The server is building the payload it will send (before its ACK): how far it has got.
+struct Progress {
+  uint64_t done_bytes = 0;
+  uint64_t total_bytes = 0;
+  int64_t elapsed_ns = 0;
+};
+
+using Message = std::variant<Hello, Ack, SideResult, ErrorMsg, GroupResult, Progress>;
 
 struct FrameHeader {
   uint16_t version = 0;

@@ -268,7 +268,14 @@ json render_json(const Report& r) {
            "TCP, by OpenSSL's socket BIO (socket model) or by iobench (bio "
            "model) for TLS; counted from the data phase only"}}},
         {"records", "TLS record headers seen by OpenSSL's message callback"},
-        {"socket", "getsockopt on the connected socket after setup"}}},
+        {"socket", "getsockopt on the connected socket after setup"},
+        {"processes",
+         "whole processes: the client's getrusage(RUSAGE_SELF) when the report is made, the "
+         "loopback server's and the strace/perf tools' rusage from wait4 once reaped (the "
+         "total is exact, the user/sys split tick-sampled); data_phases_cpu_s sums this "
+         "process's side of the measured runs, other_runs_cpu_s of warm-up and counting runs, "
+         "payload_cpu_s the payload's building or mapping; rest_cpu_s is the remainder"}}},
+      {"processes", process_cpu_json(r.processes)},
       {"results", results},
   };
 }

@@ -68,6 +68,19 @@ struct SizeResults {
   }
 };
 
+// One process's whole CPU, from its start (or fork) until the report, set beside what its data
+// phases account for: the cost of running the tool that no data phase shows.
+struct ProcessCpu {
+  std::string host;           // "client", "server" (loopback's forked server) or "tracers"
+  int64_t cpu_ns = 0;         // user + sys (getrusage: the total is exact, the split sampled)
+  int64_t user_us = 0, sys_us = 0;
+  int64_t measured_ns = 0;    // the data phases of the measured runs (this process's side)
+  int64_t other_runs_ns = 0;  // the data phases of warm-up and counting runs
+  int64_t payload_ns = 0;     // building or mapping the payload before the first run
+  // The rest: start-up, handshakes, control messages, session set-up, exit.
+  int64_t rest_ns() const { return cpu_ns - measured_ns - other_runs_ns - payload_ns; }
+};
+
 struct Report {
   nlohmann::json context;      // host, kernel, CPU, libraries, git commit
   ClientOptions options;       // effective options
@@ -76,7 +89,14 @@ struct Report {
   std::string payload_source;  // "resp-v1 seed=1 level=3"
   std::vector<SizeResults> sizes;
   std::string interrupted;  // "SIGINT" when a signal ended the run early
+  // Whole processes (client; loopback's server, reaped; the strace/perf tools, reaped). Empty
+  // until the client has finished its runs.
+  std::vector<ProcessCpu> processes;
 };
+
+// "process CPU" lines of the table and the JSON "processes" block.
+std::string process_cpu_lines(const std::vector<ProcessCpu>& processes);
+nlohmann::json process_cpu_json(const std::vector<ProcessCpu>& processes);
 
 // Figures derived from one side's raw result; names carry units.
 struct SideFigures {

@@ -220,7 +220,7 @@ std::string render_table(const Report& r) {
                     summarize(size, false), tls);
   }
   out += partial_lines(r);
-  return out + tracer_lines(r) + group_lines(r);
+  return out + tracer_lines(r) + group_lines(r) + process_cpu_lines(r.processes);
 }
 
 }  // namespace iobench

@@ -12,6 +12,7 @@
 #include "net/socket.h"
 #include "net/stream.h"
 #include "payload/payload.h"
+#include "probe/probe.h"
 #include "report/report.h"
 #include "tls/tls.h"
 
@@ -47,5 +48,14 @@ Result<std::optional<Payload>> sender_payload(const ClientOptions& o);
 // Prints the report (if any) and the error (if any); returns the exit code.
 int finish_client(const ClientOptions& o, Result<Report> report, const std::string& error);
 int run_loopback(const ClientOptions& o);
+
+// Whole-process CPU (run/process_cpu.cc). Adds one run's data-phase CPU to each process's tally.
+void tally_data_phases(Report& report, const RunRecord& run, bool measured);
+// Stops the loopback server (SIGTERM, then SIGKILL after `timeout_s`) and reaps it: its CPU.
+std::optional<ProcessTimes> reap_server(pid_t child, double timeout_s);
+// Sets each process's whole CPU: this one so far, the reaped server (absent in two-host mode:
+// a long-lived process elsewhere) and the reaped strace/perf tools.
+void finish_process_cpu(Report& report, int64_t payload_ns,
+                        const std::optional<ProcessTimes>& server);
 
 }  // namespace iobench

@@ -3,31 +3,31 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "net/socket.h"
+#include "probe/probe.h"
 #include "run/client_internal.h"
+#include "run/progress.h"
 #include "run/run.h"
 #include "tls/tls.h"
 
 namespace iobench {
 
 int run_loopback(const ClientOptions& o) {
+  const int64_t payload_start = probe_now().cpu_ns;
   auto payload = sender_payload(o);
+  if (o.reverse && payload) {
+    // The server process sends: make sure the cache holds the payload before it is asked for.
+    if (auto p = load_payload_shown(o.payload, o.quiet); !p) payload = std::unexpected(p.error());
+  }
   if (!payload) {
     fmt::print(stderr, "iobench: error: {}\n", payload.error().message);
-    return 1;
+    return interrupt::received() ? 128 + interrupt::received() : 1;
   }
-  if (o.reverse) {
-    // The server process sends: make sure the cache holds the payload before it is asked for.
-    if (auto p = load_payload(o.payload); !p) {
-      fmt::print(stderr, "iobench: error: {}\n", p.error().message);
-      return 1;
-    }
-  }
+  const int64_t payload_ns = probe_now().cpu_ns - payload_start;
   // TLS on loopback needs no files: a key and certificate made in memory, which the forked
   // server presents and the client pins.
   std::optional<tls::Identity> identity;
@@ -97,10 +97,10 @@ int run_loopback(const ClientOptions& o) {
   const std::optional<Payload>& mine = *payload;
   auto done = run_all(o, server, mine ? &*mine : nullptr, identity ? &*identity : nullptr, child,
                       std::move(report), error);
-  // Not waited for: the child's exit may take a moment while the kernel unregisters its
-  // tracepoint counters, and the client is about to exit too (init reaps what is left).
-  kill(child, SIGTERM);
-  waitpid(child, nullptr, WNOHANG);
+  // Reaped before the report: the server's whole CPU is part of the run's cost, and anything
+  // measuring this process from outside (GNU time, a parent's RUSAGE_CHILDREN) then sees it.
+  const auto server_times = reap_server(child, 5.0);
+  if (done) finish_process_cpu(*done, payload_ns, server_times);
   return finish_client(o, std::move(done), error);
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -38,16 +39,37 @@ std::string timestamp() {
 }
 
 // Keeps the last payload in memory so repeated runs of one size do not reload it. Shared by the
-// session threads: a payload in use stays alive while a newer one replaces it.
+// session threads: a payload in use stays alive while a newer one replaces it. A session that
+// builds a payload, or waits for another session's build, reports progress to its client about
+// twice a second (so the client's no-progress timeout never fires while the server works).
 class PayloadCache {
  public:
-  Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec) {
-    std::lock_guard lock(mu_);
+  using Report = std::function<bool(const proto::Progress&)>;  // false: stop (client gone)
+
+  Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec, const Report& report) {
+    std::unique_lock lock(mu_, std::defer_lock);
+    while (!lock.try_lock_for(kReportEvery)) {
+      if (!report({done_.load(), total_.load(), monotonic_ns() - start_ns_.load()}))
+        return fail("the client went away while the payload was built");
+    }
     if (payload_ && spec.bytes == spec_.bytes && spec.seed == spec_.seed &&
         spec.zstd_level == spec_.zstd_level && spec.file == spec_.file)
       return payload_;
     payload_.reset();
-    auto p = load_payload(spec);
+    const int64_t start = monotonic_ns();
+    start_ns_ = start;
+    int64_t last = start;
+    BuildOptions build;
+    build.progress = [&](uint64_t done, uint64_t total) {
+      done_ = done;
+      total_ = total;
+      const int64_t now = monotonic_ns();
+      if (done < total && now - last < kReportEvery.count() * 1'000'000) return true;
+      last = now;
+      return report({done, total, now - start});
+    };
+    auto p = load_payload(spec, build);
+    done_ = total_ = 0;
     if (!p) return std::unexpected(p.error());
     payload_ = std::make_shared<const Payload>(std::move(*p));
     spec_ = spec;
@@ -55,9 +77,12 @@ class PayloadCache {
   }
 
  private:
-  std::mutex mu_;
+  static constexpr std::chrono::milliseconds kReportEvery{500};
+  std::timed_mutex mu_;
   std::shared_ptr<const Payload> payload_;
   PayloadSpec spec_;
+  std::atomic<uint64_t> done_{0}, total_{0};  // the build in progress, for waiting sessions
+  std::atomic<int64_t> start_ns_{0};
 };
 
 // The groups of --conns runs in progress, by the id the client drew for the run.
@@ -286,7 +311,9 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
     }
     spec.bytes = hello->payload_bytes ? hello->payload_bytes : hello->bytes;
     spec.zstd_level = static_cast<int>(hello->zstd_level);
-    auto p = state.payloads.get(spec);
+    auto p = state.payloads.get(spec, [&](const proto::Progress& progress) {
+      return !interrupt::received() && send_message(stream, progress).has_value();
+    });
     if (!p) return reject(p.error().message);
     payload = std::move(*p);
     d.payload = payload->bytes().first(hello->bytes);

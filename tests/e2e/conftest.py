@@ -32,7 +32,11 @@ def run(*args, cache=None, timeout=120, check=None):
     return p
 
 
-def hello_frame(version=1, client_sends=True, nbytes=1 << 20, send_buf=16384, recv_buf=16384,
+# The control protocol's version (src/proto/messages.h kVersion).
+PROTO_VERSION = 2
+
+
+def hello_frame(version=PROTO_VERSION, client_sends=True, nbytes=1 << 20, send_buf=16384, recv_buf=16384,
                 proto="tcp", engine="blocking", body_len=None, tls_io="", max_fragment=16384,
                 conns=1, group_id=0, token="", fixed_buffers=False, uring_recv="auto"):
     """A HELLO frame built independently of the C++ codec (little-endian, u16-length strings)."""

@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Past the header's checks too: every body decoder sees every input, with a header that
   // matches its length (the server only calls decode_body after decode_header said yes).
   if (body.size() <= kMaxGroupBodyBytes) {
-    for (uint16_t type = 1; type <= 5; ++type) {
+    for (uint16_t type = 1; type <= 6; ++type) {
       FrameHeader h{kVersion, static_cast<Type>(type), static_cast<uint32_t>(body.size())};
       if (auto m = decode_body(h, body)) check_round_trip(*m);
     }

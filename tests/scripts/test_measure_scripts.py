@@ -48,3 +48,48 @@ def test_engines_compare_prints_a_row_per_size_and_setup(tmp_path):
 def test_engines_compare_refuses_a_setup_without_label():
     p = script("engines-compare", "--rounds", "1", "--engine uring")
     assert p.returncode != 0 and "invalid set-up '--engine uring'" in p.stderr
+
+
+def test_compare_peers_measures_every_tool_in_a_cgroup():
+    import shutil
+    import sys
+    sys.path.insert(0, str(SCRIPTS))
+    import cgroup_cpu
+    try:
+        cgroup_cpu.cgroup_root()
+    except cgroup_cpu.CgroupUnavailable as e:
+        import pytest
+        pytest.skip(f"compare-peers needs a cgroup: {e}")
+    for tool in ("iperf3", "socat"):
+        if not shutil.which(tool):
+            import pytest
+            pytest.skip(f"{tool} not installed (scripts/setup installs it)")
+    floor = ROOT / "build" / "release" / "iobench-floor"
+    p = subprocess.run([str(SCRIPTS / "compare-peers"), "--iobench", BIN, "--floor", str(floor),
+                        "--rounds", "2", "--bytes", "8M", "--iobench-runs", "2", "--sizes", "16k"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "cgroup" in p.stdout.splitlines()[0]
+    tools = [l.split()[1] for l in p.stdout.splitlines() if re.match(r"\s+16K \S+", l)]
+    assert tools == ["iobench", "iperf3", "floor-hot", "floor-payload", "iobench", "socat"], p.stdout
+    ratios = [l for l in p.stdout.splitlines() if l.strip().startswith("iobench/")]
+    assert len(ratios) == 4 and all(
+        re.search(r"(iobench lower|iobench higher|parity within noise)$", r) for r in ratios), ratios
+    assert re.search(r"bound\s+\d+\.\d+ \(TCP floor-payload \+ AES-128-GCM\)", p.stdout), p.stdout
+
+
+def test_cgroup_counts_a_child_nobody_waits_for():
+    """The property compare-peers relies on: a process outliving its parent is still counted."""
+    import sys
+    sys.path.insert(0, str(SCRIPTS))
+    import cgroup_cpu
+    import pytest
+    try:
+        cgroup_cpu.cgroup_root()
+    except cgroup_cpu.CgroupUnavailable as e:
+        pytest.skip(f"no cgroup: {e}")
+    # The parent exits at once; its orphan burns ~0.3 s of CPU after that.
+    orphan = "import os,time\nif os.fork()==0:\n t=time.process_time()\n while time.process_time()-t<0.3: pass\n os._exit(0)\n"
+    with cgroup_cpu.CpuGroup() as g:
+        g.run(["python3", "-c", orphan], check=True)
+    assert g.cpu_s >= 0.3, g.cpu_s

@@ -198,6 +198,56 @@ TEST(Verifier, TruncatedFrameIsAnError) {
   EXPECT_FALSE(v.finish());
 }
 
+TEST(Payload, SameBytesForAnyThreadCount) {
+  // Several full 1 MiB chunks plus a tail, so batches, their order and the tail all count.
+  const PayloadSpec spec = spec_of((3 << 20) + 12345, 5);
+  BuildOptions one;
+  one.threads = 1;
+  auto a = build_payload(spec, one);
+  ASSERT_TRUE(a) << a.error().message;
+  for (unsigned threads : {2u, 3u, 8u}) {
+    BuildOptions many;
+    many.threads = threads;
+    auto b = build_payload(spec, many);
+    ASSERT_TRUE(b) << b.error().message;
+    EXPECT_TRUE(std::ranges::equal(a->bytes(), b->bytes())) << threads << " threads";
+  }
+}
+
+TEST(Payload, ProgressRisesToTheSizeAndFalseStops) {
+  const PayloadSpec spec = spec_of(3 << 20, 2);
+  std::vector<uint64_t> seen;
+  BuildOptions watch;
+  watch.progress = [&](uint64_t done, uint64_t total) {
+    EXPECT_EQ(total, spec.bytes);
+    seen.push_back(done);
+    return true;
+  };
+  ASSERT_TRUE(build_payload(spec, watch));
+  ASSERT_FALSE(seen.empty());
+  EXPECT_TRUE(std::ranges::is_sorted(seen));
+  EXPECT_EQ(seen.back(), spec.bytes);
+
+  BuildOptions stop;
+  stop.progress = [](uint64_t, uint64_t) { return false; };
+  auto stopped = build_payload(spec, stop);
+  ASSERT_FALSE(stopped);
+  EXPECT_NE(stopped.error().message.find("interrupted"), std::string::npos);
+}
+
+TEST(Payload, InterruptedLoadLeavesNoCacheFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "iobench-interrupt-test";
+  std::filesystem::remove_all(dir);
+  PayloadSpec s = spec_of(2 << 20, 3);
+  s.cache_dir = dir.string();
+  BuildOptions stop;
+  stop.progress = [](uint64_t, uint64_t) { return false; };
+  EXPECT_FALSE(load_payload(s, stop));
+  EXPECT_FALSE(payload_cached(s));
+  EXPECT_TRUE(!std::filesystem::exists(dir) || std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(RespGenerator, AppendsWholeCommands) {
   RespGenerator g(3);
   std::string out;

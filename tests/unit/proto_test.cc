@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -77,6 +78,16 @@ TEST(Proto, AckAndErrorRoundTrip) {
   EXPECT_EQ(std::get<ErrorMsg>(*e).message.size(), kMaxStringBytes) << "long strings are cut";
 }
 
+TEST(Proto, ProgressRoundTrip) {
+  auto m = roundtrip(encode(Progress{3 << 20, 1ull << 32, 1'500'000'000}));
+  ASSERT_TRUE(m) << m.error().message;
+  const auto& p = std::get<Progress>(*m);
+  EXPECT_EQ(p.done_bytes, 3u << 20);
+  EXPECT_EQ(p.total_bytes, 1ull << 32);
+  EXPECT_EQ(p.elapsed_ns, 1'500'000'000);
+  EXPECT_STREQ(type_name(*m), "PROGRESS");
+}
+
 std::vector<std::byte> bytes_of(std::string_view s) {
   std::vector<std::byte> v;
   for (char c : s) v.push_back(static_cast<std::byte>(c));
@@ -94,6 +105,8 @@ TEST(Proto, HeaderRejectsStrangers) {
   auto v = decode_header(std::span(frame).first(kHeaderBytes));
   ASSERT_FALSE(v);
   EXPECT_NE(v.error().message.find("version 99"), std::string::npos);
+  EXPECT_NE(v.error().message.find(fmt::format("speaks {}", kVersion)), std::string::npos)
+      << "the refusal names both versions";
 
   frame = encode(Ack{"x"});
   frame[6] = std::byte{77};  // type

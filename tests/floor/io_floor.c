@@ -1,0 +1,103 @@
+/* The floor: the least any program can do to move N bytes over loopback TCP in B-byte calls.
+ * A forked receiver read()s B bytes at a time until EOF; the parent connect()s and write()s B
+ * bytes at a time, both with TCP_NODELAY (as iobench and Valkey's replication link), then reaps
+ * the receiver. No checksum, no control messages, no counters. The source is one hot B-byte
+ * buffer (as iperf3 sends) or, with a FILE, that file mapped and cycled through (the pages
+ * iobench sends from), so a comparison can tell the two costs apart.
+ *
+ *   iobench-floor BUF_BYTES TOTAL_BYTES [FILE]
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+static void die(const char* what) {
+  perror(what);
+  exit(1);
+}
+
+static int nodelay(int fd) {
+  int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) die("TCP_NODELAY");
+  return fd;
+}
+
+static void receive(int listener, size_t buf_bytes) {
+  char* buf = malloc(buf_bytes);
+  int fd = accept(listener, NULL, NULL);
+  if (!buf || fd < 0) die("receiver");
+  nodelay(fd);
+  for (;;) {
+    ssize_t n = read(fd, buf, buf_bytes);
+    if (n == 0) _exit(0);
+    if (n < 0) die("read");
+  }
+}
+
+static const char* source(const char* path, size_t buf_bytes, size_t* span) {
+  if (!path) {
+    char* hot = malloc(buf_bytes);
+    if (!hot) die("malloc");
+    memset(hot, 'x', buf_bytes);
+    *span = buf_bytes;
+    return hot;
+  }
+  int fd = open(path, O_RDONLY);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < buf_bytes) die(path);
+  void* p = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED) die("mmap");
+  *span = (size_t)st.st_size / buf_bytes * buf_bytes;
+  return p;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3 || argc > 4) {
+    fprintf(stderr, "usage: iobench-floor BUF_BYTES TOTAL_BYTES [FILE]\n");
+    return 2;
+  }
+  size_t buf_bytes = strtoull(argv[1], NULL, 10), total = strtoull(argv[2], NULL, 10);
+  if (buf_bytes == 0 || total == 0) {
+    fprintf(stderr, "iobench-floor: invalid size '%s' or '%s'\n", argv[1], argv[2]);
+    return 2;
+  }
+  size_t span = 0;
+  const char* src = source(argc == 4 ? argv[3] : NULL, buf_bytes, &span);
+
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0 || bind(listener, (struct sockaddr*)&a, sizeof a) != 0 ||
+      listen(listener, 1) != 0 || getsockname(listener, (struct sockaddr*)&a, &len) != 0)
+    die("listen");
+  pid_t child = fork();
+  if (child < 0) die("fork");
+  if (child == 0) receive(listener, buf_bytes);
+  close(listener);
+
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || connect(nodelay(fd), (struct sockaddr*)&a, sizeof a) != 0) die("connect");
+  size_t at = 0;
+  for (size_t left = total; left > 0;) {
+    size_t n = left < buf_bytes ? left : buf_bytes;
+    ssize_t w = write(fd, src + at, n);
+    if (w <= 0) die("write");
+    left -= (size_t)w;
+    at = (at + (size_t)w) % span;
+  }
+  close(fd);
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "iobench-floor: receiver failed\n");
+    return 1;
+  }
+  return 0;
+}
