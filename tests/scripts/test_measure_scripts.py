@@ -2,8 +2,12 @@
 shape with numbers in it, and refuse bad arguments."""
 import os
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -50,19 +54,22 @@ def test_engines_compare_refuses_a_setup_without_label():
     assert p.returncode != 0 and "invalid set-up '--engine uring'" in p.stderr
 
 
-def test_compare_peers_measures_every_tool_in_a_cgroup():
-    import shutil
-    import sys
+
+def cgroup_cpu_or_skip():
+    """scripts/cgroup_cpu.py, or a skip naming why this host has no usable cgroup."""
     sys.path.insert(0, str(SCRIPTS))
     import cgroup_cpu
     try:
         cgroup_cpu.cgroup_root()
     except cgroup_cpu.CgroupUnavailable as e:
-        import pytest
-        pytest.skip(f"compare-peers needs a cgroup: {e}")
+        pytest.skip(f"needs a cgroup: {e}")
+    return cgroup_cpu
+
+
+def test_compare_peers_measures_every_tool_in_a_cgroup():
+    cgroup_cpu_or_skip()
     for tool in ("iperf3", "socat"):
         if not shutil.which(tool):
-            import pytest
             pytest.skip(f"{tool} not installed (scripts/setup installs it)")
     floor = ROOT / "build" / "release" / "iobench-floor"
     p = subprocess.run([str(SCRIPTS / "compare-peers"), "--iobench", BIN, "--floor", str(floor),
@@ -80,16 +87,10 @@ def test_compare_peers_measures_every_tool_in_a_cgroup():
 
 def test_cgroup_counts_a_child_nobody_waits_for():
     """The property compare-peers relies on: a process outliving its parent is still counted."""
-    import sys
-    sys.path.insert(0, str(SCRIPTS))
-    import cgroup_cpu
-    import pytest
-    try:
-        cgroup_cpu.cgroup_root()
-    except cgroup_cpu.CgroupUnavailable as e:
-        pytest.skip(f"no cgroup: {e}")
+    cgroup_cpu = cgroup_cpu_or_skip()
     # The parent exits at once; its orphan burns ~0.3 s of CPU after that.
-    orphan = "import os,time\nif os.fork()==0:\n t=time.process_time()\n while time.process_time()-t<0.3: pass\n os._exit(0)\n"
+    orphan = ("import os,time\nif os.fork()==0:\n t=time.process_time()\n"
+              " while time.process_time()-t<0.3: pass\n os._exit(0)\n")
     with cgroup_cpu.CpuGroup() as g:
         g.run(["python3", "-c", orphan], check=True)
     assert g.cpu_s >= 0.3, g.cpu_s
