@@ -101,12 +101,12 @@ struct Builder {
         status[i] = c.compress(raw, made[i]);
       }
     };
-    {
-      std::vector<std::jthread> helpers;
-      for (size_t t = 1; t < std::min(n, compressors.size()); ++t)
-        helpers.emplace_back([&, t] { work(compressors[t]); });
-      work(compressors[0]);
-    }
+    const size_t threads = std::min(n, compressors.size());
+    std::vector<std::thread> helpers;
+    helpers.reserve(threads);
+    for (size_t t = 1; t < threads; ++t) helpers.emplace_back([&, t] { work(compressors[t]); });
+    work(compressors[0]);
+    for (std::thread& h : helpers) h.join();
     for (size_t i = 0; i < n; ++i) {
       if (!status[i]) return std::unexpected(status[i].error());
       if (!fits(made[i].size(), bytes - out.size())) return false;
