@@ -46,8 +46,10 @@ uint64_t peak_rss_bytes() {
 ProcessTimes process_times(bool reaped_children) {
   rusage ru{};
   getrusage(reaped_children ? RUSAGE_CHILDREN : RUSAGE_SELF, &ru);
-  return {tv_us(ru.ru_utime), tv_us(ru.ru_stime)};
+  return process_times_of(ru);
 }
+
+ProcessTimes process_times_of(const rusage& ru) { return {tv_us(ru.ru_utime), tv_us(ru.ru_stime)}; }
 
 bool reset_peak_rss() {
   std::FILE* f = std::fopen("/proc/self/clear_refs", "w");

@@ -1,6 +1,8 @@
 // Wall clock and CPU time of this process, sampled around a data phase.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <cstdint>
 
 namespace iobench {
@@ -44,5 +46,7 @@ struct ProcessTimes {
 };
 // This process so far (RUSAGE_SELF), or every child it has reaped (RUSAGE_CHILDREN).
 ProcessTimes process_times(bool reaped_children = false);
+// The CPU times of a rusage (e.g. a child's, from wait4).
+ProcessTimes process_times_of(const rusage& ru);
 
 }  // namespace iobench

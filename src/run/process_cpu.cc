@@ -59,8 +59,7 @@ std::optional<ProcessTimes> reap_server(pid_t child, double timeout_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return ProcessTimes{ru.ru_utime.tv_sec * 1'000'000 + ru.ru_utime.tv_usec,
-                      ru.ru_stime.tv_sec * 1'000'000 + ru.ru_stime.tv_usec};
+  return process_times_of(ru);
 }
 
 void finish_process_cpu(Report& report, int64_t payload_ns,
