@@ -4,11 +4,14 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdlib>
 #include <optional>
 
 #include "adaptive/policy.h"
 #include "cli/size.h"
+#include "probe/placement.h"
+#include "proto/fields.h"
 #include "probe/syscall_counter.h"
 
 namespace iobench {
@@ -20,8 +23,22 @@ struct RawClient {
   std::string stagger, budget, buf_min, buf_max;
   bool no_nodelay = false;
   std::string max_fragment;
+  std::string cpus;
   std::vector<CLI::Option*> tls_options;
 };
+
+// One option per field of a described struct that has a flag: a flag for a bool, else a value.
+template <Described T>
+void add_described(CLI::App& app, T& s) {
+  describe(s, [&](const Field& f, auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<V, bool>) {
+      if (!f.flag.empty()) app.add_flag(std::string(f.flag), v, std::string(f.help));
+    } else if constexpr (!Described<V>) {
+      if (!f.flag.empty()) app.add_option(std::string(f.flag), v, std::string(f.help));
+    }
+  });
+}
 
 void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
   app.add_option("--bytes,-n", bytes, "Payload bytes to stream (default 100MiB; 100M, 1GiB, ...)");
@@ -36,19 +53,9 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--engine", o.engine, "I/O engine: blocking (default), epoll or uring");
   app.add_option("--send-engine", o.send_engine, "The sender's engine, overriding --engine");
   app.add_option("--recv-engine", o.recv_engine, "The receiver's engine, overriding --engine");
-  app.add_option("--qd", o.queue_depth, "uring: requests in flight per io_uring_enter (default 8)");
-  app.add_flag("--edge", o.edge, "epoll: edge-triggered (default level-triggered)");
-  app.add_flag("--sqpoll", o.sqpoll,
-               "uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL)");
-  app.add_flag("--fixed-buffers", o.fixed_buffers,
-               "uring sender: send from the payload registered with the ring (TCP only)");
-  app.add_option("--uring-recv", o.uring_recv,
-                 "uring receiver: auto (multishot with provided buffers where the kernel "
-                 "allows, default), multishot or batch");
-  app.add_flag("--zerocopy", o.zerocopy,
-               "Sender: MSG_ZEROCOPY (blocking, epoll) or IORING_OP_SEND_ZC (uring); TCP only");
-  app.add_option("--reads-per-event", o.reads_per_event,
-                 "epoll: at most N reads per readiness event (Valkey: 25); 0 = until EAGAIN");
+  add_described(app, o.tuning);
+  app.add_option("--cpus", raw.cpus,
+                 "Pin the data phase: SENDER[,RECEIVER] CPU numbers (one: both sides on it)");
   app.add_option("--buf,-b", raw.buf,
                  "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k; 'adaptive' follows the "
                  "live connection count (--budget)");
@@ -198,6 +205,32 @@ Status resolve_token(std::string& token) {
   return {};
 }
 
+// --cpus SENDER[,RECEIVER]: CPU numbers; one pins both sides to it. The CPUs of the sides that
+// run here must be ones this process may use (a remote server checks its own).
+Status parse_cpus(const std::string& text, ClientOptions& o) {
+  if (text.empty()) return {};
+  const size_t comma = text.find(',');
+  int cpus[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    const std::string part = i == 0 ? text.substr(0, comma)
+                                    : (comma == std::string::npos ? text : text.substr(comma + 1));
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), cpus[i]);
+    if (part.empty() || ec != std::errc{} || end != part.data() + part.size() || cpus[i] < 0 ||
+        cpus[i] >= CPU_SETSIZE)
+      return fail(fmt::format("invalid --cpus '{}': expected SENDER[,RECEIVER], CPU numbers 0..{}",
+                              text, CPU_SETSIZE - 1));
+  }
+  o.sender_cpu = cpus[0];
+  o.receiver_cpu = cpus[1];
+  for (int cpu : {o.client_cpu(), o.connect.empty() ? o.server_cpu() : -1}) {
+    if (cpu >= 0 && !cpu_allowed(cpu))
+      return fail(fmt::format("invalid --cpus '{}': CPU {} is not one this process may run on "
+                              "(allowed: {})",
+                              text, cpu, allowed_cpus_text()));
+  }
+  return {};
+}
+
 Status validate_client(ClientOptions& o, const RawClient& raw) {
   if (auto st = resolve_token(o.auth_token); !st) return st;
   if (o.proto != "tcp" && o.proto != "tls")
@@ -231,30 +264,27 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
                       "(memory-BIO model); use --tls-io bio or auto",
                       name));
   }
-  if (o.queue_depth < 1 || o.queue_depth > 4096)
-    return fail(fmt::format("invalid --qd '{}': expected 1..4096", o.queue_depth));
-  if (o.sqpoll && o.send_engine != "uring" && o.recv_engine != "uring")
+  if (auto st = check_fields(o.tuning, true); !st) return st;
+  if (auto st = parse_cpus(raw.cpus, o); !st) return st;
+  if (o.tuning.sqpoll && o.send_engine != "uring" && o.recv_engine != "uring")
     return fail("--sqpoll needs uring on a side (--engine, --send-engine or --recv-engine)");
-  if (o.fixed_buffers && o.send_engine != "uring")
+  if (o.tuning.fixed_buffers && o.send_engine != "uring")
     return fail("--fixed-buffers needs a uring sender (--engine or --send-engine uring)");
-  if (o.fixed_buffers && o.conns > 1)
+  if (o.tuning.fixed_buffers && o.conns > 1)
     return fail(
         "--fixed-buffers needs --conns 1 (each connection would register a copy of the "
         "payload)");
-  if (o.fixed_buffers && o.proto != "tcp")
+  if (o.tuning.fixed_buffers && o.proto != "tcp")
     return fail("--fixed-buffers needs --proto tcp (TLS sends records from OpenSSL's buffer)");
-  if (o.uring_recv != "auto" && o.uring_recv != "multishot" && o.uring_recv != "batch")
-    return fail(
-        fmt::format("invalid --uring-recv '{}': expected auto, multishot or batch", o.uring_recv));
-  if (o.uring_recv != "auto" && o.recv_engine != "uring")
+  if (o.tuning.uring_recv != "auto" && o.recv_engine != "uring")
     return fail("--uring-recv needs a uring receiver (--engine or --recv-engine uring)");
-  if (o.zerocopy && o.proto != "tcp")
+  if (o.tuning.zerocopy && o.proto != "tcp")
     return fail("--zerocopy needs --proto tcp (TLS encrypts into its own buffers)");
-  if (o.edge && o.send_engine != "epoll" && o.recv_engine != "epoll")
+  if (o.tuning.edge && o.send_engine != "epoll" && o.recv_engine != "epoll")
     return fail("--edge needs epoll on a side (--engine, --send-engine or --recv-engine)");
-  if (o.reads_per_event > 0 && o.recv_engine != "epoll")
+  if (o.tuning.reads_per_event > 0 && o.recv_engine != "epoll")
     return fail("--reads-per-event needs an epoll receiver (--engine or --recv-engine epoll)");
-  if (o.edge && o.reads_per_event > 0)
+  if (o.tuning.edge && o.tuning.reads_per_event > 0)
     return fail("--reads-per-event needs level-triggered epoll (drop --edge)");
   std::vector<bool> adaptive;
   auto both = buf_list(raw.buf, adaptive);
@@ -380,18 +410,26 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   payload->add_flag("-q,--quiet", payload_cmd.quiet, "No progress line while the payload is built");
 
   auto* doctor = app.add_subcommand("doctor", "Print what this host offers a benchmark");
+  auto* protocol = app.add_subcommand(
+      "protocol", "Print the control protocol's layout (JSON): version, every message's fields");
+  bool version = false;
+  app.add_flag("--version,-V", version, "Print iobench's version and protocol version, and exit");
 
   try {
     app.parse(argc, const_cast<char**>(argv));
   } catch (const CLI::CallForHelp&) {
     CLI::App* which = &app;
-    for (auto* sub : {client, server, payload, doctor})
+    for (auto* sub : {client, server, payload, doctor, protocol})
       if (sub->parsed()) which = sub;
     return HelpRequested{which->help()};
   } catch (const CLI::ParseError& e) {
     return fail(e.what());
   }
 
+  if (version)
+    return HelpRequested{fmt::format("iobench {} (commit {}, control protocol {})\n",
+                                     IOBENCH_VERSION, IOBENCH_GIT_COMMIT, proto::kVersion)};
+  if (protocol->parsed()) return HelpRequested{proto::layout_json()};
   // Loopback options typed before a subcommand would be silently ignored: refuse them.
   if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed()) {
     for (const CLI::Option* opt : app.get_options()) {

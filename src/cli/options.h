@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/tuning.h"
 #include "tls/options.h"
 #include "util/result.h"
 
@@ -68,13 +69,12 @@ struct ClientOptions {
   // auto (the kernel's counters: bpf, else perf tracepoints), bpf, tracepoints, taskio, off,
   // strace, perf
   std::string syscalls = "auto";
-  bool edge = false;                // epoll engine: edge-triggered
-  uint32_t reads_per_event = 0;     // epoll engine: level-triggered cap (0: until EAGAIN)
-  uint32_t queue_depth = 8;         // uring engine: requests in flight per io_uring_enter
-  bool zerocopy = false;            // sender: MSG_ZEROCOPY / IORING_OP_SEND_ZC
-  bool sqpoll = false;              // uring: IORING_SETUP_SQPOLL on both sides
-  bool fixed_buffers = false;       // uring sender: sends from registered memory
-  std::string uring_recv = "auto";  // uring receiver: auto, multishot or batch
+  EngineTuning tuning;  // both sides' engines: trigger mode, queue depth, zero-copy, ...
+  // --cpus: the CPU each side's data phase runs on (-1: wherever the scheduler puts it).
+  int sender_cpu = -1;
+  int receiver_cpu = -1;
+  int client_cpu() const { return reverse ? receiver_cpu : sender_cpu; }
+  int server_cpu() const { return reverse ? sender_cpu : receiver_cpu; }
   std::string auth_token;           // sent in the HELLO; --auth-token or $IOBENCH_AUTH_TOKEN
   uint32_t conns = 1;               // connections at once, each streaming `payload.bytes`
   double stagger_s = 0;             // connection i starts i * stagger after the first

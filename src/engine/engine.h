@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "engine/io_buffer.h"
+#include "engine/tuning.h"
 #include "net/stream.h"
 #include "util/result.h"
 
@@ -34,18 +35,14 @@ struct IoCounters {
   std::string path;
 };
 
-struct EngineOptions {
+// The tuning both sides share, and this side's own limit.
+struct EngineOptions : EngineTuning {
   double timeout_s = 30;  // no progress for this long is an error
-  bool edge = false;      // epoll: edge-triggered (EPOLLET) instead of level-triggered
-  // epoll, level-triggered: cap reads per readiness event (0: until EAGAIN).
-  uint32_t reads_per_event = 0;
-  uint32_t queue_depth = 8;    // uring: requests in flight per io_uring_enter
-  bool zerocopy = false;       // sender: MSG_ZEROCOPY (blocking, epoll) or SEND_ZC (uring)
-  bool sqpoll = false;         // uring: a kernel thread polls the submission queue
-  bool fixed_buffers = false;  // uring sender: sends from the payload, registered with the ring
-  // uring receiver: "auto" (multishot where the kernel allows), "multishot" or "batch".
-  std::string uring_recv = "auto";
 };
+
+// One side's engine options from the run's tuning: the sender-only parts (zero-copy, registered
+// buffers) apply only where this side sends. Client and server both build theirs here.
+EngineOptions side_engine_options(const EngineTuning& t, bool sends, double timeout_s);
 
 // Receives each chunk in order; may reject it (a corrupt stream).
 class ByteSink {

@@ -17,14 +17,22 @@
 #include <variant>
 #include <vector>
 
+#include "engine/tuning.h"
 #include "util/result.h"
 
 namespace iobench::proto {
 
 inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'}, std::byte{'B'},
                                                  std::byte{'C'}};
-// 2: PROGRESS. Peers of different versions refuse each other's first frame, naming both.
-inline constexpr uint16_t kVersion = 2;
+// 2: PROGRESS. 3: HELLO carries the engine tuning as one block and the server's CPU; RESULT
+// the placement. Peers of different versions refuse each other's first frame, naming both.
+// Each message's layout is its field list (proto/fields.h); a test ties it to this version.
+inline constexpr uint16_t kVersion = 3;
+// The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
+// layout change fails its test until kVersion is bumped and a row appended.
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 1> kLayoutOfVersion{{
+    {3, 0xf671e9592467f07d},
+}};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
 inline constexpr uint32_t kMaxGroupBodyBytes = 160 * 1024;  // two bounded timelines
@@ -57,10 +65,9 @@ struct Hello {
   std::string tls_io;  // "socket" or "bio" (TLS only)
   bool tls_read_ahead = false;
   uint64_t tls_max_fragment = 16384;
-  bool kernel_syscalls = true;   // count with perf_event tracepoints where the kernel allows
-  bool edge = false;             // epoll engine: edge-triggered
-  uint32_t reads_per_event = 0;  // epoll engine: cap (0: until EAGAIN)
-  uint32_t queue_depth = 8;      // uring engine: requests per io_uring_enter
+  bool kernel_syscalls = true;  // count with perf_event tracepoints where the kernel allows
+  EngineTuning tuning;           // the server side applies it to its own engine
+  int64_t cpu = -1;              // --cpus: the server side's data phase runs on it (-1: anywhere)
   // --conns: this connection is `conn_index` of `conns` sharing `group_id` (random per run).
   uint32_t conns = 1;
   uint32_t conn_index = 0;
@@ -71,11 +78,7 @@ struct Hello {
   uint64_t budget = 0;
   uint64_t buf_min = 0;
   uint64_t buf_max = 0;
-  std::string auth_token;           // the server's --auth-token, when it has one
-  bool zerocopy = false;            // the sender sends zero-copy
-  bool sqpoll = false;              // uring: IORING_SETUP_SQPOLL
-  bool fixed_buffers = false;       // uring sender: registered buffers
-  std::string uring_recv = "auto";  // uring receiver: auto, multishot or batch
+  std::string auth_token;  // the server's --auth-token, when it has one
 };
 
 struct Ack {
@@ -132,6 +135,11 @@ struct SideResult {
   uint64_t uring_sqes = 0;          // uring: submission entries submitted
   uint64_t uring_cqes = 0;          // uring: completion entries reaped
   std::string engine_path;          // how the engine ran where it had a choice
+  // Placement of the data phase: the CPU it was pinned to (-1: none), the CPUs it was allowed,
+  // and the CPUs it was seen on (sampled as it started and as it ended).
+  int64_t cpu_pinned = -1;
+  std::string cpus_allowed;
+  std::string cpus_seen;
 };
 
 struct LivePoint {

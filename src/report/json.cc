@@ -84,6 +84,11 @@ json side_json(const proto::SideResult& r, bool client_sends,
       {"engine_path", r.engine_path},
       {"uring", {{"sqes", r.uring_sqes}, {"cqes", r.uring_cqes}}},
       {"cpu_scope", r.cpu_scope},
+      {"placement",
+       {{"pinned_cpu", r.cpu_pinned < 0 ? json(nullptr) : json(r.cpu_pinned)},
+        {"allowed_cpus", r.cpus_allowed},
+        {"seen_cpus", r.cpus_seen},
+        {"seen_how", "sched_getcpu at the data phase's start and end"}}},
       {"voluntary_ctxsw", r.vol_ctxsw},
       {"involuntary_ctxsw", r.invol_ctxsw},
       {"xxh3", fmt::format("{:016x}", r.xxh3)},
@@ -188,16 +193,12 @@ json options_json(const Report& r) {
   json bufs = json::array();
   for (const auto& b : o.bufs)
     bufs.push_back({{"send", b.send_bytes}, {"recv", b.recv_bytes}, {"adaptive", b.adaptive}});
-  return {{"mode", r.mode},
+  json doc = {{"mode", r.mode},
           {"server", r.server},
           {"proto", o.proto},
           {"engine", o.engine},
           {"send_engine", o.send_engine},
           {"recv_engine", o.recv_engine},
-          {"sqpoll", o.sqpoll},
-          {"zerocopy", o.zerocopy},
-          {"fixed_buffers", o.fixed_buffers},
-          {"uring_recv", o.uring_recv},
           {"bufs", bufs},
           {"bytes", o.payload.bytes},
           {"payload", r.payload_source},
@@ -216,7 +217,13 @@ json options_json(const Report& r) {
           {"bytes_spread", o.bytes_spread},
           {"budget_bytes", o.budget},
           {"buf_min_bytes", o.buf_min},
-          {"buf_max_bytes", o.buf_max}};
+          {"buf_max_bytes", o.buf_max},
+          {"syscalls", o.syscalls},
+          {"sender_cpu", o.sender_cpu < 0 ? json(nullptr) : json(o.sender_cpu)},
+          {"receiver_cpu", o.receiver_cpu < 0 ? json(nullptr) : json(o.receiver_cpu)}};
+  // The engines' tuning, every field of its list (trigger mode, queue depth, zero-copy, ...).
+  describe(o.tuning, [&](const Field& f, const auto& v) { doc[std::string(f.name)] = v; });
+  return doc;
 }
 
 }  // namespace

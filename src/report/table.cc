@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "cli/size.h"
+#include "probe/placement.h"
 #include "report/report.h"
 
 namespace iobench {
@@ -40,6 +41,29 @@ const char* syscalls_source_label(const std::string& source) {
   return "counted by iobench";
 }
 
+// Where the side's data phase ran: pinned (--cpus) or not, allowed and seen CPUs.
+std::string placement_line(const proto::SideResult& side) {
+  if (side.cpus_allowed.empty()) return {};  // a peer that did not say (an error before it ran)
+  const char* name = side.is_sender ? "sender" : "receiver";
+  const std::string pinned = side.cpu_pinned >= 0
+                                 ? fmt::format("pinned to CPU {}", side.cpu_pinned)
+                                 : fmt::format("not pinned (CPUs {} allowed)", side.cpus_allowed);
+  return fmt::format("  {:<8} placement: {}, ran on CPU {} (sampled at start and end)\n", name,
+                     pinned, side.cpus_seen);
+}
+
+// Unpinned loopback on a few CPUs: both sides and the kernel's softirq work share them as the
+// scheduler decides, and that moves the figures (measured: 1K from 8.3 to 1.6 s/GiB pinned).
+std::string placement_warning(const Report& r, const proto::SideResult& a,
+                              const proto::SideResult& b) {
+  if (r.mode != "loopback" || a.cpu_pinned >= 0 || b.cpu_pinned >= 0) return {};
+  if (a.cpus_allowed.empty() || cpu_list_count(a.cpus_allowed) > 4) return {};
+  return fmt::format(
+      "note: unpinned on {} CPUs: where the scheduler puts the two sides changes these figures; "
+      "pin them with --cpus SENDER,RECEIVER (e.g. --cpus 0,1 or --cpus 0)\n",
+      cpu_list_count(a.cpus_allowed));
+}
+
 // The lines above the table for one side of the first run: socket, TLS, zero-copy, engine path
 // and where its syscall figures come from (`counted`: the counting run's side when there is one).
 std::string side_header_lines(const proto::SideResult& side, const proto::SideResult& counted,
@@ -48,6 +72,7 @@ std::string side_header_lines(const proto::SideResult& side, const proto::SideRe
   std::string out = fmt::format(
       "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}\n", name,
       side.sndbuf_bytes, side.rcvbuf_bytes, side.nodelay ? "on" : "off", side.mtu_bytes);
+  out += placement_line(side);
   if (!side.tls_version.empty()) out += tls_line(side, side.is_sender == client_sends);
   if (side.zerocopy)
     out += fmt::format(
@@ -204,6 +229,7 @@ std::string render_table(const Report& r) {
           counting ? (side->is_sender ? counting->sender : counting->receiver) : *side;
       out += side_header_lines(*side, counted, counting.has_value(), client_sends);
     }
+    out += placement_warning(r, first.sender, first.receiver);
   }
   out += fmt::format(
       "{:>6} {:<8} {:<6} {:>11} {:>8} {:>7} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8} {:>9} {:>9}",

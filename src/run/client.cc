@@ -87,6 +87,7 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   d.buf_bytes = d.is_sender ? buf.send_bytes : buf.recv_bytes;
   d.decompress = o.decompress;
   d.kernel_syscalls = o.syscalls != "off";
+  d.cpu = o.client_cpu();
   if (payload) {
     d.payload = payload->bytes();
     d.payload_xxh3 = payload->xxh3;
@@ -159,14 +160,9 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.tls_read_ahead = o.tls.read_ahead;
   hello.tls_max_fragment = o.tls.max_fragment;
   hello.kernel_syscalls = o.syscalls != "off";
-  hello.edge = o.edge;
-  hello.reads_per_event = o.reads_per_event;
-  hello.queue_depth = o.queue_depth;
+  hello.tuning = o.tuning;
+  hello.cpu = o.server_cpu();
   hello.auth_token = o.auth_token;
-  hello.zerocopy = o.zerocopy;
-  hello.sqpoll = o.sqpoll;
-  hello.fixed_buffers = o.fixed_buffers;
-  hello.uring_recv = o.uring_recv;
   hello.conns = o.conns;
   hello.adaptive = buf.adaptive;
   if (buf.adaptive) {
@@ -225,16 +221,7 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
 }
 
 EngineOptions client_engine_options(const ClientOptions& o) {
-  EngineOptions eo;
-  eo.timeout_s = o.timeout_s;
-  eo.edge = o.edge;
-  eo.reads_per_event = o.reads_per_event;
-  eo.queue_depth = o.queue_depth;
-  eo.zerocopy = o.zerocopy && !o.reverse;
-  eo.sqpoll = o.sqpoll;
-  eo.fixed_buffers = o.fixed_buffers && !o.reverse;
-  eo.uring_recv = o.uring_recv;
-  return eo;
+  return side_engine_options(o.tuning, !o.reverse, o.timeout_s);
 }
 
 namespace {

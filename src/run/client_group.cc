@@ -187,6 +187,7 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
     d.buf_bytes = my_buf;
     d.kernel_syscalls = false;  // the run's counters cover every connection
     d.thread_cpu = true;
+    d.cpu = o.client_cpu();
     if (payload) {
       d.payload = payload->bytes();
       d.payload_xxh3 = prefix_xxh3(*payload, lengths[i]);

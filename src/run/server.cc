@@ -19,6 +19,8 @@
 #include "net/interrupt.h"
 #include "net/socket.h"
 #include "payload/payload.h"
+#include "proto/fields.h"
+#include "probe/placement.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
 #include "run/group.h"
@@ -135,7 +137,11 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
     return fail(fmt::format("unsupported proto '{}'", h.proto));
   if (h.proto == "tls" && h.engine == "uring" && h.tls_io != "bio")
     return fail("engine uring over TLS needs the TLS I/O model bio");
-  if (h.fixed_buffers && h.proto != "tcp") return fail("fixed buffers need proto tcp");
+  if (h.tuning.fixed_buffers && h.proto != "tcp") return fail("fixed buffers need proto tcp");
+  if (auto st = check_fields(h, false); !st) return st;  // bounds in the field list
+  if (h.cpu >= 0 && !cpu_allowed(static_cast<int>(h.cpu)))
+    return fail(fmt::format("--cpus: CPU {} is not one this server may run on (allowed: {})", h.cpu,
+                            allowed_cpus_text()));
   if (h.proto == "tls") {
     if (h.tls_io != "socket" && h.tls_io != "bio")
       return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));
@@ -261,19 +267,9 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
   if (state.sessions.load() > o.max_conns)
     return reject(fmt::format("server busy: {} sessions at once (--max-conns {})",
                               state.sessions.load() - 1, o.max_conns));
-  if (hello->queue_depth < 1 || hello->queue_depth > 4096)
-    return reject(fmt::format("queue depth {} outside 1..4096", hello->queue_depth));
-  if (hello->zerocopy && hello->proto != "tcp") return reject("zerocopy needs proto tcp");
-  EngineOptions eo;
-  eo.timeout_s = o.idle_timeout_s;
-  eo.edge = hello->edge;
-  eo.reads_per_event = hello->reads_per_event;
-  eo.queue_depth = hello->queue_depth;
+  if (hello->tuning.zerocopy && hello->proto != "tcp") return reject("zerocopy needs proto tcp");
   const bool server_sends = !hello->client_sends;
-  eo.zerocopy = hello->zerocopy && server_sends;
-  eo.sqpoll = hello->sqpoll;
-  eo.fixed_buffers = hello->fixed_buffers && server_sends;
-  eo.uring_recv = hello->uring_recv;
+  const EngineOptions eo = side_engine_options(hello->tuning, server_sends, o.idle_timeout_s);
   auto engine = make_engine(hello->engine, eo);
   if (!engine) return reject(engine.error().message);
   if (auto st = apply_socket_options(fd.get(),
@@ -287,6 +283,7 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
   d.buf_bytes = server_sends ? hello->send_buf_bytes : hello->recv_buf_bytes;
   d.decompress = hello->decompress;
   d.kernel_syscalls = hello->kernel_syscalls;
+  d.cpu = static_cast<int>(hello->cpu);
   const bool grouped = hello->conns > 1 || hello->adaptive;
   std::shared_ptr<GroupSide> group;
   if (grouped) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "payload/verifier.h"
+#include "probe/placement.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
 #include "tls/tls.h"
@@ -145,6 +146,20 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
   if (d.kernel_syscalls && !lease.held())
     me.syscalls_note = "another session of this process held the kernel counters";
+  // --cpus: this thread runs the data phase on one CPU, and returns to its old set after it.
+  auto pin = ThreadPin::pin(d.cpu);
+  if (!pin) {
+    me.error = out.error = pin.error().message;
+    return out;
+  }
+  me.cpu_pinned = d.cpu;
+  me.cpus_allowed = allowed_cpus_text();
+  CpuSamples seen;
+  seen.sample();
+  auto take_placement = [&] {
+    seen.sample();
+    me.cpus_seen = seen.text();
+  };
   // The bpf program attaches (up to ~20 ms) before the clock starts.
   if (kernel) kernel->arm();
   auto start_kernel = [&] {
@@ -176,6 +191,7 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
     me.buf_resizes = buf.resizes();
     // Counters stop before the acknowledgement is read: it is control traffic, not data.
     take_counters();
+    take_placement();
     Result<proto::SideResult> peer =
         sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
     fill_probe(me, probe_now(d.thread_cpu) - start);
@@ -205,6 +221,7 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   if (got) got = verifier.finish();
   fill_probe(me, probe_now(d.thread_cpu) - start);
   take_counters();
+  take_placement();
   take_io_counts(io, me);
   me.xxh3 = verifier.xxh3();
   me.decoded = d.decompress;

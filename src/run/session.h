@@ -34,6 +34,7 @@ struct DataPhase {
   // One connection of several (--conns): CPU of this thread only, and the syscall counters are
   // the run's, not this connection's (kernel_syscalls is then false).
   bool thread_cpu = false;
+  int cpu = -1;  // --cpus: the CPU the data phase runs on (-1: the thread's own set)
   // Set: the buffer size follows this source (adaptive mode, or a fixed size in a group run).
   BufferSizeSource* follow = nullptr;
   // Called as soon as the engine returns, before the result exchange: the connection is no

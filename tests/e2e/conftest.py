@@ -1,5 +1,7 @@
 """Shared fixtures for the end-to-end tests: the iobench binary, a private payload cache and a
 long-lived `iobench server` on an ephemeral loopback port."""
+import functools
+import json
 import os
 import queue
 import threading
@@ -32,34 +34,65 @@ def run(*args, cache=None, timeout=120, check=None):
     return p
 
 
-# The control protocol's version (src/proto/messages.h kVersion).
-PROTO_VERSION = 2
+@functools.lru_cache(maxsize=None)
+def protocol_layout():
+    """The control protocol's layout as the binary describes it (`iobench protocol`): the
+    version and every message's fields in wire order, from the C++ field lists."""
+    p = subprocess.run([BIN, "protocol"], capture_output=True, text=True, timeout=30, check=True)
+    return json.loads(p.stdout)
 
 
-def hello_frame(version=PROTO_VERSION, client_sends=True, nbytes=1 << 20, send_buf=16384, recv_buf=16384,
+def proto_version():
+    return protocol_layout()["version"]
+
+
+_PACK = {"bool": "<?", "u32": "<I", "u64": "<Q", "i64": "<q", "f64": "<d"}
+
+
+def pack_fields(message, values):
+    """A message body packed here, independently of the C++ codec (little-endian, u16-length
+    strings), walking the binary's field list: `values` overrides a field's default by name."""
+    fields = protocol_layout()["messages"][message]["fields"]
+    unknown = set(values) - {f["name"] for f in fields}
+    assert not unknown, f"{message} has no fields {unknown}"
+    body = b""
+    for f in fields:
+        v = values.get(f["name"], f["default"])
+        if f["type"] == "str":
+            body += struct.pack("<H", len(v)) + v.encode()
+        elif f["type"] == "pairs":  # (name, count) list: u16 count, then str + u64 each
+            body += struct.pack("<H", len(v)) + b"".join(
+                struct.pack("<H", len(k)) + k.encode() + struct.pack("<Q", n) for k, n in v)
+        else:
+            body += struct.pack(_PACK[f["type"]], v)
+    return body
+
+
+def hello_frame(version=None, client_sends=True, nbytes=1 << 20, send_buf=16384, recv_buf=16384,
                 proto="tcp", engine="blocking", body_len=None, tls_io="", max_fragment=16384,
-                conns=1, group_id=0, token="", fixed_buffers=False, uring_recv="auto"):
-    """A HELLO frame built independently of the C++ codec (little-endian, u16-length strings)."""
-    s = lambda t: struct.pack("<H", len(t)) + t.encode()
-    body = (struct.pack("<?QQQQQ??Qq", client_sends, nbytes, send_buf, recv_buf, 0, 0, True, False,
-                        1, 3) + s(proto) + s(engine) + struct.pack("<d", 30.0) + s(tls_io)
-            + struct.pack("<?Q??II", False, max_fragment, True, False, 0, 8)
-            # conns, conn_index, group_id, payload_bytes, adaptive, budget, buf_min, buf_max
-            + struct.pack("<IIQQ?QQQ", conns, 0, group_id, 0, False, 0, 0, 0)
-            + s(token) + struct.pack("<??", False, False)
-            # fixed_buffers, uring_recv
-            + struct.pack("<?", fixed_buffers) + s(uring_recv))
+                conns=1, group_id=0, token="", fixed_buffers=False, uring_recv="auto", fields=None):
+    """A HELLO frame: the fields a test sets (`fields`: any others, by layout name), every
+    other at its default."""
+    body = pack_fields("HELLO", {
+        "client_sends": client_sends, "bytes": nbytes, "send_buf_bytes": send_buf,
+        "recv_buf_bytes": recv_buf, "seed": 1, "zstd_level": 3, "proto": proto, "engine": engine,
+        "tls_io": tls_io, "tls_max_fragment": max_fragment, "conns": conns, "group_id": group_id,
+        "auth_token": token, "tuning.fixed_buffers": fixed_buffers,
+        "tuning.uring_recv": uring_recv, **(fields or {})})
     n = len(body) if body_len is None else body_len
+    version = proto_version() if version is None else version
     return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
 
 
 class Server:
-    def __init__(self, *extra, cache=None):
+    def __init__(self, *extra, cache=None, cpus=None):
         args = [BIN, "server", "--listen", "127.0.0.1:0", *map(str, extra)]
         if cache:
             args += ["--cache-dir", cache]
+        # cpus: the set of CPUs the server process may run on (as under taskset).
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, preexec_fn=pin)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (\S+):(\d+)", line)
         assert m, f"server did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"

@@ -149,6 +149,10 @@ def talk(port, data, shut=True):
     (hello_frame(nbytes=1 << 40), "bytes 1099511627776 outside"),
     (hello_frame(proto="quic"), "HELLO asks for proto 'quic' on a tcp connection"),
     (hello_frame(engine="magic"), "unknown engine 'magic'"),
+    # Bounds from the field lists (src/engine/tuning.h, src/proto/fields.h).
+    (hello_frame(fields={"tuning.queue_depth": 0}), "queue_depth 0 outside 1..4096"),
+    (hello_frame(fields={"tuning.uring_recv": "many"}), "uring_recv many outside auto, multishot or batch"),
+    (hello_frame(fields={"cpu": 5000}), "cpu 5000 outside -1..1023"),
     (hello_frame()[:20], "peer closed"),
 ])
 def test_misbehaving_client_is_rejected_and_server_survives(server, cache_dir, data, logged):

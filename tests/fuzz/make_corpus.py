@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from conftest import PROTO_VERSION, hello_frame  # noqa: E402
+from conftest import hello_frame, pack_fields, proto_version  # noqa: E402
 
 
 def s(t):
@@ -14,7 +14,7 @@ def s(t):
 
 
 def frame(kind, body):
-    return b"IOBC" + struct.pack("<HHI", PROTO_VERSION, kind, len(body)) + body
+    return b"IOBC" + struct.pack("<HHI", proto_version(), kind, len(body)) + body
 
 
 def main():
@@ -25,6 +25,8 @@ def main():
         "hello-tls-group": hello_frame(proto="tls", tls_io="bio", conns=4, group_id=7, token="t"),
         "ack": frame(2, s("0.1.0")),
         "error": frame(4, s("busy")),
+        "result": frame(3, pack_fields("RESULT", {"bytes": 4096, "engine": "uring",
+                                                  "cpu_pinned": 1, "cpus_allowed": "0-1"})),
         "progress": frame(6, struct.pack("<QQq", 1 << 20, 1 << 30, 1000000)),
         # GROUP: sender, conns, failed, 4 x i64, source, note, total, pairs, policy, peak_live,
         # peak buffer, peak rss, 1 timeline point, 1 change, dropped, error.

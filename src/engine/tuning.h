@@ -1,0 +1,52 @@
+// How the engines run beyond their names: the options a user sets once for a run and both sides
+// apply, each to its own engine. Described once (describe below): the command line, the HELLO,
+// the JSON options block and the validation on both sides walk this list.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "util/fields.h"
+
+namespace iobench {
+
+struct EngineTuning {
+  bool edge = false;                // epoll: edge-triggered (EPOLLET) instead of level-triggered
+  uint32_t reads_per_event = 0;     // epoll, level-triggered: reads per readiness event (0: all)
+  uint32_t queue_depth = 8;         // uring: requests in flight per io_uring_enter
+  bool zerocopy = false;            // sender: MSG_ZEROCOPY (blocking, epoll) or SEND_ZC (uring)
+  bool sqpoll = false;              // uring: a kernel thread polls the submission queue
+  bool fixed_buffers = false;       // uring sender: sends from the payload, registered
+  std::string uring_recv = "auto";  // uring receiver: auto (multishot where allowed), ...
+};
+
+template <typename Self, typename Visit>
+  requires std::is_same_v<std::remove_const_t<Self>, EngineTuning>
+void describe(Self& t, Visit&& visit) {
+  visit(Field{"edge", "--edge", "epoll: edge-triggered (default level-triggered)"}, t.edge);
+  visit(Field{"reads_per_event", "--reads-per-event",
+              "epoll: at most N reads per readiness event (Valkey: 25); 0 = until EAGAIN", 0,
+              1 << 20},
+        t.reads_per_event);
+  visit(Field{"queue_depth", "--qd", "uring: requests in flight per io_uring_enter (default 8)", 1,
+              4096},
+        t.queue_depth);
+  visit(Field{"zerocopy", "--zerocopy",
+              "Sender: MSG_ZEROCOPY (blocking, epoll) or IORING_OP_SEND_ZC (uring); TCP only"},
+        t.zerocopy);
+  visit(Field{"sqpoll", "--sqpoll",
+              "uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL)"},
+        t.sqpoll);
+  visit(Field{"fixed_buffers", "--fixed-buffers",
+              "uring sender: send from the payload registered with the ring (TCP only)"},
+        t.fixed_buffers);
+  visit(Field{.name = "uring_recv",
+              .flag = "--uring-recv",
+              .help = "uring receiver: auto (multishot with provided buffers where the kernel "
+                      "allows, default), multishot or batch",
+              .choices = "auto,multishot,batch"},
+        t.uring_recv);
+}
+
+}  // namespace iobench

@@ -1,0 +1,102 @@
+#include "probe/placement.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <utility>
+
+namespace iobench {
+namespace {
+
+std::string list_text(const cpu_set_t& set) {
+  std::string out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    if (!out.empty()) out += ',';
+    out += last == cpu ? fmt::format("{}", cpu) : fmt::format("{}-{}", cpu, last);
+    cpu = last;
+  }
+  return out;
+}
+
+cpu_set_t allowed_set() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) CPU_ZERO(&set);
+  return set;
+}
+
+}  // namespace
+
+std::string allowed_cpus_text() { return list_text(allowed_set()); }
+
+int cpu_list_count(std::string_view list) {
+  int count = 0;
+  while (!list.empty()) {
+    const size_t comma = std::min(list.find(','), list.size());
+    const std::string_view range = list.substr(0, comma);
+    const size_t dash = range.find('-');
+    int lo = 0, hi = 0;
+    const auto first = std::from_chars(range.data(), range.data() + range.size(), lo);
+    if (first.ec != std::errc{}) return 0;
+    hi = lo;
+    if (dash != std::string_view::npos &&
+        std::from_chars(range.data() + dash + 1, range.data() + range.size(), hi).ec != std::errc{})
+      return 0;
+    if (hi < lo) return 0;
+    count += hi - lo + 1;
+    list.remove_prefix(std::min(comma + 1, list.size()));
+  }
+  return count;
+}
+
+bool cpu_allowed(int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
+  const cpu_set_t set = allowed_set();
+  return CPU_ISSET(cpu, &set);
+}
+
+int allowed_cpu_count() {
+  const cpu_set_t set = allowed_set();
+  return CPU_COUNT(&set);
+}
+
+Result<ThreadPin> ThreadPin::pin(int cpu) {
+  ThreadPin p;
+  if (cpu < 0) return p;
+  if (!cpu_allowed(cpu))
+    return fail(fmt::format("CPU {} is not one this process may run on (allowed: {})", cpu,
+                            allowed_cpus_text()));
+  p.previous_ = allowed_set();
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0)
+    return fail(fmt::format("pinning to CPU {}: {}", cpu, std::strerror(errno)));
+  p.restore_ = true;
+  return p;
+}
+
+ThreadPin::ThreadPin(ThreadPin&& o) noexcept
+    : restore_(std::exchange(o.restore_, false)), previous_(o.previous_) {}
+
+ThreadPin::~ThreadPin() {
+  if (restore_) (void)sched_setaffinity(0, sizeof previous_, &previous_);
+}
+
+void CpuSamples::sample() {
+  const int cpu = sched_getcpu();
+  if (cpu < 0 || cpu >= CPU_SETSIZE) return;
+  if (!any_) CPU_ZERO(&seen_);
+  CPU_SET(cpu, &seen_);
+  any_ = true;
+}
+
+std::string CpuSamples::text() const { return any_ ? list_text(seen_) : std::string{}; }
+
+}  // namespace iobench

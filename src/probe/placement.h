@@ -1,0 +1,50 @@
+// CPU placement of a side's data phase: pinning the running thread (--cpus) and recording where
+// it was allowed to run and where it did run, so a figure says what placement produced it.
+#pragma once
+
+#include <sched.h>
+
+#include <string>
+#include <string_view>
+
+#include "util/result.h"
+
+namespace iobench {
+
+// The CPUs this thread may run on, in the kernel's list format ("0-3,6").
+std::string allowed_cpus_text();
+// CPUs named by a list in the kernel's format ("0-3,6" -> 5); 0 for "" or a malformed list.
+int cpu_list_count(std::string_view list);
+// Whether `cpu` is in this thread's allowed set.
+bool cpu_allowed(int cpu);
+// The number of CPUs this thread may run on.
+int allowed_cpu_count();
+
+// Pins the calling thread to `cpu` (-1: leaves it as it is) and restores the previous set when
+// it goes out of scope, so a pinned data phase does not confine what the thread does after it.
+class ThreadPin {
+ public:
+  static Result<ThreadPin> pin(int cpu);
+  ThreadPin(ThreadPin&& o) noexcept;
+  ThreadPin& operator=(ThreadPin&&) = delete;
+  ThreadPin(const ThreadPin&) = delete;
+  ~ThreadPin();
+
+ private:
+  ThreadPin() = default;
+  bool restore_ = false;
+  cpu_set_t previous_{};
+};
+
+// The CPUs a thread was seen on, sampled (sched_getcpu) at the points the caller chooses.
+class CpuSamples {
+ public:
+  void sample();
+  std::string text() const;  // list format, "" if never sampled
+
+ private:
+  cpu_set_t seen_{};
+  bool any_ = false;
+};
+
+}  // namespace iobench

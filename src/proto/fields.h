@@ -1,0 +1,181 @@
+// Every control message's fields, in wire order, described once. The codec (messages.cc), the
+// layout `iobench protocol` prints (which the e2e tests build frames from) and the test that ties
+// the layout to kVersion all walk these lists: a field added here is encoded, decoded, printed
+// and versioned with no other change.
+#pragma once
+
+#include <sched.h>
+
+#include <type_traits>
+
+#include "proto/messages.h"
+#include "util/fields.h"
+
+namespace iobench::proto {
+
+template <typename Self, typename T>
+concept SameAs = std::is_same_v<std::remove_const_t<Self>, T>;
+
+template <typename Self, typename V>
+  requires SameAs<Self, Hello>
+void describe(Self& h, V&& v) {
+  v(Field{"client_sends"}, h.client_sends);
+  v(Field{"bytes"}, h.bytes);
+  v(Field{"send_buf_bytes"}, h.send_buf_bytes);
+  v(Field{"recv_buf_bytes"}, h.recv_buf_bytes);
+  v(Field{"sndbuf_bytes"}, h.sndbuf_bytes);
+  v(Field{"rcvbuf_bytes"}, h.rcvbuf_bytes);
+  v(Field{"nodelay"}, h.nodelay);
+  v(Field{"decompress"}, h.decompress);
+  v(Field{"seed"}, h.seed);
+  v(Field{"zstd_level"}, h.zstd_level);
+  v(Field{"proto"}, h.proto);
+  v(Field{"engine"}, h.engine);
+  v(Field{"timeout_s"}, h.timeout_s);
+  v(Field{"tls_io"}, h.tls_io);
+  v(Field{"tls_read_ahead"}, h.tls_read_ahead);
+  v(Field{"tls_max_fragment"}, h.tls_max_fragment);
+  v(Field{"kernel_syscalls"}, h.kernel_syscalls);
+  v(Field{"tuning"}, h.tuning);
+  v(Field{.name = "cpu", .min = -1, .max = CPU_SETSIZE - 1}, h.cpu);
+  v(Field{"conns"}, h.conns);
+  v(Field{"conn_index"}, h.conn_index);
+  v(Field{"group_id"}, h.group_id);
+  v(Field{"payload_bytes"}, h.payload_bytes);
+  v(Field{"adaptive"}, h.adaptive);
+  v(Field{"budget"}, h.budget);
+  v(Field{"buf_min"}, h.buf_min);
+  v(Field{"buf_max"}, h.buf_max);
+  v(Field{"auth_token"}, h.auth_token);
+}
+
+template <typename Self, typename V>
+  requires SameAs<Self, Ack>
+void describe(Self& a, V&& v) {
+  v(Field{"server_version"}, a.server_version);
+}
+
+template <typename Self, typename V>
+  requires SameAs<Self, ErrorMsg>
+void describe(Self& e, V&& v) {
+  v(Field{"message"}, e.message);
+}
+
+template <typename Self, typename V>
+  requires SameAs<Self, Progress>
+void describe(Self& p, V&& v) {
+  v(Field{"done_bytes"}, p.done_bytes);
+  v(Field{"total_bytes"}, p.total_bytes);
+  v(Field{"elapsed_ns"}, p.elapsed_ns);
+}
+
+template <typename Self, typename V>
+  requires SameAs<Self, SideResult>
+void describe(Self& r, V&& v) {
+  v(Field{"is_sender"}, r.is_sender);
+  v(Field{"bytes_expected"}, r.bytes_expected);
+  v(Field{"bytes"}, r.bytes);
+  v(Field{"buf_bytes"}, r.buf_bytes);
+  v(Field{"wall_ns"}, r.wall_ns);
+  v(Field{"cpu_ns"}, r.cpu_ns);
+  v(Field{"user_us"}, r.user_us);
+  v(Field{"sys_us"}, r.sys_us);
+  v(Field{"vol_ctxsw"}, r.vol_ctxsw);
+  v(Field{"invol_ctxsw"}, r.invol_ctxsw);
+  v(Field{"io_calls"}, r.io_calls);
+  v(Field{"short_writes"}, r.short_writes);
+  v(Field{"xxh3"}, r.xxh3);
+  v(Field{"decoded_bytes"}, r.decoded_bytes);
+  v(Field{"decoded"}, r.decoded);
+  v(Field{"sndbuf_bytes"}, r.sndbuf_bytes);
+  v(Field{"rcvbuf_bytes"}, r.rcvbuf_bytes);
+  v(Field{"mtu_bytes"}, r.mtu_bytes);
+  v(Field{"nodelay"}, r.nodelay);
+  v(Field{"engine"}, r.engine);
+  v(Field{"error"}, r.error);
+  v(Field{"sys_reads"}, r.sys_reads);
+  v(Field{"sys_writes"}, r.sys_writes);
+  v(Field{"records_in"}, r.records_in);
+  v(Field{"records_out"}, r.records_out);
+  v(Field{"tls_version"}, r.tls_version);
+  v(Field{"tls_cipher"}, r.tls_cipher);
+  v(Field{"tls_group"}, r.tls_group);
+  v(Field{"tls_io"}, r.tls_io);
+  v(Field{"ktls"}, r.ktls);
+  v(Field{"tls_handshake_ns"}, r.tls_handshake_ns);
+  v(Field{"tls_read_ahead"}, r.tls_read_ahead);
+  v(Field{"tls_max_fragment"}, r.tls_max_fragment);
+  v(Field{"tls_verified"}, r.tls_verified);
+  v(Field{"syscalls_source"}, r.syscalls_source);
+  v(Field{"syscalls_note"}, r.syscalls_note);
+  v(Field{"kernel_syscalls_total"}, r.kernel_syscalls_total);
+  v(Field{"kernel_syscalls"}, r.kernel_syscalls);
+  v(Field{"engine_waits"}, r.engine_waits);
+  v(Field{"engine_would_block"}, r.engine_would_block);
+  v(Field{"buf_resizes"}, r.buf_resizes);
+  v(Field{"cpu_scope"}, r.cpu_scope);
+  v(Field{"zerocopy"}, r.zerocopy);
+  v(Field{"zc_sends"}, r.zc_sends);
+  v(Field{"zc_notifications"}, r.zc_notifications);
+  v(Field{"zc_copied"}, r.zc_copied);
+  v(Field{"uring_sqes"}, r.uring_sqes);
+  v(Field{"uring_cqes"}, r.uring_cqes);
+  v(Field{"engine_path"}, r.engine_path);
+  v(Field{"cpu_pinned"}, r.cpu_pinned);
+  v(Field{"cpus_allowed"}, r.cpus_allowed);
+  v(Field{"cpus_seen"}, r.cpus_seen);
+}
+
+template <typename Self, typename V>
+  requires SameAs<Self, LivePoint>
+void describe(Self& p, V&& v) {
+  v(Field{"t_ns"}, p.t_ns);
+  v(Field{"live"}, p.live);
+  v(Field{"size"}, p.size);
+}
+
+template <typename Self, typename V>
+  requires SameAs<Self, BufChange>
+void describe(Self& c, V&& v) {
+  v(Field{"t_ns"}, c.t_ns);
+  v(Field{"conn"}, c.conn);
+  v(Field{"from"}, c.from);
+  v(Field{"to"}, c.to);
+  v(Field{"live"}, c.live);
+  v(Field{"target"}, c.target);
+}
+
+template <typename Self, typename V>
+  requires SameAs<Self, GroupResult>
+void describe(Self& g, V&& v) {
+  v(Field{"is_sender"}, g.is_sender);
+  v(Field{"conns"}, g.conns);
+  v(Field{"conns_failed"}, g.conns_failed);
+  v(Field{"wall_ns"}, g.wall_ns);
+  v(Field{"cpu_ns"}, g.cpu_ns);
+  v(Field{"user_us"}, g.user_us);
+  v(Field{"sys_us"}, g.sys_us);
+  v(Field{"syscalls_source"}, g.syscalls_source);
+  v(Field{"syscalls_note"}, g.syscalls_note);
+  v(Field{"kernel_syscalls_total"}, g.kernel_syscalls_total);
+  v(Field{"kernel_syscalls"}, g.kernel_syscalls);
+  v(Field{"policy"}, g.policy);
+  v(Field{"peak_live"}, g.peak_live);
+  v(Field{"peak_buffer_bytes"}, g.peak_buffer_bytes);
+  v(Field{"peak_rss_bytes"}, g.peak_rss_bytes);
+  v(Field{"timeline"}, g.timeline);
+  v(Field{"changes"}, g.changes);
+  v(Field{"changes_dropped"}, g.changes_dropped);
+  v(Field{"error"}, g.error);
+}
+
+// Each message's layout as text, "name:type;" per field, nested blocks in braces: what the
+// layout test fingerprints and `iobench protocol` prints.
+std::string layout_text();
+// FNV-1a of layout_text(): the fingerprint recorded beside kVersion.
+uint64_t layout_fingerprint();
+// The layout of every message as JSON text: version, and per message type its fields in wire
+// order (name, type, default), nested blocks flattened as "block.field".
+std::string layout_json();
+
+}  // namespace iobench::proto

@@ -1,0 +1,100 @@
+// One description per field of a struct that crosses an edge (the command line, the HELLO, the
+// JSON): its name, its command-line flag and meaning, and its bounds. Each such struct lists its
+// fields once, in order, in a `describe(self, visit)` function found by argument-dependent
+// lookup; the control protocol's codec and layout, the JSON writer, the option parser and the
+// validation on both sides walk that list instead of naming the fields again.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "util/result.h"
+
+namespace iobench {
+
+struct Field {
+  std::string_view name;       // in the HELLO layout and the JSON
+  std::string_view flag = {};  // command-line spelling ("": not an option of its own)
+  std::string_view help = {};  // --help and the man page
+  int64_t min = std::numeric_limits<int64_t>::min();  // numbers: the accepted range
+  int64_t max = std::numeric_limits<int64_t>::max();
+  std::string_view choices = {};  // strings: the accepted values, comma-separated ("" : any)
+  bool has_range() const {
+    return min != std::numeric_limits<int64_t>::min() || max != std::numeric_limits<int64_t>::max();
+  }
+};
+
+// A struct with a field list: describe(T&, visit) calls visit(Field, member) for each field.
+template <typename T>
+concept Described = requires(std::remove_const_t<T>& t) {
+  describe(t, [](const Field&, auto&) {});
+};
+
+// "a,b,c" -> "a, b or c", as error messages list choices.
+inline std::string choices_text(std::string_view choices) {
+  std::string out;
+  size_t start = 0;
+  while (start <= choices.size()) {
+    const size_t comma = std::min(choices.find(',', start), choices.size());
+    if (!out.empty()) out += comma == choices.size() ? " or " : ", ";
+    out += choices.substr(start, comma - start);
+    start = comma + 1;
+  }
+  return out;
+}
+
+inline bool is_choice(std::string_view choices, std::string_view value) {
+  size_t start = 0;
+  while (start <= choices.size()) {
+    const size_t comma = std::min(choices.find(',', start), choices.size());
+    if (choices.substr(start, comma - start) == value) return true;
+    start = comma + 1;
+  }
+  return false;
+}
+
+// Checks one value against its field's bounds. `as_flag`: the error names the command-line
+// flag ("invalid --qd '0': expected 1..4096"); otherwise the field ("queue_depth 0 outside ...").
+template <typename V>
+Status check_field(const Field& f, const V& v, bool as_flag) {
+  std::string value, expected;
+  if constexpr (std::is_same_v<V, std::string>) {
+    if (f.choices.empty() || is_choice(f.choices, v)) return {};
+    value = v;
+    expected = choices_text(f.choices);
+  } else if constexpr (std::is_integral_v<V> && !std::is_same_v<V, bool>) {
+    if (!f.has_range() || (std::cmp_greater_equal(v, f.min) && std::cmp_less_equal(v, f.max)))
+      return {};
+    value = fmt::format("{}", v);
+    expected = fmt::format("{}..{}", f.min, f.max);
+  } else {
+    return {};
+  }
+  if (as_flag && !f.flag.empty())
+    return fail(fmt::format("invalid {} '{}': expected {}", f.flag, value, expected));
+  return fail(fmt::format("{} {} outside {}", f.name, value, expected));
+}
+
+// Checks every field of `s` (and of the described structs inside it); the first error wins.
+template <Described T>
+Status check_fields(const T& s, bool as_flag) {
+  Status first;
+  describe(s, [&](const Field& f, const auto& v) {
+    if (!first) return;
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (Described<V>)
+      first = check_fields(v, as_flag);
+    else
+      first = check_field(f, v, as_flag);
+  });
+  return first;
+}
+
+}  // namespace iobench

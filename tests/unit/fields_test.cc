@@ -1,0 +1,133 @@
+// The field lists (util/fields.h, proto/fields.h): every field of every message survives the
+// codec, the layout is tied to the protocol version, and bounds give one-line errors.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "engine/tuning.h"
+#include "proto/fields.h"
+
+namespace iobench::proto {
+namespace {
+
+using Pairs = std::vector<std::pair<std::string, uint64_t>>;
+
+// Sets every field (nested blocks and list entries too) to a value that differs from its
+// default and from every other field's, walking the field list.
+struct Fill {
+  uint64_t next = 1;
+  void operator()(const Field&, bool& v) { v = !v; }
+  void operator()(const Field&, std::string& v) { v = fmt::format("s{}", next++); }
+  void operator()(const Field&, double& v) { v = static_cast<double>(next++) + 0.5; }
+  void operator()(const Field&, Pairs& v) {
+    const uint64_t n = next++;
+    v = {{fmt::format("p{}", n), n}};
+  }
+  template <typename T>
+    requires std::is_integral_v<T>
+  void operator()(const Field&, T& v) {
+    v = static_cast<T>(next++);
+  }
+  template <Described T>
+  void operator()(const Field&, std::vector<T>& v) {
+    v.resize(2);
+    for (T& one : v) describe(one, *this);
+  }
+  template <Described T>
+  void operator()(const Field&, T& v) {
+    describe(v, *this);
+  }
+};
+
+// Lists every field's value as text, so two messages compare field by field.
+struct Dump {
+  std::vector<std::string> out;
+  std::string prefix;
+  template <typename V>
+  void operator()(const Field& f, const V& v) {
+    const std::string name = prefix + std::string(f.name);
+    if constexpr (Described<V>) {
+      Dump inner{{}, name + "."};
+      describe(v, inner);
+      out.insert(out.end(), inner.out.begin(), inner.out.end());
+    } else if constexpr (std::is_same_v<V, Pairs>) {
+      for (const auto& [k, n] : v) out.push_back(fmt::format("{}={}:{}", name, k, n));
+    } else if constexpr (requires { v.size(); v[0]; } && !std::is_same_v<V, std::string>) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        Dump inner{{}, fmt::format("{}[{}].", name, i)};
+        describe(v[i], inner);
+        out.insert(out.end(), inner.out.begin(), inner.out.end());
+      }
+    } else {
+      out.push_back(fmt::format("{}={}", name, v));
+    }
+  }
+};
+
+template <typename M>
+void expect_every_field_round_trips() {
+  M m;
+  describe(m, Fill{});
+  const std::vector<std::byte> frame = encode(m);
+  auto h = decode_header(std::span(frame).first(kHeaderBytes));
+  ASSERT_TRUE(h) << h.error().message;
+  auto back = decode_body(*h, std::span(frame).subspan(kHeaderBytes));
+  ASSERT_TRUE(back) << back.error().message;
+  Dump sent, got;
+  describe(m, sent);
+  describe(std::get<M>(*back), got);
+  EXPECT_EQ(sent.out, got.out);
+  EXPECT_NE(sent.out, Dump{}.out);
+}
+
+TEST(Fields, EveryFieldOfEveryMessageRoundTrips) {
+  expect_every_field_round_trips<Hello>();
+  expect_every_field_round_trips<Ack>();
+  expect_every_field_round_trips<SideResult>();
+  expect_every_field_round_trips<ErrorMsg>();
+  expect_every_field_round_trips<GroupResult>();
+  expect_every_field_round_trips<Progress>();
+}
+
+TEST(Fields, TheLayoutIsTiedToTheProtocolVersion) {
+  const auto& last = kLayoutOfVersion.back();
+  EXPECT_EQ(last.first, kVersion) << "kVersion has no recorded layout in kLayoutOfVersion";
+  EXPECT_EQ(last.second, layout_fingerprint()) << fmt::format(
+      "the control protocol's layout changed: bump kVersion to {} and append {{{}, 0x{:x}}} to "
+      "kLayoutOfVersion (proto/messages.h). Layout now:\n{}",
+      kVersion + 1, kVersion + 1, layout_fingerprint(), layout_text());
+  for (size_t i = 1; i < kLayoutOfVersion.size(); ++i) {
+    EXPECT_LT(kLayoutOfVersion[i - 1].first, kLayoutOfVersion[i].first);
+    EXPECT_NE(kLayoutOfVersion[i - 1].second, kLayoutOfVersion[i].second);
+  }
+}
+
+TEST(Fields, LayoutNamesEveryFieldInWireOrder) {
+  const std::string text = layout_text();
+  EXPECT_NE(text.find("HELLO=client_sends:bool;bytes:u64;"), std::string::npos) << text;
+  EXPECT_NE(text.find("tuning:{edge:bool;reads_per_event:u32;queue_depth:u32;"), std::string::npos);
+  EXPECT_NE(text.find("timeline:list{t_ns:i64;live:u32;size:u64;};"), std::string::npos);
+  const std::string json = layout_json();
+  EXPECT_NE(json.find("\"tuning.queue_depth\""), std::string::npos);
+}
+
+TEST(Fields, BoundsNameTheFlagOrTheField) {
+  EngineTuning t;
+  EXPECT_TRUE(check_fields(t, true));
+  t.queue_depth = 0;
+  EXPECT_EQ(check_fields(t, true).error().message, "invalid --qd '0': expected 1..4096");
+  EXPECT_EQ(check_fields(t, false).error().message, "queue_depth 0 outside 1..4096");
+  t.queue_depth = 8;
+  t.uring_recv = "many";
+  EXPECT_EQ(check_fields(t, true).error().message,
+            "invalid --uring-recv 'many': expected auto, multishot or batch");
+  Hello h;
+  h.tuning.queue_depth = 5000;
+  EXPECT_EQ(check_fields(h, false).error().message, "queue_depth 5000 outside 1..4096");
+  h.tuning.queue_depth = 8;
+  h.cpu = -2;
+  EXPECT_EQ(check_fields(h, false).error().message,
+            fmt::format("cpu -2 outside -1..{}", CPU_SETSIZE - 1));
+}
+
+}  // namespace
+}  // namespace iobench::proto
