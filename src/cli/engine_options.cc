@@ -1,0 +1,75 @@
+#include "cli/engine_options.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <charconv>
+#include <utility>
+
+#include "probe/placement.h"
+
+namespace iobench {
+
+Status validate_engines(ClientOptions& o) {
+  if (o.send_engine.empty()) o.send_engine = o.engine;
+  if (o.recv_engine.empty()) o.recv_engine = o.engine;
+  for (auto [e, name] : {std::pair{&o.engine, "--engine"},
+                         {&o.send_engine, "--send-engine"},
+                         {&o.recv_engine, "--recv-engine"}}) {
+    if (*e != "blocking" && *e != "epoll" && *e != "uring")
+      return fail(fmt::format("invalid {} '{}': expected blocking, epoll or uring", name, *e));
+    if (*e == "uring" && o.proto == "tls" && o.tls.io == "socket")
+      return fail(
+          fmt::format("{} uring cannot run with --tls-io socket: io_uring moves the records itself "
+                      "(memory-BIO model); use --tls-io bio or auto",
+                      name));
+  }
+  if (auto st = check_fields(o.tuning, true); !st) return st;
+  if (o.tuning.sqpoll && o.send_engine != "uring" && o.recv_engine != "uring")
+    return fail("--sqpoll needs uring on a side (--engine, --send-engine or --recv-engine)");
+  if (o.tuning.fixed_buffers && o.send_engine != "uring")
+    return fail("--fixed-buffers needs a uring sender (--engine or --send-engine uring)");
+  if (o.tuning.fixed_buffers && o.conns > 1)
+    return fail(
+        "--fixed-buffers needs --conns 1 (each connection would register a copy of the "
+        "payload)");
+  if (o.tuning.fixed_buffers && o.proto != "tcp")
+    return fail("--fixed-buffers needs --proto tcp (TLS sends records from OpenSSL's buffer)");
+  if (o.tuning.uring_recv != "auto" && o.recv_engine != "uring")
+    return fail("--uring-recv needs a uring receiver (--engine or --recv-engine uring)");
+  if (o.tuning.zerocopy && o.proto != "tcp")
+    return fail("--zerocopy needs --proto tcp (TLS encrypts into its own buffers)");
+  if (o.tuning.edge && o.send_engine != "epoll" && o.recv_engine != "epoll")
+    return fail("--edge needs epoll on a side (--engine, --send-engine or --recv-engine)");
+  if (o.tuning.reads_per_event > 0 && o.recv_engine != "epoll")
+    return fail("--reads-per-event needs an epoll receiver (--engine or --recv-engine epoll)");
+  if (o.tuning.edge && o.tuning.reads_per_event > 0)
+    return fail("--reads-per-event needs level-triggered epoll (drop --edge)");
+  return {};
+}
+
+Status parse_cpus(const std::string& text, ClientOptions& o) {
+  if (text.empty()) return {};
+  const size_t comma = text.find(',');
+  int cpus[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    const std::string part = i == 0 ? text.substr(0, comma)
+                                    : (comma == std::string::npos ? text : text.substr(comma + 1));
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), cpus[i]);
+    if (part.empty() || ec != std::errc{} || end != part.data() + part.size() || cpus[i] < 0 ||
+        cpus[i] >= CPU_SETSIZE)
+      return fail(fmt::format("invalid --cpus '{}': expected SENDER[,RECEIVER], CPU numbers 0..{}",
+                              text, CPU_SETSIZE - 1));
+  }
+  o.sender_cpu = cpus[0];
+  o.receiver_cpu = cpus[1];
+  for (int cpu : {o.client_cpu(), o.connect.empty() ? o.server_cpu() : -1}) {
+    if (cpu >= 0 && !cpu_allowed(cpu))
+      return fail(fmt::format("invalid --cpus '{}': CPU {} is not one this process may run on "
+                              "(allowed: {})",
+                              text, cpu, allowed_cpus_text()));
+  }
+  return {};
+}
+
+}  // namespace iobench

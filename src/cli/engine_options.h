@@ -1,0 +1,20 @@
+// The engine and placement options of a client run: which engine each side runs, its tuning
+// (EngineTuning's field list) and the combinations that make sense, and --cpus.
+#pragma once
+
+#include <string>
+
+#include "cli/options.h"
+#include "util/result.h"
+
+namespace iobench {
+
+// Fills --send-engine/--recv-engine from --engine and checks every engine option against the
+// engines and the transport chosen. Every error is one line naming the option.
+Status validate_engines(ClientOptions& o);
+
+// --cpus SENDER[,RECEIVER]: CPU numbers; one pins both sides to it. The CPUs of the sides that
+// run here must be ones this process may use (a remote server checks its own).
+Status parse_cpus(const std::string& text, ClientOptions& o);
+
+}  // namespace iobench
