@@ -147,13 +147,13 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   if (d.kernel_syscalls && !lease.held())
     me.syscalls_note = "another session of this process held the kernel counters";
   // --cpus: this thread runs the data phase on one CPU, and returns to its old set after it.
+  me.cpus_allowed = allowed_cpus_text();  // before pinning: the set the side could have used
   auto pin = ThreadPin::pin(d.cpu);
   if (!pin) {
     me.error = out.error = pin.error().message;
     return out;
   }
   me.cpu_pinned = d.cpu;
-  me.cpus_allowed = allowed_cpus_text();
   CpuSamples seen;
   seen.sample();
   auto take_placement = [&] {

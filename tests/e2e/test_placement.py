@@ -30,6 +30,7 @@ def test_cpus_pins_each_side_and_records_where_it_ran(cache_dir):
     send, recv = sides(doc)
     assert (send["pinned_cpu"], send["seen_cpus"]) == (a, str(a))
     assert (recv["pinned_cpu"], recv["seen_cpus"]) == (b, str(b))
+    assert send["allowed_cpus"] == recv["allowed_cpus"] != str(a)  # the set before pinning
     # Reversed: the server sends, and still on the sender's CPU.
     send, recv = sides(run_json(cache_dir, "--cpus", f"{a},{b}", "--bytes", "2M", "--reverse"))
     assert (send["seen_cpus"], recv["seen_cpus"]) == (str(a), str(b))
