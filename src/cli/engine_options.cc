@@ -64,10 +64,8 @@ Status parse_cpus(const std::string& text, ClientOptions& o) {
   o.sender_cpu = cpus[0];
   o.receiver_cpu = cpus[1];
   for (int cpu : {o.client_cpu(), o.connect.empty() ? o.server_cpu() : -1}) {
-    if (cpu >= 0 && !cpu_allowed(cpu))
-      return fail(fmt::format("invalid --cpus '{}': CPU {} is not one this process may run on "
-                              "(allowed: {})",
-                              text, cpu, allowed_cpus_text()));
+    if (auto st = check_cpu_usable(cpu, "process"); !st)
+      return fail(fmt::format("invalid --cpus '{}': {}", text, st.error().message));
   }
   return {};
 }

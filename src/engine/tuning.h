@@ -22,7 +22,7 @@ struct EngineTuning {
 };
 
 template <typename Self, typename Visit>
-  requires std::is_same_v<std::remove_const_t<Self>, EngineTuning>
+  requires DescribesAs<Self, EngineTuning>
 void describe(Self& t, Visit&& visit) {
   visit(Field{"edge", "--edge", "epoll: edge-triggered (default level-triggered)"}, t.edge);
   visit(Field{"reads_per_event", "--reads-per-event",

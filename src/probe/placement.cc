@@ -66,12 +66,16 @@ int allowed_cpu_count() {
   return CPU_COUNT(&set);
 }
 
+Status check_cpu_usable(int cpu, std::string_view who) {
+  if (cpu < 0 || cpu_allowed(cpu)) return {};
+  return fail(fmt::format("CPU {} is not one this {} may run on (allowed: {})", cpu, who,
+                          allowed_cpus_text()));
+}
+
 Result<ThreadPin> ThreadPin::pin(int cpu) {
   ThreadPin p;
   if (cpu < 0) return p;
-  if (!cpu_allowed(cpu))
-    return fail(fmt::format("CPU {} is not one this process may run on (allowed: {})", cpu,
-                            allowed_cpus_text()));
+  if (auto st = check_cpu_usable(cpu, "process"); !st) return std::unexpected(st.error());
   p.previous_ = allowed_set();
   cpu_set_t one;
   CPU_ZERO(&one);

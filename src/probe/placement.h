@@ -17,6 +17,9 @@ std::string allowed_cpus_text();
 int cpu_list_count(std::string_view list);
 // Whether `cpu` is in this thread's allowed set.
 bool cpu_allowed(int cpu);
+// The same as an error for `who` ("process", "server"): "CPU 5 is not one this server may run
+// on (allowed: 0-1)". -1 (no pinning) is always usable.
+Status check_cpu_usable(int cpu, std::string_view who);
 // The number of CPUs this thread may run on.
 int allowed_cpu_count();
 

@@ -13,11 +13,8 @@
 
 namespace iobench::proto {
 
-template <typename Self, typename T>
-concept SameAs = std::is_same_v<std::remove_const_t<Self>, T>;
-
 template <typename Self, typename V>
-  requires SameAs<Self, Hello>
+  requires DescribesAs<Self, Hello>
 void describe(Self& h, V&& v) {
   v(Field{"client_sends"}, h.client_sends);
   v(Field{"bytes"}, h.bytes);
@@ -50,19 +47,19 @@ void describe(Self& h, V&& v) {
 }
 
 template <typename Self, typename V>
-  requires SameAs<Self, Ack>
+  requires DescribesAs<Self, Ack>
 void describe(Self& a, V&& v) {
   v(Field{"server_version"}, a.server_version);
 }
 
 template <typename Self, typename V>
-  requires SameAs<Self, ErrorMsg>
+  requires DescribesAs<Self, ErrorMsg>
 void describe(Self& e, V&& v) {
   v(Field{"message"}, e.message);
 }
 
 template <typename Self, typename V>
-  requires SameAs<Self, Progress>
+  requires DescribesAs<Self, Progress>
 void describe(Self& p, V&& v) {
   v(Field{"done_bytes"}, p.done_bytes);
   v(Field{"total_bytes"}, p.total_bytes);
@@ -70,7 +67,7 @@ void describe(Self& p, V&& v) {
 }
 
 template <typename Self, typename V>
-  requires SameAs<Self, SideResult>
+  requires DescribesAs<Self, SideResult>
 void describe(Self& r, V&& v) {
   v(Field{"is_sender"}, r.is_sender);
   v(Field{"bytes_expected"}, r.bytes_expected);
@@ -127,7 +124,7 @@ void describe(Self& r, V&& v) {
 }
 
 template <typename Self, typename V>
-  requires SameAs<Self, LivePoint>
+  requires DescribesAs<Self, LivePoint>
 void describe(Self& p, V&& v) {
   v(Field{"t_ns"}, p.t_ns);
   v(Field{"live"}, p.live);
@@ -135,7 +132,7 @@ void describe(Self& p, V&& v) {
 }
 
 template <typename Self, typename V>
-  requires SameAs<Self, BufChange>
+  requires DescribesAs<Self, BufChange>
 void describe(Self& c, V&& v) {
   v(Field{"t_ns"}, c.t_ns);
   v(Field{"conn"}, c.conn);
@@ -146,7 +143,7 @@ void describe(Self& c, V&& v) {
 }
 
 template <typename Self, typename V>
-  requires SameAs<Self, GroupResult>
+  requires DescribesAs<Self, GroupResult>
 void describe(Self& g, V&& v) {
   v(Field{"is_sender"}, g.is_sender);
   v(Field{"conns"}, g.conns);

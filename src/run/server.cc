@@ -145,9 +145,8 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
     return fail("engine uring over TLS needs the TLS I/O model bio");
   if (h.tuning.fixed_buffers && h.proto != "tcp") return fail("fixed buffers need proto tcp");
   if (auto st = check_fields(h, false); !st) return st;  // bounds in the field list
-  if (h.cpu >= 0 && !cpu_allowed(static_cast<int>(h.cpu)))
-    return fail(fmt::format("--cpus: CPU {} is not one this server may run on (allowed: {})", h.cpu,
-                            allowed_cpus_text()));
+  if (auto st = check_cpu_usable(static_cast<int>(h.cpu), "server"); !st)
+    return fail("--cpus: " + st.error().message);
   if (h.proto == "tls") {
     if (h.tls_io != "socket" && h.tls_io != "bio")
       return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));

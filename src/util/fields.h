@@ -31,33 +31,41 @@ struct Field {
   }
 };
 
+// describe()'s constraint: Self is T or const T (one template serves reading and writing).
+template <typename Self, typename T>
+concept DescribesAs = std::is_same_v<std::remove_const_t<Self>, T>;
+
 // A struct with a field list: describe(T&, visit) calls visit(Field, member) for each field.
 template <typename T>
 concept Described = requires(std::remove_const_t<T>& t) {
   describe(t, [](const Field&, auto&) {});
 };
 
-// "a,b,c" -> "a, b or c", as error messages list choices.
-inline std::string choices_text(std::string_view choices) {
-  std::string out;
+// Calls f(choice, is_last) for each entry of a comma-separated choices list.
+template <typename F>
+void for_each_choice(std::string_view choices, F&& f) {
   size_t start = 0;
   while (start <= choices.size()) {
     const size_t comma = std::min(choices.find(',', start), choices.size());
-    if (!out.empty()) out += comma == choices.size() ? " or " : ", ";
-    out += choices.substr(start, comma - start);
+    f(choices.substr(start, comma - start), comma == choices.size());
     start = comma + 1;
   }
+}
+
+// "a,b,c" -> "a, b or c", as error messages list choices.
+inline std::string choices_text(std::string_view choices) {
+  std::string out;
+  for_each_choice(choices, [&](std::string_view c, bool last) {
+    if (!out.empty()) out += last ? " or " : ", ";
+    out += c;
+  });
   return out;
 }
 
 inline bool is_choice(std::string_view choices, std::string_view value) {
-  size_t start = 0;
-  while (start <= choices.size()) {
-    const size_t comma = std::min(choices.find(',', start), choices.size());
-    if (choices.substr(start, comma - start) == value) return true;
-    start = comma + 1;
-  }
-  return false;
+  bool found = false;
+  for_each_choice(choices, [&](std::string_view c, bool) { found = found || c == value; });
+  return found;
 }
 
 // Checks one value against its field's bounds. `as_flag`: the error names the command-line
