@@ -70,4 +70,18 @@ Status parse_cpus(const std::string& text, ClientOptions& o) {
   return {};
 }
 
+Status refuse_no_effect(const ClientOptions& o, const TypedOptions& typed) {
+  if (typed.queue_depth && o.send_engine != "uring" && o.recv_engine != "uring")
+    return fail("--qd needs uring on a side (--engine, --send-engine or --recv-engine)");
+  if (typed.auth_token && o.connect.empty())
+    return fail(
+        "--auth-token is for `iobench client`: the loopback server is private to this run");
+  if (typed.stagger && o.conns < 2) return fail("--stagger needs --conns 2 or more");
+  if (typed.verbose && !o.connect.empty())
+    return fail(
+        "--verbose logs the loopback server's lines: `iobench client` has none (read the "
+        "server's own log)");
+  return {};
+}
+
 }  // namespace iobench

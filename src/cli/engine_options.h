@@ -17,4 +17,16 @@ Status validate_engines(ClientOptions& o);
 // run here must be ones this process may use (a remote server checks its own).
 Status parse_cpus(const std::string& text, ClientOptions& o);
 
+// Options the user typed that would change nothing in this run.
+struct TypedOptions {
+  bool queue_depth = false;
+  bool auth_token = false;
+  bool stagger = false;
+  bool verbose = false;
+};
+
+// Refuses an option that has no effect here (--qd without uring, --auth-token in loopback, ...),
+// as the engine checks refuse --sqpoll without uring.
+Status refuse_no_effect(const ClientOptions& o, const TypedOptions& typed);
+
 }  // namespace iobench

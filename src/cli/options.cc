@@ -9,6 +9,7 @@
 
 #include "adaptive/policy.h"
 #include "cli/engine_options.h"
+#include "cli/hints.h"
 #include "cli/size.h"
 #include "proto/fields.h"
 #include "probe/syscall_counter.h"
@@ -24,24 +25,41 @@ struct RawClient {
   std::string max_fragment;
   std::string cpus;
   std::vector<CLI::Option*> tls_options;
+  CLI::Option* queue_depth = nullptr;
+  CLI::Option* auth_token = nullptr;
+  CLI::Option* verbose = nullptr;
 };
+
+// CLI11 reads "-1" into an unsigned option as 2^64-1: refuse a sign instead.
+CLI::Option* unsigned_option(CLI::Option* opt) {
+  return opt->check(CLI::Validator(
+      [](const std::string& v) -> std::string {
+        if (v.find('-') == std::string::npos) return {};
+        return fmt::format("'{}' is negative (expected 0 or more)", v);
+      },
+      "", "not negative"));
+}
 
 // One option per field of a described struct that has a flag: a flag for a bool, else a value.
 template <Described T>
 void add_described(CLI::App& app, T& s) {
   describe(s, [&](const Field& f, auto& v) {
     using V = std::decay_t<decltype(v)>;
+    if (f.flag.empty()) return;
     if constexpr (std::is_same_v<V, bool>) {
-      if (!f.flag.empty()) app.add_flag(std::string(f.flag), v, std::string(f.help));
+      app.add_flag(std::string(f.flag), v, std::string(f.help));
+    } else if constexpr (std::is_unsigned_v<V>) {
+      unsigned_option(app.add_option(std::string(f.flag), v, std::string(f.help)));
     } else if constexpr (!Described<V>) {
-      if (!f.flag.empty()) app.add_option(std::string(f.flag), v, std::string(f.help));
+      app.add_option(std::string(f.flag), v, std::string(f.help));
     }
   });
 }
 
 void add_payload_options(CLI::App& app, PayloadSpec& p, std::string& bytes) {
   app.add_option("--bytes,-n", bytes, "Payload bytes to stream (default 100MiB; 100M, 1GiB, ...)");
-  app.add_option("--seed", p.seed, "Seed of the replication-stream generator (default 1)");
+  unsigned_option(
+      app.add_option("--seed", p.seed, "Seed of the replication-stream generator (default 1)"));
   app.add_option("--zstd-level", p.zstd_level, "zstd level of the payload (default 3)");
   app.add_option("--payload", p.file, "Stream this file (zstd-compressed, cached) instead");
   app.add_option("--cache-dir", p.cache_dir, "Payload cache (default ~/.cache/iobench)");
@@ -58,10 +76,12 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--buf,-b", raw.buf,
                  "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k; 'adaptive' follows the "
                  "live connection count (--budget)");
-  app.add_option("--conns", o.conns, "Connections at once, each streaming --bytes (default 1)");
-  app.add_option("--auth-token", o.auth_token,
-                 "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)");
+  unsigned_option(app.add_option("--conns", o.conns,
+                                 "Connections at once, each streaming --bytes (default 1)"));
+  raw.auth_token = app.add_option("--auth-token", o.auth_token,
+                                  "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)");
   app.add_option("--stagger", raw.stagger, "Start connection i at i x this (e.g. 50ms)");
+  raw.queue_depth = app.get_option("--qd");
   app.add_option("--bytes-spread", o.bytes_spread,
                  "Shorten each connection by a seeded random fraction up to this (0..0.9)");
   app.add_option("--budget", raw.budget,
@@ -81,7 +101,7 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--json", o.json_path, "Write the JSON report to FILE ('-' = stdout)");
   app.add_option("--csv", o.csv_path, "Write CSV rows to FILE ('-' = stdout)");
   app.add_flag("--quiet,-q", o.quiet, "Print no table");
-  app.add_flag("--verbose,-v", o.verbose, "Log server lines too (loopback)");
+  raw.verbose = app.add_flag("--verbose", o.verbose, "Log server lines too (loopback)");
   app.add_option("--timeout", o.timeout_s,
                  "Seconds without progress before giving up (default 30)");
   app.add_option("--syscalls", o.syscalls,
@@ -252,6 +272,12 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
   for (size_t i = 0; i < runs; ++i)
     o.bufs.push_back({pick(*send, i), pick(*recv, i), adaptive.empty() ? false : adaptive[i]});
   if (auto st = validate_conns(o, raw); !st) return st;
+  if (auto st = refuse_no_effect(o, {.queue_depth = raw.queue_depth->count() > 0,
+                                     .auth_token = raw.auth_token->count() > 0,
+                                     .stagger = !raw.stagger.empty(),
+                                     .verbose = raw.verbose->count() > 0});
+      !st)
+    return st;
 
   if (auto s = validate_payload(o.payload, raw.bytes); !s) return s;
   o.nodelay = !raw.no_nodelay;
@@ -303,6 +329,12 @@ Status validate_server(ServerOptions& o, const std::string& max_bytes) {
   return {};
 }
 
+// The subcommand that was reading argv (the top level when none).
+const CLI::App* parsing(const CLI::App& app) {
+  auto parsed = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
+  return parsed.empty() ? &app : parsed.front();
+}
+
 }  // namespace
 
 Result<Command> parse_command_line(int argc, const char* const* argv) {
@@ -331,8 +363,8 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   server->add_option("--max-bytes", max_bytes, "Largest --bytes a client may ask for");
   server->add_option("--auth-token", server_opts.auth_token,
                      "Refuse clients without this token (default: $IOBENCH_AUTH_TOKEN)");
-  server->add_option("--max-conns", server_opts.max_conns,
-                     "Sessions served at once; more are refused (default 128)");
+  unsigned_option(server->add_option("--max-conns", server_opts.max_conns,
+                                     "Sessions served at once; more are refused (default 128)"));
   server->add_option("--cache-dir", server_opts.cache_dir, "Payload cache directory");
   server->add_option("--kernel-counter", server_opts.kernel_counter,
                      "Syscall counters for clients that ask: auto (eBPF, else perf tracepoints), "
@@ -358,12 +390,9 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   try {
     app.parse(argc, const_cast<char**>(argv));
   } catch (const CLI::CallForHelp&) {
-    CLI::App* which = &app;
-    for (auto* sub : {client, server, payload, doctor, protocol})
-      if (sub->parsed()) which = sub;
-    return HelpRequested{which->help()};
+    return HelpRequested{parsing(app)->help()};
   } catch (const CLI::ParseError& e) {
-    return fail(e.what());
+    return fail(explain_parse_error(*parsing(app), argc, argv, e).value_or(e.what()));
   }
 
   if (version)

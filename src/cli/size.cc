@@ -36,10 +36,24 @@ Result<uint64_t> parse_size(std::string_view text, std::string_view what, uint64
   uint64_t number = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
   if (ec != std::errc{} || ptr != text.data() + digits) return bad("number too large");
-  auto mult = unit_multiplier(text.substr(digits));
-  if (!mult) return bad(fmt::format("unknown unit '{}'", text.substr(digits)));
+  // A decimal fraction ("1.5G") is accepted when it comes to a whole number of bytes.
+  size_t end = digits;
+  uint64_t fraction = 0, scale = 1;
+  if (end < text.size() && text[end] == '.') {
+    ++end;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) {
+      if (scale >= 1'000'000'000) return bad("too many decimals");
+      fraction = fraction * 10 + static_cast<uint64_t>(text[end++] - '0');
+      scale *= 10;
+    }
+    if (scale == 1) return bad("no digits after the decimal point");
+  }
+  auto mult = unit_multiplier(text.substr(end));
+  if (!mult) return bad(fmt::format("unknown unit '{}'", text.substr(end)));
   if (number > std::numeric_limits<uint64_t>::max() / *mult) return bad("number too large");
-  uint64_t value = number * *mult;
+  if (fraction * *mult % scale != 0)
+    return bad(fmt::format("{} is not a whole number of bytes", text));
+  uint64_t value = number * *mult + fraction * *mult / scale;
   if (value < min || value > max) return bad("out of range");
   return value;
 }

@@ -9,7 +9,8 @@
 
 namespace iobench {
 
-// Binary units only: k/K/KiB = 1024, m/M/MiB = 1024^2, g/G/GiB = 1024^3, optional "B".
+// Binary units only: k/K/KiB = 1024, m/M/MiB = 1024^2, g/G/GiB = 1024^3, optional "B"; a
+// decimal fraction ("1.5G") when it comes to whole bytes.
 // `what` names the option in error messages; the value must lie in [min, max].
 Result<uint64_t> parse_size(std::string_view text, std::string_view what, uint64_t min,
                             uint64_t max);

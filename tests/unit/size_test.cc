@@ -22,7 +22,10 @@ TEST(ParseSize, AcceptsPlainAndBinaryUnits) {
                  {"100MiB", 100u << 20},
                  {"1GiB", 1u << 30},
                  {"2g", 2ull << 30},
-                 {"64B", 64}}) {
+                 {"64B", 64},
+                 {"1.5G", 1536ull << 20},
+                 {"1.5k", 1536},
+                 {"0.5M", 512u << 10}}) {
     auto v = parse_size(c.text, "--buf", 1, 4 * kGiB);
     ASSERT_TRUE(v) << c.text << ": " << v.error().message;
     EXPECT_EQ(*v, c.want) << c.text;
@@ -30,7 +33,7 @@ TEST(ParseSize, AcceptsPlainAndBinaryUnits) {
 }
 
 TEST(ParseSize, RejectsMalformedWithTheValueInTheMessage) {
-  for (const char* bad : {"16q", "0", "-1", "1e9", "17m", "", "k", "1.5k", " 1k", "1k ",
+  for (const char* bad : {"16q", "0", "-1", "1e9", "17m", "", "k", "1.3k", "1.", "1.k", " 1k", "1k ",
                           "99999999999999999999", "18446744073709551615k"}) {
     auto v = parse_size(bad, "--buf", kMinBuf, kMaxBuf);
     ASSERT_FALSE(v) << bad;
