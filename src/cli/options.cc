@@ -104,6 +104,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   raw.verbose = app.add_flag("--verbose", o.verbose, "Log server lines too (loopback)");
   app.add_option("--timeout", o.timeout_s,
                  "Seconds without progress before giving up (default 30)");
+  app.add_option("--hello-timeout", o.hello_timeout_s,
+                 "Seconds the server has to answer the HELLO, TLS handshake included (default 10)");
   app.add_option("--syscalls", o.syscalls,
                  "Syscall counting: auto (the kernel's counters where allowed: eBPF, else perf "
                  "tracepoints), bpf, tracepoints, taskio (the kernel's free read/write counts "
@@ -292,8 +294,9 @@ Status validate_client(ClientOptions& o, const RawClient& raw) {
     return fail(fmt::format("invalid --repeat '{}': expected 1..100000", o.repeat));
   if (o.warmup < 0 || o.warmup > 100000)
     return fail(fmt::format("invalid --warmup '{}': expected 0..100000", o.warmup));
-  if (!(o.timeout_s > 0 && o.timeout_s <= 3600))
-    return fail(fmt::format("invalid --timeout '{}': expected seconds in (0, 3600]", o.timeout_s));
+  for (auto [v, name] : {std::pair{o.timeout_s, "--timeout"}, {o.hello_timeout_s, "--hello-timeout"}})
+    if (!(v > 0 && v <= 3600))
+      return fail(fmt::format("invalid {} '{}': expected seconds in (0, 3600]", name, v));
   if (!o.connect.empty() && o.reverse && !o.payload.file.empty())
     return fail(fmt::format(
         "--payload '{}' with --reverse needs the server to send a local file: only in loopback",

@@ -65,7 +65,8 @@ struct ClientOptions {
   bool verbose = false;
   std::string connect;  // empty: loopback with a private server
   double timeout_s = 30;
-  tls::TlsOptions tls;  // used with proto "tls"
+  double hello_timeout_s = 10;  // from connecting to the server's first answer (ACK or PROGRESS)
+  tls::TlsOptions tls;          // used with proto "tls"
   // auto (the kernel's counters: bpf, else perf tracepoints), bpf, tracepoints, taskio, off,
   // strace, perf
   std::string syscalls = "auto";

@@ -202,7 +202,7 @@ std::vector<std::byte> encode(const Message& m) {
 Result<FrameHeader> decode_header(std::span<const std::byte> header) {
   if (header.size() < kHeaderBytes) return fail("truncated frame header");
   if (!std::equal(kMagic.begin(), kMagic.end(), header.begin()))
-    return fail(fmt::format("not an iobench peer (first bytes '{}')",
+    return fail(fmt::format("{} (first bytes '{}')", kNotIobenchPeer,
                             printable(header.first(kHeaderBytes))));
   Reader r(header.subspan(4, kHeaderBytes - 4));
   FrameHeader h;

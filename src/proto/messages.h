@@ -22,6 +22,8 @@
 
 namespace iobench::proto {
 
+// How decode_header's error begins when a frame lacks the magic: the peer speaks something else.
+inline constexpr std::string_view kNotIobenchPeer = "not an iobench peer";
 inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'}, std::byte{'B'},
                                                  std::byte{'C'}};
 // 2: PROGRESS. 3: HELLO carries the engine tuning as one block and the server's CPU; RESULT

@@ -127,18 +127,6 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   return rec;
 }
 
-Status write_output(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return {};
-  }
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) return fail(fmt::format("cannot write '{}'", path));
-  return {};
-}
-
 }  // namespace
 
 proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
@@ -173,6 +161,19 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   return hello;
 }
 
+// Why the server's first answer did not come: silence, or another protocol.
+std::string first_answer_error(const HostPort& server, const std::string& why, double limit_s) {
+  if (why.starts_with(proto::kNotIobenchPeer))
+    return fmt::format("{} is not an iobench server{}", server.str(),
+                       why.substr(proto::kNotIobenchPeer.size()));
+  if (why.starts_with("timed out"))
+    return fmt::format(
+        "no answer from server {} within {} s of the HELLO (--hello-timeout): not an iobench "
+        "server, or a TLS server asked for TCP",
+        server.str(), limit_s);
+  return fmt::format("no answer from server {}: {}", server.str(), why);
+}
+
 Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
                                    const BufPair& buf, const tls::Context* tls_ctx,
                                    const proto::Hello& hello) {
@@ -182,7 +183,11 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
   if (!fd) return std::unexpected(fd.error());
   cs.fd = std::move(*fd);
   cs.on_signal.emplace(cs.fd.get());
-  if (auto st = set_io_timeout(cs.fd.get(), o.timeout_s); !st) return std::unexpected(st.error());
+  // Until the server's first answer: a peer that accepts and says nothing is not an iobench
+  // server, and is not given the whole --timeout.
+  const double hello_timeout_s = std::min(o.hello_timeout_s, o.timeout_s);
+  if (auto st = set_io_timeout(cs.fd.get(), hello_timeout_s); !st)
+    return std::unexpected(st.error());
   if (tls_ctx) {
     auto t = tls::TlsStream::connect(*tls_ctx, cs.fd.get(), server.host);
     if (!t)
@@ -200,7 +205,9 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
   Stream& stream = *cs.stream;
   if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
   auto reply = recv_message(stream);
-  if (reply && std::holds_alternative<proto::Progress>(*reply)) {
+  if (!reply) return fail(first_answer_error(server, reply.error().message, hello_timeout_s));
+  if (auto st = set_io_timeout(cs.fd.get(), o.timeout_s); !st) return std::unexpected(st.error());
+  if (std::holds_alternative<proto::Progress>(*reply)) {
     // The server builds the payload it will send first (--reverse, not in its cache).
     ProgressLine shown(fmt::format("server {} is building the payload", server.str()), "",
                        o.quiet);
@@ -326,21 +333,21 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
   return report;
 }
 
-int emit_report(const ClientOptions& o, const Report& report) {
+int emit_report(const ClientOptions& o, ReportFiles& files, const Report& report) {
   const bool stdout_taken = o.json_path == "-" || o.csv_path == "-";
   if (!o.quiet) {
     const std::string table = render_table(report);
     std::fputs(table.c_str(), stdout_taken ? stderr : stdout);
     std::fflush(stdout_taken ? stderr : stdout);
   }
-  if (!o.json_path.empty()) {
-    if (auto st = write_output(o.json_path, render_json(report).dump(2) + "\n"); !st) {
+  if (files.json.is_open()) {
+    if (auto st = files.json.write(render_json(report).dump(2) + "\n"); !st) {
       fmt::print(stderr, "iobench: error: {}\n", st.error().message);
       return 1;
     }
   }
-  if (!o.csv_path.empty()) {
-    if (auto st = write_output(o.csv_path, render_csv(report)); !st) {
+  if (files.csv.is_open()) {
+    if (auto st = files.csv.write(render_csv(report)); !st) {
       fmt::print(stderr, "iobench: error: {}\n", st.error().message);
       return 1;
     }
@@ -356,14 +363,15 @@ Result<std::optional<Payload>> sender_payload(const ClientOptions& o) {
   return std::optional<Payload>(std::move(*p));
 }
 
-int finish_client(const ClientOptions& o, Result<Report> report, const std::string& error) {
+int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> report,
+                  const std::string& error) {
   const int sig = interrupt::received();
   if (!report) {
     fmt::print(stderr, "iobench: error: {}\n", report.error().message);
     return sig ? 128 + sig : 1;
   }
   if (sig) report->interrupted = interrupt::name(sig);
-  int rc = report->sizes.empty() ? 0 : emit_report(o, *report);
+  int rc = report->sizes.empty() ? 0 : emit_report(o, files, *report);
   if (!error.empty()) {
     fmt::print(stderr, "iobench: error: {}\n", error);
     return sig ? 128 + sig : 1;
@@ -376,7 +384,18 @@ int run_client_command(const ClientOptions& o) {
   // Before the loopback fork, so the private server counts with the same backend (off, strace
   // and perf name no counter: auto).
   set_process_counter_kind(counter_kind_from(o.syscalls).value_or(CounterKind::kAuto));
-  if (o.connect.empty()) return run_loopback(o);
+  ReportFiles files;
+  for (auto [path, file, option] : {std::tuple{&o.json_path, &files.json, "--json"},
+                                    {&o.csv_path, &files.csv, "--csv"}}) {
+    if (path->empty()) continue;
+    auto f = OutputFile::open(*path, option);
+    if (!f) {
+      fmt::print(stderr, "iobench: error: {}\n", f.error().message);
+      return 2;
+    }
+    *file = std::move(*f);
+  }
+  if (o.connect.empty()) return run_loopback(o, files);
   auto server = parse_host_port(o.connect, "--connect", kDefaultPort, false);
   if (!server) {
     fmt::print(stderr, "iobench: error: {}\n", server.error().message);
@@ -399,21 +418,24 @@ int run_client_command(const ClientOptions& o) {
   std::string error;
   auto done = run_all(o, *server, mine ? &*mine : nullptr, nullptr, 0, std::move(report), error);
   if (done) finish_process_cpu(*done, payload_ns, std::nullopt);
-  return finish_client(o, std::move(done), error);
+  return finish_client(o, files, std::move(done), error);
 }
 
 int run_payload_command(const PayloadCommand& c) {
   interrupt::install({SIGINT, SIGTERM});
+  auto out = OutputFile::open(c.out, "--out");
+  if (!out) {
+    fmt::print(stderr, "iobench: error: {}\n", out.error().message);
+    return 2;
+  }
   auto p = load_payload_shown(c.payload, c.quiet);
   if (!p) {
     fmt::print(stderr, "iobench: error: {}\n", p.error().message);
     return interrupt::received() ? 128 + interrupt::received() : 1;
   }
-  std::ofstream out(c.out, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(p->bytes().data()),
-            static_cast<std::streamsize>(p->bytes().size()));
-  if (!out) {
-    fmt::print(stderr, "iobench: error: cannot write --out '{}'\n", c.out);
+  const auto bytes = p->bytes();
+  if (auto st = out->write({reinterpret_cast<const char*>(bytes.data()), bytes.size()}); !st) {
+    fmt::print(stderr, "iobench: error: {}\n", st.error().message);
     return 1;
   }
   fmt::print("wrote {} bytes ({}; decodes to {} bytes, xxh3 {:016x}) to {}\n", p->bytes().size(),

@@ -13,6 +13,7 @@
 #include "net/stream.h"
 #include "payload/payload.h"
 #include "probe/probe.h"
+#include "report/output.h"
 #include "report/report.h"
 #include "tls/tls.h"
 
@@ -45,9 +46,14 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error);
 Result<std::optional<Payload>> sender_payload(const ClientOptions& o);
+// --json and --csv, opened before the first run.
+struct ReportFiles {
+  OutputFile json, csv;
+};
 // Prints the report (if any) and the error (if any); returns the exit code.
-int finish_client(const ClientOptions& o, Result<Report> report, const std::string& error);
-int run_loopback(const ClientOptions& o);
+int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> report,
+                  const std::string& error);
+int run_loopback(const ClientOptions& o, ReportFiles& files);
 
 // Whole-process CPU (run/process_cpu.cc). Adds one run's data-phase CPU to each process's tally.
 void tally_data_phases(Report& report, const RunRecord& run, bool measured);

@@ -16,7 +16,7 @@
 
 namespace iobench {
 
-int run_loopback(const ClientOptions& o) {
+int run_loopback(const ClientOptions& o, ReportFiles& files) {
   const int64_t payload_start = probe_now().cpu_ns;
   auto payload = sender_payload(o);
   if (o.reverse && payload) {
@@ -101,7 +101,7 @@ int run_loopback(const ClientOptions& o) {
   // measuring this process from outside (GNU time, a parent's RUSAGE_CHILDREN) then sees it.
   const auto server_times = reap_server(child, 5.0);
   if (done) finish_process_cpu(*done, payload_ns, server_times);
-  return finish_client(o, std::move(done), error);
+  return finish_client(o, files, std::move(done), error);
 }
 
 }  // namespace iobench

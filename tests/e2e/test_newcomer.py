@@ -1,6 +1,10 @@
 """A newcomer's first hour (issue #19): habits from iperf3, mistyped inputs and options that
 would change nothing are refused before any run, with one line that names the fix."""
 import json
+import os
+import socket
+import threading
+import time
 
 import pytest
 
@@ -49,3 +53,73 @@ def test_fractional_sizes_that_are_whole_bytes_are_accepted(cache_dir):
     r = doc["results"][0]
     assert r["send_buf_bytes"] == 512
     assert r["runs"][0]["receiver"]["bytes"] == 3 << 19
+
+
+@pytest.mark.parametrize("option,path,reason", [
+    ("--json", "/no/such/dir/out.json", "No such file or directory"),
+    ("--csv", "/tmp", "it is a directory"),
+])
+def test_output_paths_are_checked_before_the_first_run(cache_dir, option, path, reason):
+    t0 = time.monotonic()
+    p = run(option, path, "-q", "--bytes", "64M", "--buf", "1k", "--repeat", "5",
+            cache=cache_dir, check=2, timeout=60)
+    assert time.monotonic() - t0 < 5, "the bad path was found after running"
+    assert f"cannot write {option} '{path}': {reason}" in p.stderr, p.stderr
+
+
+def test_a_failed_run_leaves_the_previous_report_and_no_temporary_file(cache_dir, tmp_path):
+    out = tmp_path / "out.json"
+    out.write_text("previous\n")
+    # A server that refuses: the run fails after the file was opened.
+    p = run("client", "--connect", "127.0.0.1:1", "--json", str(out), cache=cache_dir, timeout=30)
+    assert p.returncode != 0
+    assert out.read_text() == "previous\n"
+    assert sorted(os.listdir(tmp_path)) == ["out.json"]
+    run("--bytes", "1M", "--json", str(out), "-q", cache=cache_dir, check=0)
+    assert json.loads(out.read_text())["results"]
+    assert sorted(os.listdir(tmp_path)) == ["out.json"]
+
+
+def test_payload_out_is_checked_before_generation(cache_dir):
+    p = run("payload", "--bytes", "1M", "--seed", "77", "-o", "/no/such/dir/p.zst",
+            cache=cache_dir, check=2, timeout=30)
+    assert "cannot write --out '/no/such/dir/p.zst': No such file or directory" in p.stderr
+    assert "building" not in p.stderr
+
+
+def fake_server(answer):
+    """A TCP listener that accepts one client and answers `answer` (None: says nothing)."""
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(1)
+
+    def serve():
+        conn, _ = lst.accept()
+        with conn:
+            if answer is not None:
+                conn.recv(4096)
+                conn.sendall(answer)
+            time.sleep(8)
+    threading.Thread(target=serve, daemon=True).start()
+    return lst
+
+
+def test_a_silent_server_is_given_the_hello_timeout_not_the_whole_timeout(cache_dir):
+    lst = fake_server(None)
+    addr = "127.0.0.1:%d" % lst.getsockname()[1]
+    t0 = time.monotonic()
+    p = run("client", "--connect", addr, "--bytes", "1M", "--hello-timeout", "1",
+            cache=cache_dir, timeout=30)
+    took = time.monotonic() - t0
+    lst.close()
+    assert p.returncode == 1 and took < 4, (took, p.stderr)
+    assert f"no answer from server {addr} within 1 s of the HELLO (--hello-timeout)" in p.stderr
+
+
+def test_a_server_speaking_another_protocol_is_named_not_iobench(cache_dir):
+    lst = fake_server(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    addr = "127.0.0.1:%d" % lst.getsockname()[1]
+    p = run("client", "--connect", addr, "--bytes", "1M", cache=cache_dir, timeout=30)
+    lst.close()
+    assert p.returncode == 1
+    assert f"{addr} is not an iobench server (first bytes 'HTTP/1.1 400" in p.stderr, p.stderr

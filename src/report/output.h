@@ -1,0 +1,39 @@
+// Report files opened before the first run, so a bad path fails in a second with its reason
+// instead of after the benchmark, and a failed or interrupted run leaves an older file intact.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "util/result.h"
+
+namespace iobench {
+
+// The report is written to a temporary file beside the target and renamed onto it; "-" is
+// stdout. Move-only; the temporary file is removed if nothing was written.
+class OutputFile {
+ public:
+  // `option` names the flag (--json, --csv, --out) in errors.
+  static Result<OutputFile> open(const std::string& path, std::string_view option);
+  OutputFile() = default;
+  OutputFile(OutputFile&& other) noexcept;
+  OutputFile& operator=(OutputFile&& other) noexcept;
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+
+  bool is_open() const { return fd_ >= 0 || to_stdout_; }
+  // Writes everything and puts it in place. One call per file.
+  Status write(std::string_view text);
+
+ private:
+  void discard();
+  std::string option_, path_, temp_;
+  int fd_ = -1;
+  bool to_stdout_ = false;
+  pid_t owner_ = 0;  // a forked child never removes the parent's temporary file
+};
+
+}  // namespace iobench
