@@ -30,6 +30,9 @@ struct PayloadSpec {
   int zstd_level = 3;
   std::string file;       // empty: generated replication stream
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/iobench or ~/.cache/iobench
+  // The cache directory's bound: least recently used payloads go first; a larger payload is
+  // built but not cached.
+  uint64_t cache_max = uint64_t{6} << 30;
 };
 
 // One buffer-size pair of a run list: `--buf 1k,16k` gives two.
@@ -94,6 +97,7 @@ struct ServerOptions {
   double idle_timeout_s = 30;
   uint64_t max_bytes = kMaxBytes;
   std::string cache_dir;
+  uint64_t cache_max = PayloadSpec{}.cache_max;
   bool quiet = false;
   tls::TlsOptions tls;       // a TLS server when cert_file is set
   uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
@@ -103,7 +107,9 @@ struct ServerOptions {
 
 struct PayloadCommand {
   PayloadSpec payload;
-  std::string out;
+  std::string out;  // the stream to this file; or one of:
+  bool list = false;   // the cache's payloads, most recently used first
+  bool clear = false;  // remove every cached payload
   bool quiet = false;  // no progress line while the payload is built
 };
 

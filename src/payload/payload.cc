@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "payload/frames.h"
+#include "payload/cache.h"
 #include "payload/resp_generator.h"
 #include "payload/xxh3_fast.h"
 
@@ -30,12 +31,6 @@ Result<std::string> read_whole_file(const std::string& path) {
   if (in.bad()) return fail(fmt::format("cannot read --payload '{}'", path));
   if (content.empty()) return fail(fmt::format("--payload '{}' is empty", path));
   return content;
-}
-
-std::string default_cache_dir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/iobench";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/iobench";
-  return "/tmp/iobench-cache";
 }
 
 Status finish(Payload& p) {
@@ -108,7 +103,7 @@ Result<Payload> build_payload(const PayloadSpec& spec, const BuildOptions& optio
 }
 
 Result<std::string> payload_cache_path(const PayloadSpec& spec) {
-  const std::string dir = spec.cache_dir.empty() ? default_cache_dir() : spec.cache_dir;
+  const std::string dir = cache_directory(spec.cache_dir);
   if (spec.file.empty())
     return fmt::format("{}/resp-v{}-seed{}-l{}-{}.zst", dir, kGeneratorVersion, spec.seed,
                        spec.zstd_level, spec.bytes);
@@ -153,10 +148,14 @@ Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& option
     p.cache_path = *path;
     p.from_cache = true;
     p.source = describe_payload(spec);
-    if (finish(p)) return p;
+    if (finish(p)) {
+      touch_cache_file(*path);
+      return p;
+    }
   }
   auto built = build_payload(spec, options);
   if (!built) return built;
+  if (spec.bytes > spec.cache_max) return built;  // never cached: above the cache's bound
   built->cache_path = *path;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(*path).parent_path(), ec);
@@ -173,6 +172,7 @@ Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& option
   }
   std::filesystem::rename(tmp, *path, ec);
   if (ec) std::filesystem::remove(tmp, ec);
+  evict_cache(cache_directory(spec.cache_dir), spec.cache_max, *path);
   return built;
 }
 

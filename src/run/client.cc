@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "cli/size.h"
@@ -419,28 +418,6 @@ int run_client_command(const ClientOptions& o) {
   auto done = run_all(o, *server, mine ? &*mine : nullptr, nullptr, 0, std::move(report), error);
   if (done) finish_process_cpu(*done, payload_ns, std::nullopt);
   return finish_client(o, files, std::move(done), error);
-}
-
-int run_payload_command(const PayloadCommand& c) {
-  interrupt::install({SIGINT, SIGTERM});
-  auto out = OutputFile::open(c.out, "--out");
-  if (!out) {
-    fmt::print(stderr, "iobench: error: {}\n", out.error().message);
-    return 2;
-  }
-  auto p = load_payload_shown(c.payload, c.quiet);
-  if (!p) {
-    fmt::print(stderr, "iobench: error: {}\n", p.error().message);
-    return interrupt::received() ? 128 + interrupt::received() : 1;
-  }
-  const auto bytes = p->bytes();
-  if (auto st = out->write({reinterpret_cast<const char*>(bytes.data()), bytes.size()}); !st) {
-    fmt::print(stderr, "iobench: error: {}\n", st.error().message);
-    return 1;
-  }
-  fmt::print("wrote {} bytes ({}; decodes to {} bytes, xxh3 {:016x}) to {}\n", p->bytes().size(),
-             p->source, p->decoded_bytes, p->xxh3, c.out);
-  return 0;
 }
 
 }  // namespace iobench

@@ -63,8 +63,12 @@ BuildOptions build_with_progress(ProgressLine& line) {
 
 Result<Payload> load_payload_shown(const PayloadSpec& spec, bool quiet) {
   auto path = payload_cache_path(spec);
-  ProgressLine line("building payload " + describe_payload(spec),
-                    path ? "cached for next time in " + *path : "", quiet);
+  std::string note;
+  if (spec.bytes > spec.cache_max)
+    note = "not cached: larger than --cache-max " + format_size(spec.cache_max);
+  else if (path)
+    note = "cached for next time in " + *path;
+  ProgressLine line("building payload " + describe_payload(spec), note, quiet);
   return load_payload(spec, build_with_progress(line));
 }
 

@@ -310,6 +310,7 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
     if (!cfg.local_payload) {
       spec.seed = hello->seed;
       spec.cache_dir = o.cache_dir;
+      spec.cache_max = o.cache_max;
     }
     spec.bytes = hello->payload_bytes ? hello->payload_bytes : hello->bytes;
     spec.zstd_level = static_cast<int>(hello->zstd_level);

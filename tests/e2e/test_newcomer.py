@@ -123,3 +123,46 @@ def test_a_server_speaking_another_protocol_is_named_not_iobench(cache_dir):
     lst.close()
     assert p.returncode == 1
     assert f"{addr} is not an iobench server (first bytes 'HTTP/1.1 400" in p.stderr, p.stderr
+
+
+def payload_names(cache):
+    return sorted(n for n in os.listdir(cache) if n.endswith(".zst"))
+
+
+def test_the_cache_keeps_the_most_recently_used_within_cache_max(tmp_path):
+    cache = str(tmp_path)
+    bound = ["--cache-dir", cache, "--cache-max", "7M", "-q", "-o", "/dev/null", "--bytes", "3M"]
+    for seed in (1, 2, 3):
+        run("payload", "--seed", seed, *bound, check=0)
+    # Three 3 MiB payloads do not fit 7 MiB: the oldest (seed 1) went.
+    assert [n.split("-")[2] for n in payload_names(cache)] == ["seed2", "seed3"]
+    run("payload", "--seed", 2, *bound, check=0)  # used again: now the most recent
+    # A dead writer's temporary file is swept with the next eviction.
+    open(os.path.join(cache, "x.zst.tmp.999999999"), "w").write("half")
+    run("payload", "--seed", 4, *bound, check=0)
+    assert [n.split("-")[2] for n in payload_names(cache)] == ["seed2", "seed4"]
+    assert not [n for n in os.listdir(cache) if ".tmp." in n]
+    listing = run("payload", "--list", "--cache-dir", cache, check=0).stdout.splitlines()
+    assert "seed4" in listing[0] and "seed2" in listing[1], listing
+    assert listing[-1].startswith(f"2 payload(s), 6.0 MiB in {cache}")
+    p = run("payload", "--clear", "--cache-dir", cache, check=0)
+    assert p.stdout.startswith("removed 2 payload(s), 6.0 MiB")
+    assert payload_names(cache) == []
+
+
+def test_a_payload_above_cache_max_is_built_but_not_cached(tmp_path):
+    cache = str(tmp_path)
+    p = run("payload", "--bytes", "2M", "--cache-dir", cache, "--cache-max", "1M", "-o", "/dev/null",
+            check=0)
+    assert p.stdout.startswith("wrote 2097152 bytes")
+    assert payload_names(cache) == []
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["payload"], "payload needs --out FILE, --list or --clear"),
+    (["payload", "--list", "--clear"], "--list excludes --clear"),
+    (["--cache-max", "2x"], "invalid --cache-max '2x'"),
+])
+def test_payload_command_inputs(tmp_path, args, needle):
+    p = run(*args, "--cache-dir", str(tmp_path), check=2, timeout=10)
+    assert needle in p.stderr, p.stderr

@@ -1,0 +1,43 @@
+// The client's and the payload command's options: how they are declared on the command line
+// and checked. Internal to src/cli (options.cc assembles the commands).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+#include "util/result.h"
+
+namespace iobench {
+
+// Raw strings as typed; sizes are parsed by our own parser so errors name the value and range.
+struct RawPayload {
+  std::string bytes = "100MiB", cache_max;
+};
+
+struct RawClient {
+  RawPayload payload;
+  std::string buf, send_buf, recv_buf, sndbuf, rcvbuf;
+  std::string stagger, budget, buf_min, buf_max;
+  bool no_nodelay = false;
+  std::string max_fragment;
+  std::string cpus;
+  std::vector<CLI::Option*> tls_options;
+  CLI::Option* queue_depth = nullptr;
+  CLI::Option* auth_token = nullptr;
+  CLI::Option* verbose = nullptr;
+};
+
+// CLI11 reads "-1" into an unsigned option as 2^64-1: refuse a sign instead.
+CLI::Option* unsigned_option(CLI::Option* opt);
+void add_cache_options(CLI::App& app, std::string& dir, std::string& max);
+void add_payload_options(CLI::App& app, PayloadSpec& p, RawPayload& raw);
+void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw);
+Status parse_cache_max(const std::string& text, uint64_t& max);
+Status validate_payload(PayloadSpec& p, const RawPayload& raw);
+// --auth-token, else the environment; bounded so it fits a HELLO field.
+Status resolve_token(std::string& token);
+Status validate_client(ClientOptions& o, const RawClient& raw);
+
+}  // namespace iobench
