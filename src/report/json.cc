@@ -233,8 +233,12 @@ json render_json(const Report& r) {
   for (const auto& size : r.sizes) {
     auto run_json = [&](const RunRecord& run) {
       json one = {{"run", run.run},
-                  {"sender", side_json(run.sender, !r.options.reverse, run.sender_tracer)},
-                  {"receiver", side_json(run.receiver, !r.options.reverse, run.receiver_tracer)}};
+                  {"sender", run.sender_reported ? side_json(run.sender, !r.options.reverse,
+                                                             run.sender_tracer)
+                                                 : json(nullptr)},
+                  {"receiver", run.receiver_reported ? side_json(run.receiver, !r.options.reverse,
+                                                                 run.receiver_tracer)
+                                                     : json(nullptr)}};
       if (run.group) one["group"] = group_json(*run.group, !r.options.reverse);
       one["partial"] = run.partial;
       return one;
@@ -318,6 +322,7 @@ std::string render_csv(const Report& r) {
       const bool counting = size.counting_run && row == &*size.counting_run;
       const std::string run_column = counting ? "counting" : std::to_string(run.run);
       for (const auto* side : {&run.sender, &run.receiver}) {
+        if (!run.reported(side->is_sender)) continue;  // no figures: no row
         const SideFigures f = side_figures(*side);
         const bool on_client = side->is_sender == client_sends;
         out += fmt::format(

@@ -20,10 +20,11 @@ std::string process_cpu_lines(const std::vector<ProcessCpu>& processes) {
       out += ": strace/perf, all of it outside the data phases\n";
       continue;
     }
-    out += fmt::format(": data phases {:.3f}, warm-up/counting runs {:.3f}, payload {:.3f}, rest "
+    out += fmt::format(": data phases {:.3f}{}, warm-up/counting runs {:.3f}, payload {:.3f}, rest "
                        "{:.3f} (start-up, handshakes, control messages, exit)\n",
-                       seconds(p.measured_ns), seconds(p.other_runs_ns), seconds(p.payload_ns),
-                       seconds(p.rest_ns()));
+                       seconds(p.measured_ns),
+                       p.phase_unreported ? " (+ an interrupted one not reported, inside rest)" : "",
+                       seconds(p.other_runs_ns), seconds(p.payload_ns), seconds(p.rest_ns()));
   }
   if (processes.size() > 1) out += fmt::format("  {:<8} {:.3f} s\n", "all", total);
   return out;

@@ -47,6 +47,10 @@ struct RunRecord {
   proto::SideResult receiver;
   std::optional<GroupRecord> group;
   bool partial = false;  // interrupted (Ctrl-C): this side's figures up to that moment
+  // The peer's RESULT never came (interrupted first): its side holds no figures to show.
+  bool sender_reported = true;
+  bool receiver_reported = true;
+  bool reported(bool of_sender) const { return of_sender ? sender_reported : receiver_reported; }
   // --syscalls strace|perf: the tool attached to each side's process for the whole session
   // (connect to close); absent for a side it could not reach (the server in two-host mode).
   std::optional<TracerCounts> sender_tracer, receiver_tracer;
@@ -77,6 +81,7 @@ struct ProcessCpu {
   int64_t measured_ns = 0;    // the data phases of the measured runs (this process's side)
   int64_t other_runs_ns = 0;  // the data phases of warm-up and counting runs
   int64_t payload_ns = 0;     // building or mapping the payload before the first run
+  bool phase_unreported = false;  // an interrupted run's figures never came: its CPU is in rest
   // The rest: start-up, handshakes, control messages, session set-up, exit.
   int64_t rest_ns() const { return cpu_ns - measured_ns - other_runs_ns - payload_ns; }
 };
@@ -137,6 +142,7 @@ std::string buf_label(const BufPair& b);
 
 // Median/min/max of each SideFigures field across runs, for one side.
 struct SideSummary {
+  size_t runs = 0;  // runs in which this side reported figures; 0: nothing to show
   Stat bytes, wall_s, throughput_gbps, throughput_mib_s, cpu_user_s, cpu_sys_s, cpu_s,
       cpu_s_per_gib, io_calls, bytes_per_call, syscalls, syscalls_total, syscalls_per_mib,
       bytes_per_syscall, records;

@@ -56,7 +56,8 @@ Stat stat_of(std::vector<double> v) {
 SideSummary summarize(const std::vector<RunRecord>& runs, bool sender) {
   std::vector<SideFigures> figs;
   figs.reserve(runs.size());
-  for (const auto& r : runs) figs.push_back(side_figures(sender ? r.sender : r.receiver));
+  for (const auto& r : runs)
+    if (r.reported(sender)) figs.push_back(side_figures(sender ? r.sender : r.receiver));
   auto over = [&](double SideFigures::*field) {
     std::vector<double> v;
     v.reserve(figs.size());
@@ -64,6 +65,7 @@ SideSummary summarize(const std::vector<RunRecord>& runs, bool sender) {
     return stat_of(std::move(v));
   };
   SideSummary s;
+  s.runs = figs.size();
   s.bytes = over(&SideFigures::bytes);
   s.wall_s = over(&SideFigures::wall_s);
   s.throughput_gbps = over(&SideFigures::throughput_gbps);

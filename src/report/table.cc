@@ -12,6 +12,10 @@ namespace {
 
 std::string side_row(const std::string& buf, const char* side, const char* where,
                      const SideSummary& s, bool tls) {
+  if (s.runs == 0)
+    return fmt::format("{:>6} {:<8} {:<6} {:>11}   not reported: interrupted before the {} sent its "
+                       "figures\n",
+                       buf, side, where, "n/a", where);
   std::string row = fmt::format(
       "{:>6} {:<8} {:<6} {:>11} {:>8.4f} {:>7.2f} {:>8.1f} {:>7.3f} {:>7.3f} {:>7.3f} {:>9.3f} "
       "{:>9.0f} {:>8.0f} {:>9.0f} {:>9.0f}",
@@ -225,6 +229,13 @@ std::string render_table(const Report& r) {
     // Where the syscall figures come from: the counting run, when there is one (--syscalls auto).
     const std::optional<RunRecord>& counting = r.sizes.front().counting_run;
     for (const auto* side : {&first.sender, &first.receiver}) {
+      if (!first.reported(side->is_sender)) {
+        out += fmt::format("  {:<8} not reported: the run was interrupted before the {} sent its "
+                           "figures\n",
+                           side->is_sender ? "sender" : "receiver",
+                           side->is_sender == client_sends ? "client" : "server");
+        continue;
+      }
       const proto::SideResult& counted =
           counting ? (side->is_sender ? counting->sender : counting->receiver) : *side;
       out += side_header_lines(*side, counted, counting.has_value(), client_sends);

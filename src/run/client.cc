@@ -104,6 +104,7 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
     theirs.error = "not reported: interrupted";
     rec.sender = d.is_sender ? out.mine : theirs;
     rec.receiver = d.is_sender ? theirs : out.mine;
+    (d.is_sender ? rec.receiver_reported : rec.sender_reported) = false;
     return rec;
   }
   if (!out.error.empty())

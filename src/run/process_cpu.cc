@@ -38,6 +38,7 @@ void tally_data_phases(Report& report, const RunRecord& run, bool measured) {
   for (auto [host, side] : {std::pair{"client", &client}, {"server", &server}}) {
     ProcessCpu& p = entry(report.processes, host);
     (measured ? p.measured_ns : p.other_runs_ns) += side->cpu_ns;
+    if (!run.reported(side->is_sender)) p.phase_unreported = true;
   }
 }
 

@@ -32,8 +32,9 @@ def test_ctrl_c_prints_a_partial_report_and_exits_130(cache_dir, tmp_path):
     subprocess.run([BIN, "payload", "--bytes", "64M", "--out", os.devnull, "--cache-dir", cache_dir],
                    check=True, capture_output=True)
     out = tmp_path / "run.json"
+    csv_out = tmp_path / "run.csv"
     p = subprocess.Popen([BIN, "--bytes", "64M", "--buf", "64", "--json", str(out),
-                          "--cache-dir", cache_dir], stdout=subprocess.PIPE,
+                          "--csv", str(csv_out), "--cache-dir", cache_dir], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     assert wait_for_data_phase(p.pid), "the data phase never started"
     p.send_signal(signal.SIGINT)
@@ -48,6 +49,13 @@ def test_ctrl_c_prints_a_partial_report_and_exits_130(cache_dir, tmp_path):
     s = run["sender"]
     assert 0 < s["bytes"] < 64 * MiB
     assert s["duration_ns"] > 0 and s["cpu_s"] > 0
+    # The receiver never reported: no zeros passed off as figures, anywhere.
+    assert run["receiver"] is None
+    assert "receiver server         n/a   not reported" in stdout, stdout
+    assert "SO_SNDBUF 0 B" not in stdout and "MTU 0" not in stdout
+    assert "receiver not reported: the run was interrupted before the server sent" in stdout
+    rows = csv_out.read_text().splitlines()
+    assert len(rows) == 2 and ",sender,client," in rows[1], rows
     # The loopback server went with the client.
     time.sleep(0.5)
     left = subprocess.run(["pgrep", "-f", f"--cache-dir {cache_dir}"], capture_output=True, text=True)
