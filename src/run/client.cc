@@ -18,6 +18,7 @@
 #include "probe/tracer.h"
 #include "report/report.h"
 #include "run/client_internal.h"
+#include "run/live_line.h"
 #include "run/progress.h"
 #include "run/run.h"
 #include "run/session.h"
@@ -59,7 +60,7 @@ Result<std::unique_ptr<TracedProcess>> trace(const std::string& tool, pid_t pid)
 
 Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const BufPair& buf,
                            const Payload* payload, Engine& engine, const tls::Context* tls_ctx,
-                           pid_t local_server) {
+                           pid_t local_server, LiveLine& live) {
   std::unique_ptr<TracedProcess> my_trace, server_trace;
   if (o.syscalls == "strace" || o.syscalls == "perf") {
     // The server's tracer first: `strace -f` on this process would follow that fork.
@@ -92,7 +93,9 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
     d.payload_xxh3 = payload->xxh3;
     d.payload_decoded_bytes = payload->decoded_bytes;
   }
+  live.attach(session->fd.get(), d.is_sender);
   SessionOutcome out = run_data_phase(stream, engine, d, describe_transport(stream));
+  live.detach();
   stream.close();
   if (!out.error.empty() && interrupt::received()) {
     // Ctrl-C: this side's figures up to the interrupt; the server's never came.
@@ -233,6 +236,22 @@ EngineOptions client_engine_options(const ClientOptions& o) {
 
 namespace {
 
+// "16K run 2/5", "1K warm-up 1/2", "64K counting run", with "size 2/3" when there are several.
+std::string live_label(const ClientOptions& o, const BufPair& buf, int step, bool counting) {
+  std::string label = buf_label(buf);
+  if (counting)
+    label += " counting run";
+  else if (step < o.warmup)
+    label += fmt::format(" warm-up {}/{}", step + 1, o.warmup);
+  else
+    label += fmt::format(" run {}/{}", step - o.warmup + 1, o.repeat);
+  if (o.bufs.size() > 1) {
+    const auto at = static_cast<size_t>(&buf - o.bufs.data());
+    label += fmt::format(" (size {}/{})", at + 1, o.bufs.size());
+  }
+  return label;
+}
+
 // A measured run under --syscalls auto counted nothing on purpose: say where the counts are.
 void mark_counted_apart(RunRecord& r) {
   constexpr const char* kNote =
@@ -268,6 +287,7 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
   ClientOptions uncounted = o;
   if (counting_run) uncounted.syscalls = "off";
   const int steps = o.warmup + o.repeat + (counting_run ? 1 : 0);
+  LiveLine live(!o.quiet && isatty(STDERR_FILENO));
   for (const BufPair& buf : o.bufs) {
     SizeResults size{buf, {}, std::nullopt};
     for (int i = 0; i < steps; ++i) {
@@ -278,9 +298,11 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
       const std::string name = counting   ? std::string("the counting run")
                                : measured ? fmt::format("run {}", index)
                                           : fmt::format("warm-up run {}", i);
+      live.begin_run(live_label(o, buf, i, counting), o.payload.bytes * o.conns, counting);
       auto rec = ro.group() ? run_group(ro, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
                             : run_once(ro, server, buf, payload, **engine,
-                                       tls_ctx ? &*tls_ctx : nullptr, local_server);
+                                       tls_ctx ? &*tls_ctx : nullptr, local_server, live);
+      live.end_run();
       if (rec && interrupt::received()) rec->partial = true;
       if (rec) {
         rec->run = index;

@@ -2,13 +2,16 @@
 would change nothing are refused before any run, with one line that names the fix."""
 import json
 import os
+import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import run
+from conftest import BIN, run
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -166,3 +169,29 @@ def test_a_payload_above_cache_max_is_built_but_not_cached(tmp_path):
 def test_payload_command_inputs(tmp_path, args, needle):
     p = run(*args, "--cache-dir", str(tmp_path), check=2, timeout=10)
     assert needle in p.stderr, p.stderr
+
+
+def on_a_terminal(args, cache):
+    """Runs iobench under script(1), so stderr is a terminal; returns what the terminal got."""
+    cmd = " ".join([BIN, *map(str, args), "--cache-dir", cache])
+    p = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, timeout=120)
+    return p.returncode, p.stdout.decode(errors="replace")  # bytes: keep the \r redraws
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="script(1) (util-linux) not installed")
+def test_a_terminal_sees_a_live_line_per_run_and_a_pipe_does_not(cache_dir):
+    # 64-byte buffers make 8 MiB take well over the half second before the first draw.
+    args = ["--bytes", "8M", "--buf", "64,16k", "--repeat", "2"]
+    rc, screen = on_a_terminal(args, cache_dir)
+    assert rc == 0, screen
+    assert re.search(r"\riobench: 64 run 1/2 \(size 1/2\): \d+\.\d s, [\d.]+ [KM]iB of 8\.0 MiB, "
+                     r"[\d.]+ Gbit/s\x1b\[K", screen), repr(screen[:400])
+    assert "iobench: 64 counting run (size 1/2): counting syscalls (no live figures)" in screen
+    # The line is erased before the table.
+    assert "\r\x1b[K\r\niobench 0.1.0 | loopback" in screen or \
+        screen.split("iobench 0.1.0 | loopback")[0].rstrip("\r\n").endswith("\r\x1b[K"), \
+        repr(screen[-2000:])
+    quiet_rc, quiet = on_a_terminal(args + ["-q"], cache_dir)
+    assert quiet_rc == 0 and "run 1/2" not in quiet
+    piped = run(*args, cache=cache_dir, check=0)
+    assert "run 1/2" not in piped.stderr + piped.stdout
