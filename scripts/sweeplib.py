@@ -2,13 +2,23 @@
 recommend, which know nothing of iobench's internals beyond its JSON."""
 import json
 import os
+import sys
 
 GiB = 1 << 30
 
 
-def load(sweep_dir):
-    """Returns (manifest, rows): one row per finished cell with medians and min/max per side."""
-    manifest = json.load(open(os.path.join(sweep_dir, "manifest.json")))
+def load(sweep_dir, prog="sweeplib"):
+    """Returns (manifest, rows): one row per finished cell with medians and min/max per side.
+    A directory that is not a sweep stops the script with one line."""
+    path = os.path.join(sweep_dir, "manifest.json")
+    try:
+        manifest = json.load(open(path))
+    except FileNotFoundError:
+        what = "no such directory" if not os.path.isdir(sweep_dir) else "no manifest.json in it"
+        sys.exit(f"{prog}: error: '{sweep_dir}' is not a sweep ({what}; scripts/sweep NAME "
+                 "writes results/NAME)")
+    except (OSError, ValueError) as e:
+        sys.exit(f"{prog}: error: cannot read {path}: {e}")
     rows = []
     for cell in manifest["cells"]:
         if cell.get("status") != "ok":
@@ -17,7 +27,8 @@ def load(sweep_dir):
         for result in doc["results"]:
             row = {"proto": cell["proto"], "engine": cell["engine"], "conns": cell["conns"],
                    "buf": result["send_buf_bytes"], "label": result["label"],
-                   "context": doc["context"], "runs": len(result["runs"])}
+                   "context": doc["context"], "runs": len(result["runs"]),
+                   "placement": placement(cell, doc)}
             for side in ("sender", "receiver"):
                 summary = result["summary"][side]
                 row[side] = {k: summary[k] for k in summary}
@@ -26,6 +37,18 @@ def load(sweep_dir):
     rows.sort(key=lambda r: (r["proto"], r["engine"], r["conns"], r["label"] == "adaptive",
                              r["buf"]))
     return manifest, rows
+
+
+def placement(cell, doc):
+    """How a cell's two sides were placed on CPUs: 'unpinned', '--cpus 0', '--cpus 0,1', or
+    'unrecorded' for a run from before iobench recorded it."""
+    opts = doc.get("options", {})
+    if "sender_cpu" not in opts:
+        return "unrecorded"
+    s, r = opts["sender_cpu"], opts["receiver_cpu"]  # null (or -1): unpinned
+    if (s is None or s < 0) and (r is None or r < 0):
+        return "unpinned"
+    return f"--cpus {s}" if s == r else f"--cpus {s},{r}"
 
 
 def median(values):

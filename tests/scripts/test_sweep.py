@@ -74,7 +74,102 @@ def test_plots_and_recommendation_are_written(tmp_path):
     subprocess.run([str(SCRIPTS / "recommend"), str(d)], check=True, capture_output=True)
     text = (d / "recommendation.md").read_text()
     assert "| Chunk Size | write-time sec | writes total |" in text
-    assert "Knee:" in text and "One connection:" in text
+    assert ("Knee:" in text or "No knee:" in text) and "One connection:" in text
+    assert "Placement: unpinned." in text
+
+
+def test_placement_is_an_axis_and_recorded(tmp_path):
+    sweep(tmp_path, "pl", "--proto", "tcp", "--bufs", "4k", "--cpus", "none", "--cpus", "0",
+          check=0)
+    d = tmp_path / "pl"
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["placements"] == ["unpinned", "0"]
+    assert [c["id"] for c in m["cells"]] == ["tcp-blocking-c1-4k", "tcp-blocking-c1-4k-cpus0"]
+    doc = json.loads((d / "cells" / "tcp-blocking-c1-4k-cpus0.json").read_text())
+    assert doc["options"]["sender_cpu"] == doc["options"]["receiver_cpu"] == 0
+    _, rows = sweeplib.load(str(d))
+    assert sorted(r["placement"] for r in rows) == ["--cpus 0", "unpinned"]
+    p = sweep(tmp_path, "bad", "--cpus", "0,x", check=None)
+    assert p.returncode != 0 and "invalid --cpus '0,x'" in p.stderr
+
+
+def fake_sweep(tmp_path, cells):
+    """A sweep directory as scripts/sweep writes it, from (proto, buf, placement, cpu s/GiB)."""
+    d = tmp_path / "fake"
+    (d / "cells").mkdir(parents=True)
+    manifest = {"name": "fake", "command": "scripts/sweep fake", "iobench_commit": "0",
+                "where": "loopback", "netns": None, "bytes": "1M", "started": "x",
+                "finished": "y", "cells": []}
+    ctx = {"cpu_model": "cpu", "cpus_online": 2, "kernel": "6.18", "libraries": {}}
+    for i, (proto, buf, cpus, cpu) in enumerate(cells):
+        stat = lambda v: {"median": v, "min": v, "max": v}  # noqa: E731
+        side = {k: stat(1.0) for k in ("wall_s", "io_calls", "cpu_s", "syscalls")}
+        side["cpu_s_per_gib"] = stat(cpu / 2)
+        s, r = (cpus, cpus) if isinstance(cpus, int) else cpus
+        doc = {"context": ctx, "options": {"sender_cpu": s, "receiver_cpu": r},
+               "results": [{"send_buf_bytes": buf, "label": str(buf), "runs": [{}],
+                            "summary": {"sender": side, "receiver": side}}]}
+        name = f"cells/c{i}.json"
+        (d / name).write_text(json.dumps(doc))
+        manifest["cells"].append({"id": f"c{i}", "proto": proto, "engine": "blocking",
+                                  "conns": 1, "buf": str(buf), "file": name, "status": "ok"})
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    return d
+
+
+def recommend(d):
+    subprocess.run([str(SCRIPTS / "recommend"), str(d)], check=True, capture_output=True)
+    return (d / "recommendation.md").read_text()
+
+
+def test_a_knee_at_the_largest_size_tried_is_not_a_default(tmp_path):
+    d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0), ("tcp", 16384, -1, 1.0)])
+    text = recommend(d)
+    assert "No knee: the lowest CPU per GiB is at the largest size tried (16K); sweep larger " \
+           "sizes" in text
+    assert "One connection: no default from this sweep" in text
+    assert "nothing is gained" not in text
+
+
+def test_a_default_is_bounded_by_the_largest_size_tried(tmp_path):
+    d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0), ("tcp", 16384, -1, 1.0),
+                              ("tcp", 65536, -1, 0.99)])
+    text = recommend(d)
+    assert "**One connection: 16K**" in text
+    assert "above it, up to the largest size tried (64K), nothing is gained" in text
+
+
+def test_placements_are_never_compared_and_a_differing_knee_is_named(tmp_path):
+    d = fake_sweep(tmp_path, [
+        ("tcp", 4096, -1, 9.0), ("tcp", 16384, -1, 3.0), ("tcp", 65536, -1, 1.0),
+        ("tcp", 262144, -1, 0.99),
+        ("tcp", 4096, 0, 3.0), ("tcp", 16384, 0, 1.0), ("tcp", 65536, 0, 0.99),
+    ])
+    text = recommend(d)
+    assert "# Placement: --cpus 0" in text and "# Placement: unpinned" in text
+    assert "**The knee differs between placements**: 16K --cpus 0, 64K unpinned" in text
+    # The unpinned 4K cell (9.0) is not in the pinned table.
+    pinned = text.split("# Placement: --cpus 0")[1].split("# Placement: unpinned")[0]
+    assert "| 4K | " in pinned and "18.0" not in pinned
+
+
+def test_recommend_and_plot_refuse_a_directory_that_is_not_a_sweep(tmp_path):
+    for script in ("recommend", "plot"):
+        p = subprocess.run([str(SCRIPTS / script), str(tmp_path / "nope")], capture_output=True,
+                           text=True)
+        assert p.returncode == 1 and "Traceback" not in p.stderr
+        assert f"{script}: error: '{tmp_path / 'nope'}' is not a sweep (no such directory" in p.stderr
+
+
+@pytest.mark.parametrize("script", ["compare-peers", "conns-scenario", "counting-overhead",
+                                    "engines-compare", "fuzz", "micro", "micro-model",
+                                    "netns-link", "plot", "plot-micro", "recommend", "setup",
+                                    "sweep", "test", "tidy", "../tls/make-certs"])
+def test_every_script_has_help(script):
+    p = subprocess.run([str(SCRIPTS / script), "--help"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.strip().splitlines()) >= 2 and "Traceback" not in p.stderr
 
 
 def row(buf, cpu):
