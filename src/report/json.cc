@@ -241,6 +241,10 @@ json render_json(const Report& r) {
                                                      : json(nullptr)}};
       if (run.group) one["group"] = group_json(*run.group, !r.options.reverse);
       one["partial"] = run.partial;
+      if (!run.softirqs.empty())
+        one["softirqs"] = {{"host", r.mode == "loopback" ? "this host: both sides" : "the client's"},
+                           {"net_rx_per_cpu", run.softirqs.net_rx},
+                           {"net_tx_per_cpu", run.softirqs.net_tx}};
       return one;
     };
     json runs = json::array();

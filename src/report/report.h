@@ -8,6 +8,7 @@
 
 #include "cli/options.h"
 #include "probe/tracer.h"
+#include "probe/softirqs.h"
 #include "proto/messages.h"
 
 namespace iobench {
@@ -50,6 +51,8 @@ struct RunRecord {
   // The peer's RESULT never came (interrupted first): its side holds no figures to show.
   bool sender_reported = true;
   bool receiver_reported = true;
+  // NET_RX/NET_TX softirqs per CPU on the client's host over the run (session set-up included).
+  SoftirqCounts softirqs;
   bool reported(bool of_sender) const { return of_sender ? sender_reported : receiver_reported; }
   // --syscalls strace|perf: the tool attached to each side's process for the whole session
   // (connect to close); absent for a side it could not reach (the server in two-host mode).

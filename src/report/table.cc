@@ -209,6 +209,30 @@ std::string partial_lines(const Report& r) {
   return out;
 }
 
+// Where the network softirqs ran over each size's measured runs, per CPU (host-wide counters).
+std::string softirq_lines(const Report& r) {
+  std::string out;
+  for (const auto& size : r.sizes) {
+    SoftirqCounts sum;
+    for (const RunRecord& run : size.runs) {
+      if (run.softirqs.empty()) continue;
+      if (sum.empty()) sum.net_rx.assign(run.softirqs.net_rx.size(), 0);
+      if (sum.net_tx.empty()) sum.net_tx.assign(run.softirqs.net_tx.size(), 0);
+      for (size_t i = 0; i < sum.net_rx.size() && i < run.softirqs.net_rx.size(); ++i) {
+        sum.net_rx[i] += run.softirqs.net_rx[i];
+        sum.net_tx[i] += run.softirqs.net_tx[i];
+      }
+    }
+    const std::string rx = sum.empty() ? "" : softirq_shares(sum.net_rx);
+    if (rx.empty()) continue;
+    const std::string tx = softirq_shares(sum.net_tx);
+    out += fmt::format("softirqs {} ({}): NET_RX {}{}\n", buf_label(size.buf),
+                       r.mode == "loopback" ? "this host, both sides" : "the client's host", rx,
+                       tx.empty() ? "" : "; NET_TX " + tx);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_table(const Report& r) {
@@ -257,6 +281,7 @@ std::string render_table(const Report& r) {
                     summarize(size, false), tls);
   }
   out += partial_lines(r);
+  out += softirq_lines(r);
   return out + tracer_lines(r) + group_lines(r) + process_cpu_lines(r.processes);
 }
 

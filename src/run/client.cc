@@ -298,11 +298,13 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
       const std::string name = counting   ? std::string("the counting run")
                                : measured ? fmt::format("run {}", index)
                                           : fmt::format("warm-up run {}", i);
+      const SoftirqCounts softirqs_before = read_softirqs();
       live.begin_run(live_label(o, buf, i, counting), o.payload.bytes * o.conns, counting);
       auto rec = ro.group() ? run_group(ro, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
                             : run_once(ro, server, buf, payload, **engine,
                                        tls_ctx ? &*tls_ctx : nullptr, local_server, live);
       live.end_run();
+      if (rec) rec->softirqs = softirq_delta(softirqs_before, read_softirqs());
       if (rec && interrupt::received()) rec->partial = true;
       if (rec) {
         rec->run = index;

@@ -3,6 +3,7 @@ CPUs it was allowed and the CPUs it was seen on; an unpinned loopback run on few
 placement moves its figures. Also --version and the protocol layout the frames are built from."""
 import json
 import os
+import re
 
 import pytest
 
@@ -106,3 +107,20 @@ def test_protocol_layout_lists_every_message():
     assert doc["version"] == proto_version()
     hello = [f["name"] for f in doc["messages"]["HELLO"]["fields"]]
     assert hello[:2] == ["client_sends", "bytes"] and "tuning.queue_depth" in hello
+
+
+def test_softirq_work_per_cpu_is_recorded_per_run(cache_dir):
+    p = run("--bytes", "8M", "--buf", "4k", "--repeat", "2", "--json", "-", "-q", cache=cache_dir,
+            check=0)
+    doc = json.loads(p.stdout)
+    cpus = os.cpu_count()
+    for r in doc["results"][0]["runs"]:
+        s = r["softirqs"]
+        assert s["host"] == "this host: both sides"
+        assert len(s["net_rx_per_cpu"]) == len(s["net_tx_per_cpu"]) >= 1
+        assert len(s["net_rx_per_cpu"]) <= cpus
+        # 8 MiB over loopback in 4K writes: thousands of receive softirqs somewhere.
+        assert sum(s["net_rx_per_cpu"]) > 100
+    table = run("--bytes", "8M", "--buf", "4k", cache=cache_dir, check=0).stdout
+    assert re.search(r"^softirqs 4K \(this host, both sides\): NET_RX CPU\d+ \d+%.* of \d+",
+                     table, re.M), table
