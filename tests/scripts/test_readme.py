@@ -1,0 +1,89 @@
+"""The README tells the truth: each example output it shows (a block starting `$ ./iobench ...`)
+has the lines today's iobench prints for that command — same title, same header and summary
+lines, same columns — checked by running the command at a small size; and a figure the prose
+quotes from a table ("the 64K receiver row at the top shows: 1607 reads") is in that table."""
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
+README = (ROOT / "README.md").read_text()
+ROW = re.compile(r"^\s+\d+[KM]?\s+(sender|receiver)\s+(client|server)\s")
+
+
+def examples():
+    """(command args, shown output, whether part of the output was omitted) per example block."""
+    out = []
+    for block in re.findall(r"```\n(\$ \./iobench[^\n]*)\n(.*?)```", README, re.S):
+        command, shown = block
+        omitted = "omitted" in command
+        args = shlex.split(command.split("#")[0])[2:]
+        out.append((args, shown, omitted))
+    return out
+
+
+def line_kinds(text):
+    """What kinds of lines a report has, figures aside: the title up to the run count, each
+    side's header lines by label, the exact column header, summary lines by their lead words."""
+    kinds = set()
+    for line in text.splitlines():
+        if not line.strip() or ROW.match(line):
+            continue
+        if line.startswith("iobench "):
+            kinds.add("title: " + re.sub(r"\| \d+ run\(s\).*", "", line).strip())
+        elif m := re.match(r"^  (sender|receiver)\s+([a-z_ ]+?):", line):
+            kinds.add(f"{m[1]} {m[2]}")
+        elif line.lstrip().startswith("buf side"):
+            kinds.add("columns: " + " ".join(line.split()))
+        elif m := re.match(r"^  (client|server|all|tracers)\s", line):
+            kinds.add("process " + m[1])
+        elif m := re.match(r"^\s+(\d+[KM]?) (sender|receiver)\s+run \d+:", line):
+            kinds.add(f"tracer {m[2]}")
+        else:
+            kinds.add(re.split(r"[ :(]", line.strip(), maxsplit=1)[0])
+    return kinds
+
+
+def small(args):
+    """The example's command at a small size: 2 MiB, one measured run."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("--repeat", "--bytes", "-n"):
+            skip = True
+            continue
+        out.append(a)
+    return out + ["--bytes", "2M"]
+
+
+@pytest.mark.parametrize("args,shown,omitted", examples(),
+                         ids=[" ".join(a) for a, _, _ in examples()])
+def test_each_example_output_has_the_lines_iobench_prints_today(args, shown, omitted, tmp_path):
+    if "--cpus" in args and len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the example pins two CPUs")
+    p = subprocess.run([BIN, *small(args), "--cache-dir", str(tmp_path)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    want, got = line_kinds(shown), line_kinds(p.stdout)
+    if omitted:
+        assert want <= got, f"shown but no longer printed: {want - got}"
+    else:
+        assert want == got, (f"README shows but iobench no longer prints: {want - got}; "
+                             f"iobench prints but README does not show: {got - want}")
+
+
+def test_figures_quoted_from_the_top_table_are_in_it():
+    top = examples()[0][1]
+    quotes = re.findall(r"the (\d+[KM]) (sender|receiver) row at the top shows: (\d+) ", README)
+    assert quotes, "the quote this test guards is gone: update the test"
+    for size, side, number in quotes:
+        rows = [line for line in top.splitlines()
+                if ROW.match(line) and line.split()[:2] == [size, side]]
+        assert rows and number in rows[0].split(), (size, side, number, rows)
