@@ -226,6 +226,17 @@ json options_json(const Report& r) {
   return doc;
 }
 
+json tls_crypto_json(const Report& r) {
+  if (r.crypto.empty()) return nullptr;
+  json out = json::array();
+  for (const tls::CryptoCost& c : r.crypto)
+    out.push_back({{"cipher", c.cipher},
+                   {"record_bytes", c.record_bytes},
+                   {"encrypt_s_per_gib", c.encrypt_s_per_gib},
+                   {"decrypt_s_per_gib", c.decrypt_s_per_gib}});
+  return out;
+}
+
 }  // namespace
 
 json render_json(const Report& r) {
@@ -258,6 +269,7 @@ json render_json(const Report& r) {
                        {"summary",
                         {{"sender", summary_json(summarize(size, true))},
                          {"receiver", summary_json(summarize(size, false))}}}});
+    if (!r.crypto.empty()) results.back()["tls_cost"] = tls_cost_json(r, size);
   }
   return {
       {"schema_version", kSchemaVersion},
@@ -284,6 +296,20 @@ json render_json(const Report& r) {
            "model) for TLS; counted from the data phase only"}}},
         {"records", "TLS record headers seen by OpenSSL's message callback"},
         {"socket", "getsockopt on the connected socket after setup"},
+        {"placement",
+         "per side: sched_setaffinity of the data phase's thread (--cpus), its allowed set "
+         "(sched_getaffinity before pinning) and sched_getcpu at the data phase's start and "
+         "end"},
+        {"softirqs",
+         "per run: /proc/softirqs NET_RX and NET_TX per CPU, read by the client before the "
+         "session opens and after it closes (host-wide counters)"},
+        {"tls_cost",
+         "per size and side: cpu_s_per_gib (median) minus tls_crypto's encrypt (sender) or "
+         "decrypt (receiver) cost; records and syscalls from the summary"},
+        {"tls_crypto",
+         "EVP AEAD seal and open of records of each size the runs moved, each record with its "
+         "own nonce and tag, timed with CLOCK_THREAD_CPUTIME_ID for 15 ms each way in the "
+         "client after the runs"},
         {"processes",
          "whole processes: the client's getrusage(RUSAGE_SELF) when the report is made, the "
          "loopback server's and the strace/perf tools' rusage from wait4 once reaped (the "
@@ -291,6 +317,7 @@ json render_json(const Report& r) {
          "process's side of the measured runs, other_runs_cpu_s of warm-up and counting runs, "
          "payload_cpu_s the payload's building or mapping; rest_cpu_s is the remainder"}}},
       {"processes", process_cpu_json(r.processes)},
+      {"tls_crypto", tls_crypto_json(r)},
       {"results", results},
   };
 }

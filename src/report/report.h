@@ -9,6 +9,7 @@
 #include "cli/options.h"
 #include "probe/tracer.h"
 #include "probe/softirqs.h"
+#include "tls/crypto_cost.h"
 #include "proto/messages.h"
 
 namespace iobench {
@@ -100,7 +101,16 @@ struct Report {
   // Whole processes (client; loopback's server, reaped; the strace/perf tools, reaped). Empty
   // until the client has finished its runs.
   std::vector<ProcessCpu> processes;
+  // TLS: the cipher's own cost on the client's host per record size seen, timed after the runs
+  // (in the client's process CPU, `rest`), so the report can say where a side's CPU goes beyond.
+  std::vector<tls::CryptoCost> crypto;
 };
+
+// TLS: per size and side, CPU per GiB split into crypto and the rest per record ("tls cost").
+// The record size a side's summary shows (bytes / records, 64..16384), 0 if none.
+uint64_t record_bytes(const SizeResults& size, bool sender);
+std::string tls_cost_lines(const Report& r);
+nlohmann::json tls_cost_json(const Report& r, const SizeResults& size);
 
 // "process CPU" lines of the table and the JSON "processes" block.
 std::string process_cpu_lines(const std::vector<ProcessCpu>& processes);

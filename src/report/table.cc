@@ -282,6 +282,7 @@ std::string render_table(const Report& r) {
   }
   out += partial_lines(r);
   out += softirq_lines(r);
+  out += tls_cost_lines(r);
   return out + tracer_lines(r) + group_lines(r) + process_cpu_lines(r.processes);
 }
 

@@ -55,6 +55,10 @@ int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> rep
                   const std::string& error);
 int run_loopback(const ClientOptions& o, ReportFiles& files);
 
+// TLS runs: times the cipher on this host for the report's "tls cost" (before the process CPU is
+// taken, so its ~40 ms land in the client's `rest`).
+void time_tls_crypto(Report& report);
+
 // Whole-process CPU (run/process_cpu.cc). Adds one run's data-phase CPU to each process's tally.
 void tally_data_phases(Report& report, const RunRecord& run, bool measured);
 // Stops the loopback server (SIGTERM, then SIGKILL after `timeout_s`) and reaps it: its CPU.

@@ -100,6 +100,7 @@ int run_loopback(const ClientOptions& o, ReportFiles& files) {
   // Reaped before the report: the server's whole CPU is part of the run's cost, and anything
   // measuring this process from outside (GNU time, a parent's RUSAGE_CHILDREN) then sees it.
   const auto server_times = reap_server(child, 5.0);
+  if (done) time_tls_crypto(*done);
   if (done) finish_process_cpu(*done, payload_ns, server_times);
   return finish_client(o, files, std::move(done), error);
 }

@@ -2,6 +2,7 @@
 and the TLS fault list."""
 import json
 import os
+import re
 import socket
 import ssl
 import struct
@@ -303,3 +304,31 @@ def test_tls_engines_fail_cleanly_when_the_client_dies(tls_server, certs, cache_
     assert "failed:" in line and "of 67108864 bytes" in line, line
     run(*args, "--bytes", "1M", "-q", cache=cache_dir, check=0)
     assert "ok:" in tls_server.read_line()
+
+
+def test_each_tls_size_says_where_its_cpu_goes_beyond_the_crypto(cache_dir):
+    p = run("--proto", "tls", "--bytes", "4M", "--buf", "1k,64k", "--json", "-", "-q",
+            cache=cache_dir, check=0)
+    doc = json.loads(p.stdout)
+    timed = {c["record_bytes"]: c for c in doc["tls_crypto"]}
+    assert sorted(timed) == [1024, 16384]  # 64K buffers still move 16 KiB records
+    for c in timed.values():
+        assert c["cipher"] == "AES-128-GCM" and c["encrypt_s_per_gib"] > 0
+    # Small records cost more per byte to seal: a nonce and a tag each.
+    assert timed[1024]["encrypt_s_per_gib"] > timed[16384]["encrypt_s_per_gib"]
+    for r in doc["results"]:
+        cost = r["tls_cost"]
+        for side in ("sender", "receiver"):
+            c = cost[side]
+            assert c["record_bytes"] == (1024 if r["send_buf_bytes"] == 1024 else 16384)
+            assert c["crypto_s_per_gib"] > 0
+            assert abs(c["cpu_s_per_gib"] - c["crypto_s_per_gib"] - c["rest_s_per_gib"]) < 1e-9
+        # The socket model: one write per record, a header read and a body read per record.
+        assert cost["sender"]["syscalls_per_record"] == pytest.approx(1.0, abs=0.02)
+        assert cost["receiver"]["syscalls_per_record"] == pytest.approx(2.0, abs=0.05)
+    table = run("--proto", "tls", "--bytes", "2M", "--buf", "16k", cache=cache_dir, check=0).stdout
+    assert re.search(r"^   16K receiver [\d.]+ s/GiB: crypto [\d.]+ \(16384 B records\), the rest "
+                     r"-?[\d.]+: -?[\d.]+ us per record, 2\.00 read syscalls per record \(a header "
+                     r"read and a body read", table, re.M), table
+    tcp = json.loads(run("--bytes", "1M", "--json", "-", "-q", cache=cache_dir, check=0).stdout)
+    assert tcp["tls_crypto"] is None and "tls_cost" not in tcp["results"][0]
