@@ -50,13 +50,14 @@ def describe():
 class CpuGroup:
     _count = 0
 
-    def __init__(self, exit_timeout_s=30):
+    def __init__(self, exit_timeout_s=30, cpus=None):
         self.version, root = cgroup_root()
         CpuGroup._count += 1
         self.path = os.path.join(root, f"iobench-measure-{os.getpid()}-{CpuGroup._count}")
         self.exit_timeout_s = exit_timeout_s
         self.cpu_s = self.user_s = self.sys_s = None
         self.stragglers = 0  # processes still alive at the deadline, killed
+        self.cpus = cpus  # a CPU set every process of the group is confined to (None: any)
 
     def __enter__(self):
         os.mkdir(self.path)
@@ -66,6 +67,8 @@ class CpuGroup:
         # In the child between fork and exec: everything it starts stays in the group.
         with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)  # inherited by everything it starts
 
     def popen(self, argv, **kw):
         return subprocess.Popen(argv, preexec_fn=self._join, **kw)

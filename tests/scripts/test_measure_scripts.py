@@ -94,3 +94,16 @@ def test_cgroup_counts_a_child_nobody_waits_for():
     with cgroup_cpu.CpuGroup() as g:
         g.run(["python3", "-c", orphan], check=True)
     assert g.cpu_s >= 0.3, g.cpu_s
+
+
+def test_a_confined_group_confines_everything_it_starts():
+    """compare-peers --cpus: every process of a measurement, children included, on those CPUs."""
+    cgroup_cpu = cgroup_cpu_or_skip()
+    cpu = min(os.sched_getaffinity(0))
+    child = "import os\nif os.fork()==0:\n print(sorted(os.sched_getaffinity(0)))\n os._exit(0)\nos.wait()"
+    with cgroup_cpu.CpuGroup(cpus={cpu}) as g:
+        p = g.run(["python3", "-c", child], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == f"[{cpu}]"
+    bad = subprocess.run([str(SCRIPTS / "compare-peers"), "--cpus", "x"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 1 and "invalid --cpus 'x'" in bad.stderr
