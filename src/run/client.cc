@@ -253,16 +253,20 @@ std::string live_label(const ClientOptions& o, const BufPair& buf, int step, boo
 }
 
 // A measured run under --syscalls auto counted nothing on purpose: say where the counts are.
+// This client asked both sides for no kernel counts, so a side that reported figures without
+// them did so for that reason, whatever its note's wording; a side whose figures never came
+// keeps the note that says so.
 void mark_counted_apart(RunRecord& r) {
   constexpr const char* kNote =
       "kernel counts: this size's counting_run (the measured runs count nothing: no tracing "
       "while CPU is measured)";
   for (proto::SideResult* side : {&r.sender, &r.receiver})
-    if (side->syscalls_source == "counted" && side->syscalls_note == "kernel counting off")
+    if (r.reported(side->is_sender) && !kernel_counted(side->syscalls_source))
       side->syscalls_note = kNote;
   if (r.group)
-    for (proto::GroupResult* g : {&r.group->sender, &r.group->receiver})
-      if (g->syscalls_note == "kernel counting off") g->syscalls_note = kNote;
+    for (auto [g, known] : {std::pair{&r.group->sender, r.group->sender_known},
+                            {&r.group->receiver, r.group->receiver_known}})
+      if (known && !kernel_counted(g->syscalls_source)) g->syscalls_note = kNote;
 }
 
 }  // namespace

@@ -356,3 +356,13 @@ def test_tracer_missing_is_a_clear_error(cache_dir):
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 1
     assert "--syscalls strace: strace not found on PATH" in p.stderr
+
+
+@pytest.mark.parametrize("extra", [[], ["--conns", "2"]])
+def test_measured_runs_under_auto_say_where_their_counts_are(cache_dir, extra):
+    doc = run_json(cache_dir, "--bytes", "1M", "--buf", "16k", *extra)
+    run0 = doc["results"][0]["runs"][0]
+    notes = [run0[side]["syscalls"]["note"] for side in ("sender", "receiver")]
+    if "group" in run0:
+        notes += [run0["group"][side]["syscalls"]["note"] for side in ("sender", "receiver")]
+    assert all(n.startswith("kernel counts: this size's counting_run") for n in notes), notes
