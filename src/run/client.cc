@@ -27,15 +27,6 @@
 namespace iobench {
 namespace {
 
-// A handshake that dies this way usually met a server without TLS.
-std::string tls_hint(const std::string& why) {
-  for (const char* s :
-       {"truncated", "wrong version number", "peer closed", "record layer", "reset by peer"})
-    if (why.find(s) != std::string::npos)
-      return " (is the server running with --tls-cert/--tls-key?)";
-  return "";
-}
-
 // --syscalls strace|perf: the tool attached to a process for one session.
 struct TracedProcess {
   std::optional<Tracer> tracer;
@@ -131,108 +122,6 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
 }
 
 }  // namespace
-
-proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
-  proto::Hello hello;
-  hello.client_sends = !o.reverse;
-  hello.bytes = o.payload.bytes;
-  hello.send_buf_bytes = buf.send_bytes;
-  hello.recv_buf_bytes = buf.recv_bytes;
-  hello.sndbuf_bytes = o.sndbuf;
-  hello.rcvbuf_bytes = o.rcvbuf;
-  hello.nodelay = o.nodelay;
-  hello.decompress = o.decompress;
-  hello.seed = o.payload.seed;
-  hello.zstd_level = o.payload.zstd_level;
-  hello.proto = o.proto;
-  hello.engine = o.server_engine();
-  hello.timeout_s = o.timeout_s;
-  hello.tls_io = tls::io_model_for(o.tls, o.server_engine());
-  hello.tls_read_ahead = o.tls.read_ahead;
-  hello.tls_max_fragment = o.tls.max_fragment;
-  hello.kernel_syscalls = o.syscalls != "off";
-  hello.tuning = o.tuning;
-  hello.cpu = o.server_cpu();
-  hello.auth_token = o.auth_token;
-  hello.conns = o.conns;
-  hello.adaptive = buf.adaptive;
-  if (buf.adaptive) {
-    hello.budget = o.budget;
-    hello.buf_min = o.buf_min;
-    hello.buf_max = o.buf_max;
-  }
-  return hello;
-}
-
-// Why the server's first answer did not come: silence, or another protocol.
-std::string first_answer_error(const HostPort& server, const std::string& why, double limit_s) {
-  if (why.starts_with(proto::kNotIobenchPeer))
-    return fmt::format("{} is not an iobench server{}", server.str(),
-                       why.substr(proto::kNotIobenchPeer.size()));
-  if (why.starts_with("timed out"))
-    return fmt::format(
-        "no answer from server {} within {} s of the HELLO (--hello-timeout): not an iobench "
-        "server, or a TLS server asked for TCP",
-        server.str(), limit_s);
-  return fmt::format("no answer from server {}: {}", server.str(), why);
-}
-
-Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
-                                   const BufPair& buf, const tls::Context* tls_ctx,
-                                   const proto::Hello& hello) {
-  ClientSession cs;
-  const SocketRequest req{o.sndbuf, o.rcvbuf, o.nodelay};
-  auto fd = connect_to(server, o.timeout_s, req);
-  if (!fd) return std::unexpected(fd.error());
-  cs.fd = std::move(*fd);
-  cs.on_signal.emplace(cs.fd.get());
-  // Until the server's first answer: a peer that accepts and says nothing is not an iobench
-  // server, and is not given the whole --timeout.
-  const double hello_timeout_s = std::min(o.hello_timeout_s, o.timeout_s);
-  if (auto st = set_io_timeout(cs.fd.get(), hello_timeout_s); !st)
-    return std::unexpected(st.error());
-  if (tls_ctx) {
-    auto t = tls::TlsStream::connect(*tls_ctx, cs.fd.get(), server.host);
-    if (!t)
-      return fail(fmt::format("TLS handshake with {} failed: {}{}", server.str(), t.error().message,
-                              tls_hint(t.error().message)));
-    const uint64_t my_buf = o.reverse ? buf.recv_bytes : buf.send_bytes;
-    if (auto st = (*t)->configure(tls::io_model_for(o.tls, o.client_engine()), o.tls.read_ahead,
-                                  o.tls.max_fragment, my_buf);
-        !st)
-      return std::unexpected(st.error());
-    cs.stream = std::move(*t);
-  } else {
-    cs.stream = std::make_unique<FdStream>(cs.fd.get());
-  }
-  Stream& stream = *cs.stream;
-  if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
-  auto reply = recv_message(stream);
-  if (!reply) return fail(first_answer_error(server, reply.error().message, hello_timeout_s));
-  if (auto st = set_io_timeout(cs.fd.get(), o.timeout_s); !st) return std::unexpected(st.error());
-  if (std::holds_alternative<proto::Progress>(*reply)) {
-    // The server builds the payload it will send first (--reverse, not in its cache).
-    ProgressLine shown(fmt::format("server {} is building the payload", server.str()), "",
-                       o.quiet);
-    while (reply && std::holds_alternative<proto::Progress>(*reply)) {
-      const auto& p = std::get<proto::Progress>(*reply);
-      shown.update(p.done_bytes, p.total_bytes, static_cast<double>(p.elapsed_ns) / 1e9);
-      reply = recv_message(stream);
-    }
-  }
-  if (!reply)
-    return fail(fmt::format("no answer from server {}: {}", server.str(), reply.error().message));
-  if (auto* e = std::get_if<proto::ErrorMsg>(&*reply))
-    return fail(fmt::format("server {} refused: {}", server.str(), e->message));
-  if (!std::holds_alternative<proto::Ack>(*reply))
-    return fail(fmt::format("server {} answered {} instead of ACK", server.str(),
-                            proto::type_name(*reply)));
-  return cs;
-}
-
-EngineOptions client_engine_options(const ClientOptions& o) {
-  return side_engine_options(o.tuning, !o.reverse, o.timeout_s);
-}
 
 namespace {
 
