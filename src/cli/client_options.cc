@@ -15,9 +15,7 @@ namespace iobench {
 namespace {
 
 // One option per field of a described struct that has a flag: a flag for a bool, else a value.
-
 template <Described T>
-
 void add_described(CLI::App& app, T& s) {
   describe(s, [&](const Field& f, auto& v) {
     using V = std::decay_t<decltype(v)>;
@@ -122,7 +120,8 @@ CLI::Option* unsigned_option(CLI::Option* opt) {
 void add_cache_options(CLI::App& app, std::string& dir, std::string& max) {
   app.add_option("--cache-dir", dir, "Payload cache (default ~/.cache/iobench)");
   app.add_option("--cache-max", max,
-                 "Bound of the payload cache; least recently used payloads go first (default 6G)");
+                 "Bound of the payload cache; least recently used payloads go first (default " +
+                     format_size(PayloadSpec{}.cache_max) + ")");
 }
 
 void add_payload_options(CLI::App& app, PayloadSpec& p, RawPayload& raw) {

@@ -4,28 +4,42 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 namespace iobench {
 namespace {
 
 namespace fs = std::filesystem;
 
-// "<name>.zst.tmp.<pid>" whose writer is gone (a crash or SIGKILL mid-write).
+constexpr std::string_view kTempMark = ".tmp.";
+
+// A cache_temp_path whose writer is gone (a crash or SIGKILL mid-write).
 bool orphaned_temp(const std::string& name) {
-  const size_t at = name.rfind(".tmp.");
+  const size_t at = name.rfind(kTempMark);
   if (at == std::string::npos) return false;
   char* end = nullptr;
-  const long pid = std::strtol(name.c_str() + at + 5, &end, 10);
+  const long pid = std::strtol(name.c_str() + at + kTempMark.size(), &end, 10);
   return end && *end == '\0' && pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace
+
+uint64_t total_bytes(const std::vector<CacheEntry>& entries) {
+  uint64_t total = 0;
+  for (const CacheEntry& e : entries) total += e.bytes;
+  return total;
+}
+
+std::string cache_temp_path(const std::string& path) {
+  return fmt::format("{}{}{}", path, kTempMark, ::getpid());
+}
 
 std::string cache_directory(const std::string& configured) {
   if (!configured.empty()) return configured;
@@ -67,8 +81,7 @@ std::vector<CacheEntry> evict_cache(const std::string& dir, uint64_t max_bytes,
   std::vector<CacheEntry> removed;
   auto entries = list_cache(dir);
   if (!entries) return removed;
-  uint64_t total = 0;
-  for (const CacheEntry& e : *entries) total += e.bytes;
+  uint64_t total = total_bytes(*entries);
   // Oldest first, from the back of the most-recent-first list.
   for (auto it = entries->rbegin(); it != entries->rend() && total > max_bytes; ++it) {
     if (it->path == keep) continue;

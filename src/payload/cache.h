@@ -10,12 +10,18 @@
 
 namespace iobench {
 
-
 struct CacheEntry {
   std::string path;
   uint64_t bytes = 0;
   int64_t last_used_ns = 0;  // the file's mtime, set on every use
 };
+
+// The bytes of all `entries`.
+uint64_t total_bytes(const std::vector<CacheEntry>& entries);
+
+// Where a process writes a cache file before renaming it into place ("<path>.tmp.<pid>"), so
+// eviction can tell a dead writer's leftover from a live writer's file.
+std::string cache_temp_path(const std::string& path);
 
 // The directory a spec's cache lives in ($XDG_CACHE_HOME/iobench, ~/.cache/iobench, ...).
 std::string cache_directory(const std::string& configured);

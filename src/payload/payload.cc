@@ -160,7 +160,7 @@ Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& option
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(*path).parent_path(), ec);
   // Write then rename, so a concurrent reader never sees a half-written payload.
-  const std::string tmp = fmt::format("{}.tmp.{}", *path, ::getpid());
+  const std::string tmp = cache_temp_path(*path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(built->data.data()),

@@ -26,6 +26,18 @@ SoftirqCounts read_softirqs() {
   return out;
 }
 
+void add_softirqs(SoftirqCounts& sum, const SoftirqCounts& more) {
+  if (more.empty()) return;
+  if (sum.empty()) {
+    sum.net_rx.assign(more.net_rx.size(), 0);
+    sum.net_tx.assign(more.net_tx.size(), 0);
+  }
+  for (size_t i = 0; i < sum.net_rx.size() && i < more.net_rx.size(); ++i) {
+    sum.net_rx[i] += more.net_rx[i];
+    sum.net_tx[i] += more.net_tx[i];
+  }
+}
+
 SoftirqCounts softirq_delta(const SoftirqCounts& before, const SoftirqCounts& after) {
   if (before.empty() || before.net_rx.size() != after.net_rx.size()) return {};
   SoftirqCounts d;

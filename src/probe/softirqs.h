@@ -16,6 +16,8 @@ struct SoftirqCounts {
 
 // Now; empty when /proc/softirqs cannot be read.
 SoftirqCounts read_softirqs();
+// Adds `more` into `sum` per CPU (an empty sum takes its shape); `more` empty adds nothing.
+void add_softirqs(SoftirqCounts& sum, const SoftirqCounts& more);
 // after - before, per CPU; empty if either is.
 SoftirqCounts softirq_delta(const SoftirqCounts& before, const SoftirqCounts& after);
 // "CPU0 97%, CPU1 3% of 6512": the share of each CPU with any; "" for no work.

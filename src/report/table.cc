@@ -214,15 +214,7 @@ std::string softirq_lines(const Report& r) {
   std::string out;
   for (const auto& size : r.sizes) {
     SoftirqCounts sum;
-    for (const RunRecord& run : size.runs) {
-      if (run.softirqs.empty()) continue;
-      if (sum.empty()) sum.net_rx.assign(run.softirqs.net_rx.size(), 0);
-      if (sum.net_tx.empty()) sum.net_tx.assign(run.softirqs.net_tx.size(), 0);
-      for (size_t i = 0; i < sum.net_rx.size() && i < run.softirqs.net_rx.size(); ++i) {
-        sum.net_rx[i] += run.softirqs.net_rx[i];
-        sum.net_tx[i] += run.softirqs.net_tx[i];
-      }
-    }
+    for (const RunRecord& run : size.runs) add_softirqs(sum, run.softirqs);
     const std::string rx = sum.empty() ? "" : softirq_shares(sum.net_rx);
     if (rx.empty()) continue;
     const std::string tx = softirq_shares(sum.net_tx);

@@ -11,8 +11,6 @@
 namespace iobench {
 namespace {
 
-constexpr double kGiBytes = 1024.0 * 1024 * 1024;
-
 struct TlsSideCost {
   uint64_t record_bytes = 0;
   double cpu_s_per_gib = 0, crypto_s_per_gib = 0, rest_s_per_gib = 0;
@@ -25,9 +23,16 @@ const tls::CryptoCost* crypto_for(const Report& r, uint64_t record) {
   return nullptr;
 }
 
+// bytes / records of a side's summary, 64..16384; 0 without records.
+uint64_t record_bytes_of(const SideSummary& s) {
+  if (s.runs == 0 || s.records.median <= 0 || s.bytes.median <= 0) return 0;
+  const auto bytes = static_cast<uint64_t>(std::llround(s.bytes.median / s.records.median));
+  return std::clamp<uint64_t>(bytes, 64, 16384);
+}
+
 std::optional<TlsSideCost> side_cost(const Report& r, const SizeResults& size, bool sender) {
   const SideSummary s = summarize(size, sender);
-  const uint64_t record = record_bytes(size, sender);
+  const uint64_t record = record_bytes_of(s);
   const tls::CryptoCost* crypto = crypto_for(r, record);
   if (!crypto) return {};
   TlsSideCost c;
@@ -35,7 +40,7 @@ std::optional<TlsSideCost> side_cost(const Report& r, const SizeResults& size, b
   c.cpu_s_per_gib = s.cpu_s_per_gib.median;
   c.crypto_s_per_gib = sender ? crypto->encrypt_s_per_gib : crypto->decrypt_s_per_gib;
   c.rest_s_per_gib = c.cpu_s_per_gib - c.crypto_s_per_gib;
-  c.records_per_gib = s.records.median / (s.bytes.median / kGiBytes);
+  c.records_per_gib = s.records.median / (s.bytes.median / static_cast<double>(kGiB));
   c.rest_us_per_record = c.rest_s_per_gib / c.records_per_gib * 1e6;
   c.syscalls_per_record = s.syscalls.median / s.records.median;
   return c;
@@ -44,10 +49,7 @@ std::optional<TlsSideCost> side_cost(const Report& r, const SizeResults& size, b
 }  // namespace
 
 uint64_t record_bytes(const SizeResults& size, bool sender) {
-  const SideSummary s = summarize(size, sender);
-  if (s.runs == 0 || s.records.median <= 0 || s.bytes.median <= 0) return 0;
-  const auto bytes = static_cast<uint64_t>(std::llround(s.bytes.median / s.records.median));
-  return std::clamp<uint64_t>(bytes, 64, 16384);
+  return record_bytes_of(summarize(size, sender));
 }
 
 std::string tls_cost_lines(const Report& r) {

@@ -31,13 +31,11 @@ int list_payloads(const PayloadSpec& spec) {
     fmt::print(stderr, "iobench: error: {}\n", entries.error().message);
     return 1;
   }
-  uint64_t total = 0;
-  for (const CacheEntry& e : *entries) {
-    fmt::print("{:>10}  {}  {}\n", format_bytes_human(e.bytes), local_time(e.last_used_ns / 1'000'000'000), e.path);
-    total += e.bytes;
-  }
+  for (const CacheEntry& e : *entries)
+    fmt::print("{:>10}  {}  {}\n", format_bytes_human(e.bytes),
+               local_time(e.last_used_ns / 1'000'000'000), e.path);
   fmt::print("{} payload(s), {} in {} (bound {}: --cache-max)\n", entries->size(),
-             format_bytes_human(total), dir, format_bytes_human(spec.cache_max));
+             format_bytes_human(total_bytes(*entries)), dir, format_bytes_human(spec.cache_max));
   return 0;
 }
 
@@ -48,10 +46,8 @@ int clear_payloads(const PayloadSpec& spec) {
     fmt::print(stderr, "iobench: error: {}\n", removed.error().message);
     return 1;
   }
-  uint64_t total = 0;
-  for (const CacheEntry& e : *removed) total += e.bytes;
-  fmt::print("removed {} payload(s), {}, from {}\n", removed->size(), format_bytes_human(total),
-             dir);
+  fmt::print("removed {} payload(s), {}, from {}\n", removed->size(),
+             format_bytes_human(total_bytes(*removed)), dir);
   return 0;
 }
 
