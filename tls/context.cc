@@ -106,14 +106,10 @@ Status validate(const TlsOptions& o) {
   if (!find_cipher(o.cipher))
     return fail(fmt::format(
         "invalid --cipher '{}': expected AES-128-GCM, AES-256-GCM or CHACHA20-POLY1305", o.cipher));
-  if (o.io != "auto" && o.io != "socket" && o.io != "bio")
-    return fail(fmt::format("invalid --tls-io '{}': expected auto, socket or bio", o.io));
   if (o.max_fragment < 512 || o.max_fragment > 16384)
     return fail(
         fmt::format("invalid --tls-max-fragment '{}': expected 512..16384", o.max_fragment));
-  if (o.ktls != "auto" && o.ktls != "on" && o.ktls != "off")
-    return fail(fmt::format("invalid --ktls '{}': expected auto, on or off", o.ktls));
-  if (o.ktls == "on" && o.io == "bio")
+  if (o.ktls == Ktls::kOn && o.io == TlsIo::kBio)
     return fail("--ktls on needs --tls-io socket: the kernel cannot encrypt memory BIO output");
   return {};
 }
@@ -200,17 +196,17 @@ namespace {
 
 // kTLS: enabled only where the kernel has the ULP; `on` without it is an error naming the cause.
 Status setup_ktls(SSL_CTX* ctx, const TlsOptions& o, bool& enabled, std::string& status) {
-  if (o.ktls == "off") {
+  if (o.ktls == Ktls::kOff) {
     status = "off";
     return {};
   }
-  if (o.io == "bio") {
+  if (o.io == TlsIo::kBio) {
     status = "not used (--tls-io bio)";
     return {};
   }
   const KtlsProbe& p = probe_ktls();
   if (!p.available) {
-    if (o.ktls == "on") return fail("--ktls on: " + p.reason);
+    if (o.ktls == Ktls::kOn) return fail("--ktls on: " + p.reason);
     status = "unavailable (" + p.reason + ")";
     return {};
   }

@@ -14,7 +14,7 @@ Result<std::unique_ptr<MemoryPair>> MemoryPair::create(const std::string& versio
   TlsOptions o;
   o.version = version;
   o.cipher = cipher;
-  o.ktls = "off";
+  o.ktls = Ktls::kOff;
   auto cctx = Context::client(o, &*id);
   if (!cctx) return std::unexpected(cctx.error());
   auto sctx = Context::server(o, &*id);

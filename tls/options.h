@@ -4,19 +4,43 @@
 #include <cstdint>
 #include <string>
 
+#include "util/names.h"
 #include "util/result.h"
+
+namespace iobench::tls {
+
+// Who moves a TLS session's records: OpenSSL on the socket, or the engine through memory BIOs;
+// kAuto: bio where the engine moves the records itself (uring), socket otherwise.
+enum class TlsIo { kAuto, kSocket, kBio };
+// Kernel TLS: where the kernel has it (kAuto), required (kOn), or not used (kOff).
+enum class Ktls { kAuto, kOn, kOff };
+
+}  // namespace iobench::tls
+
+namespace iobench {
+template <>
+struct Names<tls::TlsIo> {
+  static constexpr std::array table{std::pair{tls::TlsIo::kAuto, std::string_view{"auto"}},
+                                    std::pair{tls::TlsIo::kSocket, std::string_view{"socket"}},
+                                    std::pair{tls::TlsIo::kBio, std::string_view{"bio"}}};
+};
+template <>
+struct Names<tls::Ktls> {
+  static constexpr std::array table{std::pair{tls::Ktls::kAuto, std::string_view{"auto"}},
+                                    std::pair{tls::Ktls::kOn, std::string_view{"on"}},
+                                    std::pair{tls::Ktls::kOff, std::string_view{"off"}}};
+};
+}  // namespace iobench
 
 namespace iobench::tls {
 
 struct TlsOptions {
   std::string version = "1.3";         // "1.2" or "1.3" (client: exactly this; server: both)
   std::string cipher = "AES-128-GCM";  // AES-128-GCM, AES-256-GCM, CHACHA20-POLY1305
-  // "socket" (OpenSSL on the fd), "bio" (memory BIOs) or "auto": bio where the engine moves
-  // the records itself (uring), socket otherwise.
-  std::string io = "auto";
+  TlsIo io = TlsIo::kAuto;
   bool read_ahead = false;
   uint64_t max_fragment = 16384;    // SSL_set_max_send_fragment, 512..16384
-  std::string ktls = "auto";        // auto, on, off
+  Ktls ktls = Ktls::kAuto;
   std::string ca_file;              // client: trust anchors (default: the system's)
   bool insecure = false;            // client: skip verification (reported)
   std::string server_name;          // client: name or IP to verify; default the --connect host
@@ -26,11 +50,11 @@ struct TlsOptions {
 // Checks option values; the error names the bad value.
 Status validate(const TlsOptions& o);
 
-// The I/O model a side with `engine` runs: io_uring issues the socket I/O itself, so it needs
-// the memory BIOs; the others take --tls-io as given (auto: socket, as Valkey).
-inline std::string io_model_for(const TlsOptions& o, const std::string& engine) {
-  if (o.io != "auto") return o.io;
-  return engine == "uring" ? "bio" : "socket";
+// The I/O model a side whose engine issues its own socket I/O (io_uring) or not runs: the
+// former needs the memory BIOs; the others take --tls-io as given (auto: socket, as Valkey).
+inline TlsIo io_model_for(const TlsOptions& o, bool engine_moves_records) {
+  if (o.io != TlsIo::kAuto) return o.io;
+  return engine_moves_records ? TlsIo::kBio : TlsIo::kSocket;
 }
 
 }  // namespace iobench::tls

@@ -149,18 +149,18 @@ int TlsStream::handshake(int (*step)(SSL*)) {
   return rc;
 }
 
-Status TlsStream::configure(const std::string& io, bool read_ahead, uint64_t max_fragment,
+Status TlsStream::configure(TlsIo io, bool read_ahead, uint64_t max_fragment,
                             uint64_t net_buf_bytes) {
   SSL_set_read_ahead(ssl_, read_ahead ? 1 : 0);
   if (SSL_set_max_send_fragment(ssl_, static_cast<long>(max_fragment)) != 1)
     return fail(fmt::format("max send fragment {}: {}", max_fragment, last_ssl_error("refused")));
   max_fragment_ = max_fragment;
-  if (io == "socket") {
+  if (io == TlsIo::kSocket) {
     // As Valkey: SSL_write returns once a record is written, and may be retried from a new address.
     SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     return {};
   }
-  if (io != "bio") return fail(fmt::format("unknown TLS I/O model '{}'", io));
+  if (io != TlsIo::kBio) return fail("TLS I/O model auto must be resolved before configure");
   if (BIO_get_ktls_send(SSL_get_wbio(ssl_)) || BIO_get_ktls_recv(SSL_get_rbio(ssl_)))
     return fail("kTLS is engaged on this session: the bio model cannot take over");
   if (!bio_model_) {

@@ -82,7 +82,7 @@ class TlsStream final : public Stream, private WireCodec {
 
   // Applies the data-phase model once the HELLO has set it: "bio" swaps the socket BIO for
   // memory BIOs, and every syscall then moves up to `net_buf_bytes`.
-  Status configure(const std::string& io, bool read_ahead, uint64_t max_fragment,
+  Status configure(TlsIo io, bool read_ahead, uint64_t max_fragment,
                    uint64_t net_buf_bytes);
 
   IoResult read(std::span<std::byte> buf) override;
@@ -90,7 +90,7 @@ class TlsStream final : public Stream, private WireCodec {
   IoResult flush() override;
   WireCodec* wire_codec() override { return bio_model_ ? this : nullptr; }
   int fd() const override { return fd_; }
-  std::string_view kind() const override { return "tls"; }
+  Proto proto() const override { return Proto::kTls; }
   StreamCounters counters() const override { return counters_; }
   std::string describe(const IoResult& r) const override;
   void close() override;

@@ -14,13 +14,16 @@
 namespace iobench {
 namespace {
 
-// One option per field of a described struct that has a flag: a flag for a bool, else a value.
+// One option per field of a described struct that has a flag: a flag for a bool, else a value
+// (an enum's name into `named`, for parse_described).
 template <Described T>
-void add_described(CLI::App& app, T& s) {
+void add_described(CLI::App& app, T& s, std::map<std::string, std::string>& named) {
   describe(s, [&](const Field& f, auto& v) {
     using V = std::decay_t<decltype(v)>;
     if (f.flag.empty()) return;
-    if constexpr (std::is_same_v<V, bool>) {
+    if constexpr (NamedEnum<V>) {
+      app.add_option(std::string(f.flag), named[std::string(f.flag)], std::string(f.help));
+    } else if constexpr (std::is_same_v<V, bool>) {
       app.add_flag(std::string(f.flag), v, std::string(f.help));
     } else if constexpr (std::is_unsigned_v<V>) {
       unsigned_option(app.add_option(std::string(f.flag), v, std::string(f.help)));
@@ -28,6 +31,49 @@ void add_described(CLI::App& app, T& s) {
       app.add_option(std::string(f.flag), v, std::string(f.help));
     }
   });
+}
+
+// The enum fields add_described read as names.
+template <Described T>
+Status parse_described(T& s, const std::map<std::string, std::string>& named) {
+  Status first;
+  describe(s, [&](const Field& f, auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (NamedEnum<V>) {
+      const auto it = named.find(std::string(f.flag));
+      if (!first || it == named.end() || it->second.empty()) return;
+      auto e = parse_option<V>(f.flag, it->second);
+      if (e) v = *e;
+      else first = std::unexpected(e.error());
+    }
+  });
+  return first;
+}
+
+// The named options: the enums they spell.
+Status parse_named(ClientOptions& o, RawClient& raw) {
+  auto proto = parse_option<Proto>("--proto", raw.proto);
+  if (!proto) return std::unexpected(proto.error());
+  o.proto = *proto;
+  auto engine = parse_option<EngineKind>("--engine", raw.engine);
+  if (!engine) return std::unexpected(engine.error());
+  o.engine = *engine;
+  for (auto [text, side, flag] : {std::tuple{&raw.send_engine, &o.send_engine, "--send-engine"},
+                                  {&raw.recv_engine, &o.recv_engine, "--recv-engine"}}) {
+    auto e = parse_option<EngineKind>(flag, text->empty() ? raw.engine : *text);
+    if (!e) return std::unexpected(e.error());
+    *side = *e;
+  }
+  auto syscalls = parse_option<SyscallsMode>("--syscalls", raw.syscalls);
+  if (!syscalls) return std::unexpected(syscalls.error());
+  o.syscalls = *syscalls;
+  auto io = parse_option<tls::TlsIo>("--tls-io", raw.tls_io);
+  if (!io) return std::unexpected(io.error());
+  o.tls.io = *io;
+  auto ktls = parse_option<tls::Ktls>("--ktls", raw.ktls);
+  if (!ktls) return std::unexpected(ktls.error());
+  o.tls.ktls = *ktls;
+  return parse_described(o.tuning, raw.described);
 }
 
 Status validate_conns(ClientOptions& o, const RawClient& raw) {
@@ -50,11 +96,11 @@ Status validate_conns(ClientOptions& o, const RawClient& raw) {
     return fail(fmt::format("invalid --bytes-spread '{}': expected 0..0.9", o.bytes_spread));
   if (o.bytes_spread > 0 && o.decompress)
     return fail("--bytes-spread cuts the payload mid-frame: it cannot go with --decompress");
-  if (o.group() && (o.syscalls == "strace" || o.syscalls == "perf"))
+  if (o.group() && attaches_tool(o.syscalls))
     return fail(
         fmt::format("--syscalls {} attaches per session: use it without --conns and "
                     "--buf adaptive (kernel counters cover those runs)",
-                    o.syscalls));
+                    name_of(o.syscalls)));
   for (auto [text, field, name] : {std::tuple{&raw.budget, &o.budget, "--budget"},
                                    {&raw.buf_min, &o.buf_min, "--buf-min"},
                                    {&raw.buf_max, &o.buf_max, "--buf-max"}}) {
@@ -134,16 +180,16 @@ void add_payload_options(CLI::App& app, PayloadSpec& p, RawPayload& raw) {
 }
 
 void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
-  app.add_option("--proto", o.proto, "Transport: tcp (default) or tls");
-  app.add_option("--engine", o.engine, "I/O engine: blocking (default), epoll or uring");
-  app.add_option("--send-engine", o.send_engine, "The sender's engine, overriding --engine");
-  app.add_option("--recv-engine", o.recv_engine, "The receiver's engine, overriding --engine");
-  add_described(app, o.tuning);
-  app.add_option("--cpus", raw.cpus,
-                 "Pin the data phase: SENDER[,RECEIVER] CPU numbers (one: both sides on it)");
   app.add_option("--buf,-b", raw.buf,
                  "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k; 'adaptive' follows the "
                  "live connection count (--budget)");
+  app.add_option("--proto", raw.proto, "Transport: tcp (default) or tls");
+  app.add_option("--engine", raw.engine, "I/O engine: blocking (default), epoll or uring");
+  app.add_option("--send-engine", raw.send_engine, "The sender's engine, overriding --engine");
+  app.add_option("--recv-engine", raw.recv_engine, "The receiver's engine, overriding --engine");
+  add_described(app, o.tuning, raw.described);
+  app.add_option("--cpus", raw.cpus,
+                 "Pin the data phase: SENDER[,RECEIVER] CPU numbers (one: both sides on it)");
   unsigned_option(app.add_option("--conns", o.conns,
                                  "Connections at once, each streaming --bytes (default 1)"));
   raw.auth_token = app.add_option("--auth-token", o.auth_token,
@@ -174,13 +220,13 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                  "Seconds without progress before giving up (default 30)");
   app.add_option("--hello-timeout", o.hello_timeout_s,
                  "Seconds the server has to answer the HELLO, TLS handshake included (default 10)");
-  app.add_option("--syscalls", o.syscalls,
+  app.add_option("--syscalls", raw.syscalls,
                  "Syscall counting: auto (the kernel's counters where allowed: eBPF, else perf "
                  "tracepoints), bpf, tracepoints, taskio (the kernel's free read/write counts "
                  "only), off, strace or perf (also attach the tool to each side for every "
                  "session)");
   auto& t = raw.tls_options;
-  t.push_back(app.add_option("--tls-io", o.tls.io,
+  t.push_back(app.add_option("--tls-io", raw.tls_io,
                              "auto (default: bio for uring, socket otherwise), socket (OpenSSL on "
                              "the fd) or bio (memory BIOs)"));
   t.push_back(app.add_option("--tls-version", o.tls.version, "1.2 or 1.3 (default)"));
@@ -190,7 +236,7 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                            "Let OpenSSL read ahead (fewer read calls)"));
   t.push_back(app.add_option("--tls-max-fragment", raw.max_fragment,
                              "Largest record sent, 512..16384 (default 16384)"));
-  t.push_back(app.add_option("--ktls", o.tls.ktls, "Kernel TLS: auto (default), on, off"));
+  t.push_back(app.add_option("--ktls", raw.ktls, "Kernel TLS: auto (default), on, off"));
   t.push_back(app.add_option("--tls-ca", o.tls.ca_file,
                              "CA file to verify the server (default: system CAs)"));
   t.push_back(app.add_flag("--tls-insecure", o.tls.insecure,
@@ -226,26 +272,20 @@ Status resolve_token(std::string& token) {
   return {};
 }
 
-Status validate_client(ClientOptions& o, const RawClient& raw) {
+Status validate_client(ClientOptions& o, RawClient& raw) {
   if (auto st = resolve_token(o.auth_token); !st) return st;
-  if (o.proto != "tcp" && o.proto != "tls")
-    return fail(fmt::format("invalid --proto '{}': expected tcp or tls", o.proto));
+  if (auto st = parse_named(o, raw); !st) return st;
   if (!raw.max_fragment.empty()) {
     auto v = parse_size(raw.max_fragment, "--tls-max-fragment", 512, 16384);
     if (!v) return std::unexpected(v.error());
     o.tls.max_fragment = *v;
   }
   if (auto st = tls::validate(o.tls); !st) return st;
-  if (o.proto == "tcp") {
+  if (o.proto == Proto::kTcp) {
     for (const CLI::Option* opt : raw.tls_options) {
       if (opt->count() > 0) return fail(fmt::format("{} needs --proto tls", opt->get_name()));
     }
   }
-  if (!counter_kind_from(o.syscalls) && o.syscalls != "off" && o.syscalls != "strace" &&
-      o.syscalls != "perf")
-    return fail(fmt::format(
-        "invalid --syscalls '{}': expected auto, bpf, tracepoints, taskio, off, strace or perf",
-        o.syscalls));
   if (auto st = validate_engines(o); !st) return st;
   if (auto st = parse_cpus(raw.cpus, o); !st) return st;
   std::vector<bool> adaptive;

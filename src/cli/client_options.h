@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct RawClient {
   bool no_nodelay = false;
   std::string max_fragment;
   std::string cpus;
+  // Named values, turned into their enums by validate_client (the error names the value).
+  std::string proto = "tcp", engine = "blocking", send_engine, recv_engine, syscalls = "auto";
+  std::string tls_io = "auto", ktls = "auto";
+  std::map<std::string, std::string> described;  // enum fields of described structs, by flag
   std::vector<CLI::Option*> tls_options;
   CLI::Option* queue_depth = nullptr;
   CLI::Option* auth_token = nullptr;
@@ -38,6 +43,6 @@ Status parse_cache_max(const std::string& text, uint64_t& max);
 Status validate_payload(PayloadSpec& p, const RawPayload& raw);
 // --auth-token, else the environment; bounded so it fits a HELLO field.
 Status resolve_token(std::string& token);
-Status validate_client(ClientOptions& o, const RawClient& raw);
+Status validate_client(ClientOptions& o, RawClient& raw);
 
 }  // namespace iobench

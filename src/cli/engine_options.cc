@@ -11,37 +11,34 @@
 namespace iobench {
 
 Status validate_engines(ClientOptions& o) {
-  if (o.send_engine.empty()) o.send_engine = o.engine;
-  if (o.recv_engine.empty()) o.recv_engine = o.engine;
-  for (auto [e, name] : {std::pair{&o.engine, "--engine"},
-                         {&o.send_engine, "--send-engine"},
-                         {&o.recv_engine, "--recv-engine"}}) {
-    if (*e != "blocking" && *e != "epoll" && *e != "uring")
-      return fail(fmt::format("invalid {} '{}': expected blocking, epoll or uring", name, *e));
-    if (*e == "uring" && o.proto == "tls" && o.tls.io == "socket")
+  constexpr EngineKind kUring = EngineKind::kUring;
+  for (auto [e, name] : {std::pair{o.engine, "--engine"},
+                         {o.send_engine, "--send-engine"},
+                         {o.recv_engine, "--recv-engine"}}) {
+    if (e == kUring && o.proto == Proto::kTls && o.tls.io == tls::TlsIo::kSocket)
       return fail(
           fmt::format("{} uring cannot run with --tls-io socket: io_uring moves the records itself "
                       "(memory-BIO model); use --tls-io bio or auto",
                       name));
   }
   if (auto st = check_fields(o.tuning, true); !st) return st;
-  if (o.tuning.sqpoll && o.send_engine != "uring" && o.recv_engine != "uring")
+  if (o.tuning.sqpoll && o.send_engine != kUring && o.recv_engine != kUring)
     return fail("--sqpoll needs uring on a side (--engine, --send-engine or --recv-engine)");
-  if (o.tuning.fixed_buffers && o.send_engine != "uring")
+  if (o.tuning.fixed_buffers && o.send_engine != kUring)
     return fail("--fixed-buffers needs a uring sender (--engine or --send-engine uring)");
   if (o.tuning.fixed_buffers && o.conns > 1)
     return fail(
         "--fixed-buffers needs --conns 1 (each connection would register a copy of the "
         "payload)");
-  if (o.tuning.fixed_buffers && o.proto != "tcp")
+  if (o.tuning.fixed_buffers && o.proto != Proto::kTcp)
     return fail("--fixed-buffers needs --proto tcp (TLS sends records from OpenSSL's buffer)");
-  if (o.tuning.uring_recv != "auto" && o.recv_engine != "uring")
+  if (o.tuning.uring_recv != UringRecv::kAuto && o.recv_engine != kUring)
     return fail("--uring-recv needs a uring receiver (--engine or --recv-engine uring)");
-  if (o.tuning.zerocopy && o.proto != "tcp")
+  if (o.tuning.zerocopy && o.proto != Proto::kTcp)
     return fail("--zerocopy needs --proto tcp (TLS encrypts into its own buffers)");
-  if (o.tuning.edge && o.send_engine != "epoll" && o.recv_engine != "epoll")
+  if (o.tuning.edge && o.send_engine != EngineKind::kEpoll && o.recv_engine != EngineKind::kEpoll)
     return fail("--edge needs epoll on a side (--engine, --send-engine or --recv-engine)");
-  if (o.tuning.reads_per_event > 0 && o.recv_engine != "epoll")
+  if (o.tuning.reads_per_event > 0 && o.recv_engine != EngineKind::kEpoll)
     return fail("--reads-per-event needs an epoll receiver (--engine or --recv-engine epoll)");
   if (o.tuning.edge && o.tuning.reads_per_event > 0)
     return fail("--reads-per-event needs level-triggered epoll (drop --edge)");
@@ -71,11 +68,11 @@ Status parse_cpus(const std::string& text, ClientOptions& o) {
 }
 
 Status refuse_no_effect(const ClientOptions& o, const TypedOptions& typed) {
-  if (typed.queue_depth && o.send_engine != "uring" && o.recv_engine != "uring")
+  if (typed.queue_depth && o.send_engine != EngineKind::kUring &&
+      o.recv_engine != EngineKind::kUring)
     return fail("--qd needs uring on a side (--engine, --send-engine or --recv-engine)");
   if (typed.auth_token && o.connect.empty())
-    return fail(
-        "--auth-token is for `iobench client`: the loopback server is private to this run");
+    return fail("--auth-token is for `iobench client`: the loopback server is private to this run");
   if (typed.stagger && o.stagger_s > 0 && o.conns < 2)
     return fail("--stagger needs --conns 2 or more");
   if (typed.verbose && !o.connect.empty())

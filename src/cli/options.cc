@@ -10,21 +10,25 @@
 #include "adaptive/policy.h"
 #include "cli/client_options.h"
 #include "cli/hints.h"
+#include "cli/manpage.h"
 #include "cli/size.h"
-#include "proto/fields.h"
 #include "probe/syscall_counter.h"
+#include "proto/fields.h"
 
 namespace iobench {
 namespace {
 
-Status validate_server(ServerOptions& o, const std::string& max_bytes,
-                       const std::string& cache_max) {
+Status validate_server(ServerOptions& o, const std::string& max_bytes, const std::string& cache_max,
+                       const std::string& ktls, const std::string& kernel_counter) {
   if (auto st = parse_cache_max(cache_max, o.cache_max); !st) return st;
   if (o.tls.cert_file.empty() != o.tls.key_file.empty())
     return fail(o.tls.cert_file.empty() ? "--tls-key needs --tls-cert"
                                         : "--tls-cert needs --tls-key");
-  if (o.tls.ktls != "auto" && o.tls.ktls != "off")
-    return fail(fmt::format("invalid --ktls '{}': expected auto or off", o.tls.ktls));
+  // The server takes kTLS where the kernel has it, or not at all: `on` is the client's choice.
+  const auto k = parse_name<tls::Ktls>(ktls);
+  if (!k || *k == tls::Ktls::kOn)
+    return fail(fmt::format("invalid --ktls '{}': expected auto or off", ktls));
+  o.tls.ktls = *k;
   if (!max_bytes.empty()) {
     auto v = parse_size(max_bytes, "--max-bytes", kMinBytes, kMaxBytes);
     if (!v) return std::unexpected(v.error());
@@ -33,10 +37,9 @@ Status validate_server(ServerOptions& o, const std::string& max_bytes,
   if (auto st = resolve_token(o.auth_token); !st) return st;
   if (o.max_conns < 1 || o.max_conns > 4096)
     return fail(fmt::format("invalid --max-conns '{}': expected 1..4096", o.max_conns));
-  if (!counter_kind_from(o.kernel_counter))
-    return fail(
-        fmt::format("invalid --kernel-counter '{}': expected auto, bpf, tracepoints or taskio",
-                    o.kernel_counter));
+  auto counter = parse_option<CounterKind>("--kernel-counter", kernel_counter);
+  if (!counter) return std::unexpected(counter.error());
+  o.kernel_counter = *counter;
   for (auto [v, name] : {std::pair{o.handshake_timeout_s, "--handshake-timeout"},
                          {o.idle_timeout_s, "--idle-timeout"}}) {
     if (!(v > 0 && v <= 3600))
@@ -53,6 +56,19 @@ const CLI::App* parsing(const CLI::App& app) {
 
 }  // namespace
 
+CounterKind counter_kind_of(SyscallsMode m) {
+  switch (m) {
+    case SyscallsMode::kBpf:
+      return CounterKind::kBpf;
+    case SyscallsMode::kTracepoints:
+      return CounterKind::kTracepoints;
+    case SyscallsMode::kTaskIo:
+      return CounterKind::kTaskIo;
+    default:
+      return CounterKind::kAuto;
+  }
+}
+
 Result<Command> parse_command_line(int argc, const char* const* argv) {
   CLI::App app{"iobench: network I/O buffer-size benchmark (TCP, replication payload)", "iobench"};
   app.require_subcommand(0, 1);
@@ -60,11 +76,13 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   ClientOptions loop_opts;
   RawClient loop_raw;
   add_client_options(app, loop_opts, loop_raw);
+  group_client_options(app);
 
   ClientOptions client_opts;
   RawClient client_raw;
   auto* client = app.add_subcommand("client", "Run against `iobench server` on another host");
   add_client_options(*client, client_opts, client_raw);
+  group_client_options(*client);
   client->add_option("--connect,-c", client_opts.connect, "Server address HOST:PORT")->required();
 
   ServerOptions server_opts;
@@ -83,13 +101,14 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
                                      "Sessions served at once; more are refused (default 128)"));
   std::string server_cache_max;
   add_cache_options(*server, server_opts.cache_dir, server_cache_max);
-  server->add_option("--kernel-counter", server_opts.kernel_counter,
+  std::string server_ktls = "auto", kernel_counter = "auto";
+  server->add_option("--kernel-counter", kernel_counter,
                      "Syscall counters for clients that ask: auto (eBPF, else perf tracepoints), "
                      "bpf, tracepoints or taskio (free; reads and writes only)");
   server->add_flag("--quiet,-q", server_opts.quiet, "No per-client log lines");
   server->add_option("--tls-cert", server_opts.tls.cert_file, "Certificate chain (PEM): TLS only");
   server->add_option("--tls-key", server_opts.tls.key_file, "Private key (PEM) for --tls-cert");
-  server->add_option("--ktls", server_opts.tls.ktls, "Kernel TLS: auto (default) or off");
+  server->add_option("--ktls", server_ktls, "Kernel TLS: auto (default) or off");
 
   PayloadCommand payload_cmd;
   RawPayload payload_raw;
@@ -108,6 +127,8 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
       "protocol", "Print the control protocol's layout (JSON): version, every message's fields");
   bool version = false;
   app.add_flag("--version,-V", version, "Print iobench's version and protocol version, and exit");
+  bool manpage = false;  // hidden: the build writes iobench.1 with it
+  app.add_flag("--manpage", manpage, "Print the manual page (roff)")->group("");
 
   try {
     app.parse(argc, const_cast<char**>(argv));
@@ -121,6 +142,7 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
     return HelpRequested{fmt::format("iobench {} (commit {}, control protocol {})\n",
                                      IOBENCH_VERSION, IOBENCH_GIT_COMMIT, proto::kVersion)};
   if (protocol->parsed()) return HelpRequested{proto::layout_json()};
+  if (manpage) return HelpRequested{render_manpage(app, IOBENCH_VERSION)};
   // Loopback options typed before a subcommand would be silently ignored: refuse them.
   if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed()) {
     for (const CLI::Option* opt : app.get_options()) {
@@ -130,7 +152,10 @@ Result<Command> parse_command_line(int argc, const char* const* argv) {
   }
   if (doctor->parsed()) return DoctorCommand{};
   if (server->parsed()) {
-    if (auto s = validate_server(server_opts, max_bytes, server_cache_max); !s) return std::unexpected(s.error());
+    if (auto s =
+            validate_server(server_opts, max_bytes, server_cache_max, server_ktls, kernel_counter);
+        !s)
+      return std::unexpected(s.error());
     return server_opts;
   }
   if (payload->parsed()) {

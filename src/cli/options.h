@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine/tuning.h"
+#include "net/stream.h"
+#include "probe/syscall_counter.h"
 #include "tls/options.h"
 #include "util/result.h"
 
@@ -46,13 +48,34 @@ struct BufPair {
 
 inline constexpr uint32_t kMaxConns = 1024;
 
+// --syscalls: who counts the data phase's syscalls. The kernel's counters (auto: eBPF, else perf
+// tracepoints; bpf; tracepoints; taskio: the free read/write counts), nobody, or a tool attached
+// to each side for every session (strace, perf).
+enum class SyscallsMode { kAuto, kBpf, kTracepoints, kTaskIo, kOff, kStrace, kPerf };
+template <>
+struct Names<SyscallsMode> {
+  static constexpr std::array table{
+      std::pair{SyscallsMode::kAuto, std::string_view{"auto"}},
+      std::pair{SyscallsMode::kBpf, std::string_view{"bpf"}},
+      std::pair{SyscallsMode::kTracepoints, std::string_view{"tracepoints"}},
+      std::pair{SyscallsMode::kTaskIo, std::string_view{"taskio"}},
+      std::pair{SyscallsMode::kOff, std::string_view{"off"}},
+      std::pair{SyscallsMode::kStrace, std::string_view{"strace"}},
+      std::pair{SyscallsMode::kPerf, std::string_view{"perf"}}};
+};
+inline bool attaches_tool(SyscallsMode m) {
+  return m == SyscallsMode::kStrace || m == SyscallsMode::kPerf;
+}
+// The kernel counter a mode opens (kAuto for the modes that open none of their own).
+CounterKind counter_kind_of(SyscallsMode m);
+
 struct ClientOptions {
-  std::string proto = "tcp";
-  std::string engine = "blocking";
-  std::string send_engine, recv_engine;  // per side; filled from `engine` when not given
+  Proto proto = Proto::kTcp;
+  EngineKind engine = EngineKind::kBlocking;
+  EngineKind send_engine = engine, recv_engine = engine;  // per side; --engine unless given
   // This process's engine and the server's, by direction.
-  const std::string& client_engine() const { return reverse ? recv_engine : send_engine; }
-  const std::string& server_engine() const { return reverse ? send_engine : recv_engine; }
+  EngineKind client_engine() const { return reverse ? recv_engine : send_engine; }
+  EngineKind server_engine() const { return reverse ? send_engine : recv_engine; }
   std::vector<BufPair> bufs;  // filled by the parser: one entry per run size
   PayloadSpec payload;
   uint64_t sndbuf = 0;  // 0: kernel default
@@ -70,9 +93,7 @@ struct ClientOptions {
   double timeout_s = 30;
   double hello_timeout_s = 10;  // from connecting to the server's first answer (ACK or PROGRESS)
   tls::TlsOptions tls;          // used with proto "tls"
-  // auto (the kernel's counters: bpf, else perf tracepoints), bpf, tracepoints, taskio, off,
-  // strace, perf
-  std::string syscalls = "auto";
+  SyscallsMode syscalls = SyscallsMode::kAuto;
   EngineTuning tuning;  // both sides' engines: trigger mode, queue depth, zero-copy, ...
   // --cpus: the CPU each side's data phase runs on (-1: wherever the scheduler puts it).
   int sender_cpu = -1;
@@ -102,7 +123,7 @@ struct ServerOptions {
   tls::TlsOptions tls;       // a TLS server when cert_file is set
   uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
   std::string auth_token;    // set: clients must present it (--auth-token or $IOBENCH_AUTH_TOKEN)
-  std::string kernel_counter = "auto";  // syscall counters: auto, bpf, tracepoints or taskio
+  CounterKind kernel_counter = CounterKind::kAuto;  // syscall counters for clients that ask
 };
 
 struct PayloadCommand {

@@ -15,11 +15,16 @@ EngineOptions side_engine_options(const EngineTuning& t, bool sends, double time
   return eo;
 }
 
-Result<std::unique_ptr<Engine>> make_engine(std::string_view name, const EngineOptions& o) {
-  if (name == "blocking") return std::make_unique<BlockingEngine>(o);
-  if (name == "epoll") return EpollEngine::create(o);
-  if (name == "uring") return UringEngine::create(o);
-  return fail(fmt::format("unknown engine '{}' (available: blocking, epoll, uring)", name));
+Result<std::unique_ptr<Engine>> make_engine(EngineKind kind, const EngineOptions& o) {
+  switch (kind) {
+    case EngineKind::kBlocking:
+      return std::make_unique<BlockingEngine>(o);
+    case EngineKind::kEpoll:
+      return EpollEngine::create(o);
+    case EngineKind::kUring:
+      return UringEngine::create(o);
+  }
+  return fail("unknown engine");
 }
 
 }  // namespace iobench

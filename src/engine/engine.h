@@ -70,6 +70,6 @@ class Engine {
   virtual Status recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink, IoCounters& io) = 0;
 };
 
-Result<std::unique_ptr<Engine>> make_engine(std::string_view name, const EngineOptions& o = {});
+Result<std::unique_ptr<Engine>> make_engine(EngineKind kind, const EngineOptions& o = {});
 
 }  // namespace iobench

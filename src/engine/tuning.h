@@ -8,8 +8,28 @@
 #include <type_traits>
 
 #include "util/fields.h"
+#include "util/names.h"
 
 namespace iobench {
+
+// How a side moves its bytes.
+enum class EngineKind { kBlocking, kEpoll, kUring };
+template <>
+struct Names<EngineKind> {
+  static constexpr std::array table{std::pair{EngineKind::kBlocking, std::string_view{"blocking"}},
+                                    std::pair{EngineKind::kEpoll, std::string_view{"epoll"}},
+                                    std::pair{EngineKind::kUring, std::string_view{"uring"}}};
+};
+
+// How a uring receiver asks for data: multishot with provided buffers where the kernel allows
+// (auto), always (multishot), or a batch of single receives.
+enum class UringRecv { kAuto, kMultishot, kBatch };
+template <>
+struct Names<UringRecv> {
+  static constexpr std::array table{std::pair{UringRecv::kAuto, std::string_view{"auto"}},
+                                    std::pair{UringRecv::kMultishot, std::string_view{"multishot"}},
+                                    std::pair{UringRecv::kBatch, std::string_view{"batch"}}};
+};
 
 struct EngineTuning {
   bool edge = false;                // epoll: edge-triggered (EPOLLET) instead of level-triggered
@@ -18,7 +38,7 @@ struct EngineTuning {
   bool zerocopy = false;            // sender: MSG_ZEROCOPY (blocking, epoll) or SEND_ZC (uring)
   bool sqpoll = false;              // uring: a kernel thread polls the submission queue
   bool fixed_buffers = false;       // uring sender: sends from the payload, registered
-  std::string uring_recv = "auto";  // uring receiver: auto (multishot where allowed), ...
+  UringRecv uring_recv = UringRecv::kAuto;  // uring receiver
 };
 
 template <typename Self, typename Visit>
@@ -44,8 +64,7 @@ void describe(Self& t, Visit&& visit) {
   visit(Field{.name = "uring_recv",
               .flag = "--uring-recv",
               .help = "uring receiver: auto (multishot with provided buffers where the kernel "
-                      "allows, default), multishot or batch",
-              .choices = "auto,multishot,batch"},
+                      "allows, default), multishot or batch"},
         t.uring_recv);
 }
 

@@ -59,9 +59,6 @@ class UringEngine::Registered {
 };
 
 Result<std::unique_ptr<Engine>> UringEngine::create(const EngineOptions& o) {
-  if (o.uring_recv != "auto" && o.uring_recv != "multishot" && o.uring_recv != "batch")
-    return fail(fmt::format("invalid uring receive mode '{}': expected auto, multishot or batch",
-                            o.uring_recv));
   auto r = std::make_unique<Ring>();
   io_uring_params p{};
   // Completions: a multishot receive posts one per provided buffer (2 x --qd of them) and the
@@ -228,7 +225,7 @@ Status UringEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
   if (WireCodec* codec = s.wire_codec()) {
     io.path = "send: TLS records sealed in memory, sent by io_uring";
     st = send_sealed(s, *codec, data, buf, io, bo);
-  } else if (s.kind() != "tcp") {
+  } else if (s.proto() != Proto::kTcp) {
     return fail("--engine uring over TLS needs the memory-BIO model (--tls-io bio)");
   } else {
     if (opts_.fixed_buffers) {

@@ -273,15 +273,15 @@ class Multishot {
 }  // namespace
 
 Status UringEngine::recv(Stream& s, uint64_t total, IoBuffer& buf, ByteSink& sink, IoCounters& io) {
-  if (!s.wire_codec() && s.kind() != "tcp")
+  if (!s.wire_codec() && s.proto() != Proto::kTcp)
     return fail("--engine uring over TLS needs the memory-BIO model (--tls-io bio)");
   std::string why_not;
-  if (opts_.uring_recv != "batch") {
+  if (opts_.uring_recv != UringRecv::kBatch) {
     auto ran = recv_multishot(s, total, buf, sink, io);
     if (!ran) return std::unexpected(ran.error());
     const std::optional<std::string>& refused = *ran;
     if (!refused) return {};
-    if (opts_.uring_recv == "multishot")
+    if (opts_.uring_recv == UringRecv::kMultishot)
       return fail(fmt::format("--uring-recv multishot: {}", *refused));
     why_not = fmt::format(" (multishot unavailable: {})", *refused);
   }

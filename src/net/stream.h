@@ -10,9 +10,18 @@
 #include <string>
 #include <string_view>
 
+#include "util/names.h"
 #include "util/result.h"
 
 namespace iobench {
+
+// The transport a session runs over.
+enum class Proto { kTcp, kTls };
+template <>
+struct Names<Proto> {
+  static constexpr std::array table{std::pair{Proto::kTcp, std::string_view{"tcp"}},
+                                    std::pair{Proto::kTls, std::string_view{"tls"}}};
+};
 
 struct IoResult {
   enum class State { kOk, kEof, kWouldBlock, kTimedOut, kError };
@@ -60,7 +69,7 @@ class Stream {
   virtual IoResult read(std::span<std::byte> buf) = 0;
   virtual IoResult write(std::span<const std::byte> buf) = 0;
   virtual int fd() const = 0;
-  virtual std::string_view kind() const = 0;  // "tcp" or "tls"
+  virtual Proto proto() const = 0;
   virtual StreamCounters counters() const = 0;
   // Human text for a failed result: "Connection reset by peer", "timed out", a TLS reason.
   virtual std::string describe(const IoResult& r) const;
@@ -90,7 +99,7 @@ class FdStream final : public Stream {
   // send(2) with flags (MSG_ZEROCOPY), counted as a write.
   IoResult send_flags(std::span<const std::byte> buf, int flags);
   int fd() const override { return fd_; }
-  std::string_view kind() const override { return "tcp"; }
+  Proto proto() const override { return Proto::kTcp; }
   StreamCounters counters() const override { return counters_; }
 
  private:

@@ -68,14 +68,6 @@ std::string find_tracefs() {
   return {};
 }
 
-std::optional<CounterKind> counter_kind_from(const std::string& name) {
-  if (name == "auto") return CounterKind::kAuto;
-  if (name == "bpf") return CounterKind::kBpf;
-  if (name == "tracepoints") return CounterKind::kTracepoints;
-  if (name == "taskio") return CounterKind::kTaskIo;
-  return std::nullopt;
-}
-
 SyscallCounter::SyscallCounter(CounterKind kind, std::string tracefs) {
   if (kind == CounterKind::kTaskIo) {
     auto t = TaskIoCounter::open();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "probe/task_io_counter.h"
+#include "util/names.h"
 
 namespace iobench {
 
@@ -44,10 +45,19 @@ class BpfSyscallCounter;
 // kAuto: bpf where the kernel allows it (of the two that see every syscall it costs least), else
 // perf tracepoints. kTaskIo only when asked for: it sees reads and writes only.
 enum class CounterKind { kAuto, kBpf, kTracepoints, kTaskIo };
+template <>
+struct Names<CounterKind> {
+  static constexpr std::array table{
+      std::pair{CounterKind::kAuto, std::string_view{"auto"}},
+      std::pair{CounterKind::kBpf, std::string_view{"bpf"}},
+      std::pair{CounterKind::kTracepoints, std::string_view{"tracepoints"}},
+      std::pair{CounterKind::kTaskIo, std::string_view{"taskio"}}};
+};
 
-// "auto", "bpf", "tracepoints" or "taskio" (as --syscalls and the server's --kernel-counter spell
-// them).
-std::optional<CounterKind> counter_kind_from(const std::string& name);
+// As --syscalls and the server's --kernel-counter spell them.
+inline std::optional<CounterKind> counter_kind_from(const std::string& name) {
+  return parse_name<CounterKind>(name);
+}
 
 class SyscallCounter {
  public:

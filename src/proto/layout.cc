@@ -21,7 +21,7 @@ const char* type_name_of() {
   if constexpr (std::is_same_v<V, uint64_t>) return "u64";
   if constexpr (std::is_same_v<V, int64_t>) return "i64";
   if constexpr (std::is_same_v<V, double>) return "f64";
-  if constexpr (std::is_same_v<V, std::string>) return "str";
+  if constexpr (std::is_same_v<V, std::string> || NamedEnum<V>) return "str";
   if constexpr (std::is_same_v<V, Pairs>) return "pairs";
   return "list";
 }
@@ -66,6 +66,8 @@ struct LayoutJson {
       for (auto& e : inner.fields) fields.push_back(std::move(e));
     } else if constexpr (IsVector<V>::value) {
       fields.push_back({{"name", name}, {"type", type_name_of<V>()}, {"default", nlohmann::json::array()}});
+    } else if constexpr (NamedEnum<V>) {
+      fields.push_back({{"name", name}, {"type", "str"}, {"default", name_of(v)}});
     } else {
       fields.push_back({{"name", name}, {"type", type_name_of<V>()}, {"default", v}});
     }

@@ -22,6 +22,10 @@ struct Encoder {
   void operator()(const Field&, const int64_t& v) { w.i64(v); }
   void operator()(const Field&, const double& v) { w.f64(v); }
   void operator()(const Field&, const std::string& v) { w.str(v); }
+  template <NamedEnum E>
+  void operator()(const Field&, const E& v) {
+    w.str(std::string(name_of(v)));
+  }
   // (name, count) lists: a u16 count, at most kMaxListEntries.
   void operator()(const Field&, const Pairs& v) {
     const size_t n = std::min(v.size(), kMaxListEntries);
@@ -97,6 +101,17 @@ class Fields {
   void operator()(const Field&, int64_t& v) { i64(v); }
   void operator()(const Field&, double& v) { f64(v); }
   void operator()(const Field&, std::string& v) { str(v); }
+  // An enum travels as its name; a name not in its table is refused with the choices.
+  template <NamedEnum E>
+  void operator()(const Field& f, E& v) {
+    std::string text;
+    str(text);
+    if (err_) return;
+    if (auto e = parse_name<E>(text))
+      v = *e;
+    else
+      err_ = Error{fmt::format("{} {} outside {}", f.name, text, names_text<E>())};
+  }
   void operator()(const Field&, Pairs& v) { pairs(v); }
   template <Described T>
   void operator()(const Field&, std::vector<T>& v) {
@@ -203,7 +218,8 @@ Result<FrameHeader> decode_header(std::span<const std::byte> header) {
   if (header.size() < kHeaderBytes) return fail("truncated frame header");
   if (!std::equal(kMagic.begin(), kMagic.end(), header.begin()))
     return fail(fmt::format("{} (first bytes '{}')", kNotIobenchPeer,
-                            printable(header.first(kHeaderBytes))));
+                            printable(header.first(kHeaderBytes))),
+                ErrorKind::kNotPeer);
   Reader r(header.subspan(4, kHeaderBytes - 4));
   FrameHeader h;
   h.version = *r.u16();

@@ -22,7 +22,8 @@
 
 namespace iobench::proto {
 
-// How decode_header's error begins when a frame lacks the magic: the peer speaks something else.
+// How decode_header's error (kind kNotPeer) begins when a frame lacks the magic: the peer
+// speaks something else.
 inline constexpr std::string_view kNotIobenchPeer = "not an iobench peer";
 inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'}, std::byte{'B'},
                                                  std::byte{'C'}};

@@ -195,10 +195,10 @@ json options_json(const Report& r) {
     bufs.push_back({{"send", b.send_bytes}, {"recv", b.recv_bytes}, {"adaptive", b.adaptive}});
   json doc = {{"mode", r.mode},
           {"server", r.server},
-          {"proto", o.proto},
-          {"engine", o.engine},
-          {"send_engine", o.send_engine},
-          {"recv_engine", o.recv_engine},
+          {"proto", name_of(o.proto)},
+          {"engine", name_of(o.engine)},
+          {"send_engine", name_of(o.send_engine)},
+          {"recv_engine", name_of(o.recv_engine)},
           {"bufs", bufs},
           {"bytes", o.payload.bytes},
           {"payload", r.payload_source},
@@ -218,11 +218,16 @@ json options_json(const Report& r) {
           {"budget_bytes", o.budget},
           {"buf_min_bytes", o.buf_min},
           {"buf_max_bytes", o.buf_max},
-          {"syscalls", o.syscalls},
+          {"syscalls", name_of(o.syscalls)},
           {"sender_cpu", o.sender_cpu < 0 ? json(nullptr) : json(o.sender_cpu)},
           {"receiver_cpu", o.receiver_cpu < 0 ? json(nullptr) : json(o.receiver_cpu)}};
   // The engines' tuning, every field of its list (trigger mode, queue depth, zero-copy, ...).
-  describe(o.tuning, [&](const Field& f, const auto& v) { doc[std::string(f.name)] = v; });
+  describe(o.tuning, [&](const Field& f, const auto& v) {
+    if constexpr (NamedEnum<std::decay_t<decltype(v)>>)
+      doc[std::string(f.name)] = name_of(v);
+    else
+      doc[std::string(f.name)] = v;
+  });
   return doc;
 }
 
@@ -365,7 +370,7 @@ std::string render_csv(const Report& r) {
             side->wall_ns, f.throughput_gbps, f.throughput_mib_s, f.cpu_user_s, f.cpu_sys_s,
             f.cpu_s, f.cpu_s_per_gib, side->io_calls, f.bytes_per_call, side->short_writes,
             side->vol_ctxsw, side->invol_ctxsw, side->sndbuf_bytes, side->rcvbuf_bytes,
-            side->nodelay ? 1 : 0, side->mtu_bytes, r.options.proto, side->engine,
+            side->nodelay ? 1 : 0, side->mtu_bytes, name_of(r.options.proto), side->engine,
             side->decoded_bytes, side->xxh3, side->sys_reads, side->sys_writes, side->records_in,
             side->records_out, side->tls_version, side->tls_cipher, side->tls_group, side->tls_io,
             side->tls_handshake_ns, side->syscalls_source, f.syscalls_total, f.syscalls);

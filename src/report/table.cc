@@ -231,13 +231,14 @@ std::string render_table(const Report& r) {
   const ClientOptions& o = r.options;
   std::string out;
   const bool client_sends = !o.reverse;
-  const bool tls = o.proto == "tls";
+  const bool tls = o.proto == Proto::kTls;
   out += fmt::format("iobench {} | {} | proto {} | engine {} | payload {} | {} run(s){}{}\n",
                      IOBENCH_VERSION, r.mode == "loopback" ? "loopback" : "server " + r.server,
-                     o.proto,
+                     name_of(o.proto),
                      o.send_engine == o.recv_engine
-                         ? o.engine
-                         : fmt::format("{} sender, {} receiver", o.send_engine, o.recv_engine),
+                         ? std::string(name_of(o.send_engine))
+                         : fmt::format("{} sender, {} receiver", name_of(o.send_engine),
+                                       name_of(o.recv_engine)),
                      r.payload_source, o.repeat, o.repeat > 1 ? " per size, medians" : "",
                      o.group() ? fmt::format(" | {} connections, totals per side", o.conns) : "");
   if (!r.sizes.empty() && !r.sizes.front().runs.empty()) {

@@ -53,39 +53,26 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
                            const Payload* payload, Engine& engine, const tls::Context* tls_ctx,
                            pid_t local_server, LiveLine& live) {
   std::unique_ptr<TracedProcess> my_trace, server_trace;
-  if (o.syscalls == "strace" || o.syscalls == "perf") {
+  if (attaches_tool(o.syscalls)) {
     // The server's tracer first: `strace -f` on this process would follow that fork.
     if (local_server > 0) {
-      auto theirs = trace(o.syscalls, local_server);
+      auto theirs = trace(std::string(name_of(o.syscalls)), local_server);
       if (!theirs) return std::unexpected(theirs.error());
       server_trace = std::move(*theirs);
     }
-    auto mine = trace(o.syscalls, getpid());
+    auto mine = trace(std::string(name_of(o.syscalls)), getpid());
     if (!mine) return std::unexpected(mine.error());
     my_trace = std::move(*mine);
   }
-  // Before the HELLO: the server's receive clock starts once it has sent its ACK.
-  if (!o.reverse && payload)
-    if (auto st = engine.prepare_send(payload->bytes().first(o.payload.bytes)); !st)
-      return std::unexpected(st.error());
-  auto session = open_session(o, server, buf, tls_ctx, make_hello(o, buf));
+  const proto::Hello hello = make_hello(o, buf);
+  SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
+  auto session = open_session(o, server, tls_ctx, hello, plan, engine, payload);
   if (!session) return std::unexpected(session.error());
   Stream& stream = *session->stream;
-
-  DataPhase d;
-  d.is_sender = !o.reverse;
-  d.bytes = o.payload.bytes;
-  d.buf_bytes = d.is_sender ? buf.send_bytes : buf.recv_bytes;
-  d.decompress = o.decompress;
-  d.kernel_syscalls = o.syscalls != "off";
-  d.cpu = o.client_cpu();
-  if (payload) {
-    d.payload = payload->bytes();
-    d.payload_xxh3 = payload->xxh3;
-    d.payload_decoded_bytes = payload->decoded_bytes;
-  }
+  const DataPhase& d = plan.data;
   live.attach(session->fd.get(), d.is_sender);
-  SessionOutcome out = run_data_phase(stream, engine, d, describe_transport(stream));
+  SideOutcome ended = run_side(stream, stream, engine, plan, nullptr, 0);
+  const SessionOutcome& out = ended.session;
   live.detach();
   stream.close();
   if (!out.error.empty() && interrupt::received()) {
@@ -104,9 +91,11 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   if (!out.error.empty())
     return fail(fmt::format("{} (client {}: {} of {} bytes moved)", out.error,
                             d.is_sender ? "sender" : "receiver", out.mine.bytes, d.bytes));
+  if (!ended.mismatch.empty()) return fail(ended.mismatch);
+  if (!out.peer) return fail("no result from the server");
   RunRecord rec;
-  rec.sender = d.is_sender ? out.mine : *out.peer;
-  rec.receiver = d.is_sender ? *out.peer : out.mine;
+  rec.sender = ended.sender();
+  rec.receiver = ended.receiver();
   for (auto [traced, mine] : {std::pair{my_trace.get(), true}, {server_trace.get(), false}}) {
     if (!traced) continue;
     if (!mine) {
@@ -117,7 +106,6 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
     if (!counts) return std::unexpected(counts.error());
     (mine == d.is_sender ? rec.sender_tracer : rec.receiver_tracer) = *counts;
   }
-  if (auto st = verify_outcome(rec.sender, rec.receiver); !st) return std::unexpected(st.error());
   return rec;
 }
 
@@ -161,7 +149,7 @@ void mark_counted_apart(RunRecord& r) {
 }  // namespace
 
 void time_tls_crypto(Report& report) {
-  if (report.options.proto != "tls") return;
+  if (report.options.proto != Proto::kTls) return;
   std::vector<uint64_t> records;
   for (const SizeResults& size : report.sizes)
     for (bool sender : {true, false})
@@ -176,12 +164,13 @@ void time_tls_crypto(Report& report) {
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error) {
-  auto engine = make_engine(o.client_engine(), client_engine_options(o));
+  const SidePlan first = plan_side(make_hello(o, o.bufs.front()), Side::kClient, client_choice(o));
+  auto engine = make_engine(first.engine, first.engine_options);
   if (!engine) return std::unexpected(engine.error());
   std::optional<tls::Context> tls_ctx;
-  if (o.proto == "tls") {
+  if (o.proto == Proto::kTls) {
     tls::TlsOptions mine = o.tls;
-    mine.io = tls::io_model_for(o.tls, o.client_engine());
+    mine.io = tls::io_model_for(o.tls, o.client_engine() == EngineKind::kUring);
     auto ctx = tls::Context::client(mine, pinned);
     if (!ctx) return std::unexpected(ctx.error());
     tls_ctx = std::move(*ctx);
@@ -189,9 +178,9 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
   // --syscalls auto: the kernel counts in one run of its own per size, after the measured runs,
   // and the measured runs count nothing: no program on sys_enter while their CPU is measured (it
   // taxes every syscall of the machine). A forced counter counts in every measured run.
-  const bool counting_run = o.syscalls == "auto";
+  const bool counting_run = o.syscalls == SyscallsMode::kAuto;
   ClientOptions uncounted = o;
-  if (counting_run) uncounted.syscalls = "off";
+  if (counting_run) uncounted.syscalls = SyscallsMode::kOff;
   const int steps = o.warmup + o.repeat + (counting_run ? 1 : 0);
   LiveLine live(!o.quiet && isatty(STDERR_FILENO));
   for (const BufPair& buf : o.bufs) {
@@ -206,7 +195,9 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
                                           : fmt::format("warm-up run {}", i);
       const SoftirqCounts softirqs_before = read_softirqs();
       live.begin_run(live_label(o, buf, i, counting), o.payload.bytes * o.conns, counting);
-      auto rec = ro.group() ? run_group(ro, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
+      // Grouped as the server will see it: both sides decide from the same HELLO.
+      const bool grouped = plan_side(make_hello(ro, buf), Side::kClient, client_choice(ro)).grouped;
+      auto rec = grouped ? run_group(ro, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
                             : run_once(ro, server, buf, payload, **engine,
                                        tls_ctx ? &*tls_ctx : nullptr, local_server, live);
       live.end_run();
@@ -313,7 +304,7 @@ int run_client_command(const ClientOptions& o) {
   interrupt::install({SIGINT, SIGTERM});
   // Before the loopback fork, so the private server counts with the same backend (off, strace
   // and perf name no counter: auto).
-  set_process_counter_kind(counter_kind_from(o.syscalls).value_or(CounterKind::kAuto));
+  set_process_counter_kind(counter_kind_of(o.syscalls));
   ReportFiles files;
   for (auto [path, file, option] : {std::tuple{&o.json_path, &files.json, "--json"},
                                     {&o.csv_path, &files.csv, "--csv"}}) {

@@ -49,7 +49,7 @@ class BreakingStream final : public Stream {
     return r;
   }
   int fd() const override { return inner_.fd(); }
-  std::string_view kind() const override { return inner_.kind(); }
+  Proto proto() const override { return inner_.proto(); }
   StreamCounters counters() const override { return inner_.counters(); }
   std::string describe(const IoResult& r) const override { return inner_.describe(r); }
   void close() override { inner_.close(); }
@@ -138,7 +138,7 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
   const bool client_sends = !o.reverse;
   const uint64_t my_buf = client_sends ? buf.send_bytes : buf.recv_bytes;
   GroupSide mine(make_policy(buf.adaptive, {o.budget, o.buf_min, o.buf_max}, my_buf), client_sends,
-                 o.syscalls != "off", o.conns);
+                 o.syscalls != SyscallsMode::kOff, o.conns);
   const std::vector<uint64_t> lengths = conn_lengths(o);
   std::random_device rd;
   const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
@@ -159,19 +159,14 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
     hello.group_id = group_id;
     hello.bytes = lengths[i];
     hello.payload_bytes = o.payload.bytes;
-    auto engine = make_engine(o.client_engine(), client_engine_options(o));
+    SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
+    auto engine = make_engine(plan.engine, plan.engine_options);
     if (!engine) {
       c.error = engine.error().message;
       mine.end(false);
       return;
     }
-    if (client_sends && payload)
-      if (auto st = (*engine)->prepare_send(payload->bytes().first(lengths[i])); !st) {
-        c.error = st.error().message;
-        mine.end(false);
-        return;
-      }
-    auto session = open_session(o, server, buf, tls_ctx, hello);
+    auto session = open_session(o, server, tls_ctx, hello, plan, **engine, payload);
     if (!session) {
       c.error = session.error().message;
       mine.end(false);
@@ -181,32 +176,15 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
     std::optional<BreakingStream> breaking;
     if (auto n = break_after(i)) breaking.emplace(stream, *n);
     Stream& data_stream = breaking ? static_cast<Stream&>(*breaking) : stream;
-    DataPhase d;
-    d.is_sender = client_sends;
-    d.bytes = lengths[i];
-    d.buf_bytes = my_buf;
-    d.kernel_syscalls = false;  // the run's counters cover every connection
-    d.thread_cpu = true;
-    d.cpu = o.client_cpu();
-    if (payload) {
-      d.payload = payload->bytes();
-      d.payload_xxh3 = prefix_xxh3(*payload, lengths[i]);
-      d.payload_decoded_bytes = payload->decoded_bytes;
-    }
     c.start_ns = monotonic_ns() - t0;
-    auto member = mine.join(i);
-    d.follow = member.get();
-    d.data_done = [&member] { member.reset(); };
-    SessionOutcome out = run_data_phase(data_stream, **engine, d, describe_transport(stream));
-    member.reset();
+    SideOutcome ended = run_side(data_stream, stream, **engine, plan, &mine, i);
+    const SessionOutcome& out = ended.session;
     (client_sends ? c.sender : c.receiver) = out.mine;
     if (out.peer) (client_sends ? c.receiver : c.sender) = *out.peer;
-    if (!out.error.empty()) {
-      c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.bytes, d.bytes);
-    } else if (auto st = verify_outcome(*c.sender, *c.receiver); !st) {
-      c.error = st.error().message;
-    }
-    mine.end(c.error.empty());
+    if (!out.error.empty())
+      c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.bytes, plan.data.bytes);
+    else
+      c.error = ended.mismatch;
     if (out.error.empty()) {
       auto group = expect_group(stream, session->fd.get(), o.timeout_s);
       if (group) theirs[i] = std::move(*group);

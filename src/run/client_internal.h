@@ -15,6 +15,7 @@
 #include "probe/probe.h"
 #include "report/output.h"
 #include "report/report.h"
+#include "run/plan.h"
 #include "tls/tls.h"
 
 namespace iobench {
@@ -27,11 +28,13 @@ struct ClientSession {
 };
 
 proto::Hello make_hello(const ClientOptions& o, const BufPair& buf);
-// The client side's engine settings (it sends unless --reverse).
-EngineOptions client_engine_options(const ClientOptions& o);
+// The client's own engine, TLS I/O model, CPU and timeout (the HELLO carries the server's).
+SideChoice client_choice(const ClientOptions& o);
+// Connects, shakes hands, prepares this side (prepare_side) and sends the HELLO; returns once
+// the server has ACKed it.
 Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
-                                   const BufPair& buf, const tls::Context* tls_ctx,
-                                   const proto::Hello& hello);
+                                   const tls::Context* tls_ctx, const proto::Hello& hello,
+                                   SidePlan& plan, Engine& engine, const Payload* payload);
 
 // One --conns run (or --buf adaptive): every connection on its own thread, each verified on its
 // own. A record comes back whenever the run started; record.group->error says what failed.

@@ -22,16 +22,19 @@ std::string tls_hint(const std::string& why) {
 }
 
 // Why the server's first answer did not come: silence, or another protocol.
-std::string first_answer_error(const HostPort& server, const std::string& why, double limit_s) {
-  if (why.starts_with(proto::kNotIobenchPeer))
+std::string first_answer_error(const HostPort& server, const Error& why, double limit_s) {
+  const std::string& text = why.message;
+  if (why.kind == ErrorKind::kNotPeer)
     return fmt::format("{} is not an iobench server{}", server.str(),
-                       why.substr(proto::kNotIobenchPeer.size()));
-  if (why.starts_with("timed out"))
+                       text.starts_with(proto::kNotIobenchPeer)
+                           ? text.substr(proto::kNotIobenchPeer.size())
+                           : ": " + text);
+  if (why.kind == ErrorKind::kTimedOut)
     return fmt::format(
         "no answer from server {} within {} s of the HELLO (--hello-timeout): not an iobench "
         "server, or a TLS server asked for TCP",
         server.str(), limit_s);
-  return fmt::format("no answer from server {}: {}", server.str(), why);
+  return fmt::format("no answer from server {}: {}", server.str(), text);
 }
 
 }  // namespace
@@ -48,13 +51,13 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.decompress = o.decompress;
   hello.seed = o.payload.seed;
   hello.zstd_level = o.payload.zstd_level;
-  hello.proto = o.proto;
-  hello.engine = o.server_engine();
+  hello.proto = name_of(o.proto);
+  hello.engine = name_of(o.server_engine());
   hello.timeout_s = o.timeout_s;
-  hello.tls_io = tls::io_model_for(o.tls, o.server_engine());
+  hello.tls_io = name_of(tls::io_model_for(o.tls, o.server_engine() == EngineKind::kUring));
   hello.tls_read_ahead = o.tls.read_ahead;
   hello.tls_max_fragment = o.tls.max_fragment;
-  hello.kernel_syscalls = o.syscalls != "off";
+  hello.kernel_syscalls = o.syscalls != SyscallsMode::kOff;
   hello.tuning = o.tuning;
   hello.cpu = o.server_cpu();
   hello.auth_token = o.auth_token;
@@ -68,12 +71,16 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   return hello;
 }
 
+SideChoice client_choice(const ClientOptions& o) {
+  return {o.client_engine(), tls::io_model_for(o.tls, o.client_engine() == EngineKind::kUring),
+          o.client_cpu(), o.timeout_s};
+}
+
 Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
-                                   const BufPair& buf, const tls::Context* tls_ctx,
-                                   const proto::Hello& hello) {
+                                   const tls::Context* tls_ctx, const proto::Hello& hello,
+                                   SidePlan& plan, Engine& engine, const Payload* payload) {
   ClientSession cs;
-  const SocketRequest req{o.sndbuf, o.rcvbuf, o.nodelay};
-  auto fd = connect_to(server, o.timeout_s, req);
+  auto fd = connect_to(server, o.timeout_s, plan.socket);
   if (!fd) return std::unexpected(fd.error());
   cs.fd = std::move(*fd);
   cs.on_signal.emplace(cs.fd.get());
@@ -87,19 +94,16 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
     if (!t)
       return fail(fmt::format("TLS handshake with {} failed: {}{}", server.str(), t.error().message,
                               tls_hint(t.error().message)));
-    const uint64_t my_buf = o.reverse ? buf.recv_bytes : buf.send_bytes;
-    if (auto st = (*t)->configure(tls::io_model_for(o.tls, o.client_engine()), o.tls.read_ahead,
-                                  o.tls.max_fragment, my_buf);
-        !st)
-      return std::unexpected(st.error());
     cs.stream = std::move(*t);
   } else {
     cs.stream = std::make_unique<FdStream>(cs.fd.get());
   }
   Stream& stream = *cs.stream;
+  // Before the HELLO: the server's receive clock starts once it has sent its ACK.
+  if (auto st = prepare_side(plan, stream, engine, payload); !st) return std::unexpected(st.error());
   if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
   auto reply = recv_message(stream);
-  if (!reply) return fail(first_answer_error(server, reply.error().message, hello_timeout_s));
+  if (!reply) return fail(first_answer_error(server, reply.error(), hello_timeout_s));
   if (auto st = set_io_timeout(cs.fd.get(), o.timeout_s); !st) return std::unexpected(st.error());
   if (std::holds_alternative<proto::Progress>(*reply)) {
     // The server builds the payload it will send first (--reverse, not in its cache).
@@ -121,8 +125,5 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
   return cs;
 }
 
-EngineOptions client_engine_options(const ClientOptions& o) {
-  return side_engine_options(o.tuning, !o.reverse, o.timeout_s);
-}
 
 }  // namespace iobench

@@ -31,7 +31,7 @@ int run_loopback(const ClientOptions& o, ReportFiles& files) {
   // TLS on loopback needs no files: a key and certificate made in memory, which the forked
   // server presents and the client pins.
   std::optional<tls::Identity> identity;
-  if (o.proto == "tls") {
+  if (o.proto == Proto::kTls) {
     auto id = tls::make_ephemeral_identity();
     if (!id) {
       fmt::print(stderr, "iobench: error: {}\n", id.error().message);
@@ -53,7 +53,7 @@ int run_loopback(const ClientOptions& o, ReportFiles& files) {
   cfg.local_payload = o.payload;
   cfg.log = o.verbose;
   cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);
-  cfg.kernel_counters = o.syscalls != "off";
+  cfg.kernel_counters = o.syscalls != SyscallsMode::kOff;
 
   std::fflush(stdout);
   std::fflush(stderr);
@@ -74,8 +74,8 @@ int run_loopback(const ClientOptions& o, ReportFiles& files) {
     }
     if (identity) {
       tls::TlsOptions server_tls;
-      server_tls.ktls = o.tls.ktls == "off" ? "off" : "auto";
-      server_tls.io = tls::io_model_for(o.tls, o.server_engine());
+      server_tls.ktls = o.tls.ktls == tls::Ktls::kOff ? tls::Ktls::kOff : tls::Ktls::kAuto;
+      server_tls.io = tls::io_model_for(o.tls, o.server_engine() == EngineKind::kUring);
       auto ctx = tls::Context::server(server_tls, &*identity);
       if (!ctx) {
         fmt::print(stderr, "iobench: error: loopback server: {}\n", ctx.error().message);

@@ -19,12 +19,14 @@
 #include "net/interrupt.h"
 #include "net/socket.h"
 #include "payload/payload.h"
-#include "proto/fields.h"
 #include "probe/placement.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
+#include "proto/fields.h"
 #include "run/group.h"
+#include "run/plan.h"
 #include "run/run.h"
+#include "run/server_state.h"
 #include "run/session.h"
 #include "tls/tls.h"
 
@@ -40,116 +42,26 @@ std::string timestamp() {
   return buf;
 }
 
-// Keeps the last payload in memory so repeated runs of one size do not reload it. Shared by the
-// session threads: a payload in use stays alive while a newer one replaces it. A session that
-// builds a payload, or waits for another session's build, reports progress to its client about
-// twice a second (so the client's no-progress timeout never fires while the server works).
-class PayloadCache {
- public:
-  using Report = std::function<bool(const proto::Progress&)>;  // false: stop (client gone)
-
-  Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec, const Report& report) {
-    // A plain mutex, polled: GCC 12's TSan does not intercept timed_mutex's clocked lock and
-    // reports every unlock of one as an unlock of an unlocked mutex.
-    std::unique_lock lock(mu_, std::defer_lock);
-    auto next_report = std::chrono::steady_clock::now() + kReportEvery;
-    while (!lock.try_lock()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      if (std::chrono::steady_clock::now() < next_report) continue;
-      next_report += kReportEvery;
-      if (!report({done_.load(), total_.load(), monotonic_ns() - start_ns_.load()}))
-        return fail("the client went away while the payload was built");
-    }
-    if (payload_ && spec.bytes == spec_.bytes && spec.seed == spec_.seed &&
-        spec.zstd_level == spec_.zstd_level && spec.file == spec_.file)
-      return payload_;
-    payload_.reset();
-    const int64_t start = monotonic_ns();
-    start_ns_ = start;
-    int64_t last = start;
-    BuildOptions build;
-    build.progress = [&](uint64_t done, uint64_t total) {
-      done_ = done;
-      total_ = total;
-      const int64_t now = monotonic_ns();
-      if (done < total && now - last < kReportEvery.count() * 1'000'000) return true;
-      last = now;
-      return report({done, total, now - start});
-    };
-    auto p = load_payload(spec, build);
-    done_ = total_ = 0;
-    if (!p) return std::unexpected(p.error());
-    payload_ = std::make_shared<const Payload>(std::move(*p));
-    spec_ = spec;
-    return payload_;
-  }
-
- private:
-  static constexpr std::chrono::milliseconds kReportEvery{500};
-  std::mutex mu_;
-  std::shared_ptr<const Payload> payload_;
-  PayloadSpec spec_;
-  std::atomic<uint64_t> done_{0}, total_{0};  // the build in progress, for waiting sessions
-  std::atomic<int64_t> start_ns_{0};
-};
-
-// The groups of --conns runs in progress, by the id the client drew for the run.
-class GroupTable {
- public:
-  // The group for this HELLO, created by its first connection; a HELLO that disagrees with the
-  // group's first about the run's shape is refused.
-  Result<std::shared_ptr<GroupSide>> get(const proto::Hello& h, uint64_t fixed_buf,
-                                         bool server_sends, double idle_s) {
-    std::lock_guard lock(mu_);
-    // Finished groups, and groups whose client went away (threads still in one hold it).
-    std::erase_if(groups_, [idle_s](const auto& g) {
-      return g.second.side->done() || g.second.side->idle_for(2 * idle_s);
-    });
-    auto it = groups_.find(h.group_id);
-    if (it == groups_.end()) {
-      auto side = std::make_shared<GroupSide>(
-          make_policy(h.adaptive, {h.budget, h.buf_min, h.buf_max}, fixed_buf), server_sends,
-          h.kernel_syscalls, h.conns);
-      groups_.emplace(h.group_id, Entry{h, side});
-      return side;
-    }
-    const proto::Hello& first = it->second.hello;
-    if (first.conns != h.conns || first.adaptive != h.adaptive || first.budget != h.budget ||
-        first.buf_min != h.buf_min || first.buf_max != h.buf_max ||
-        first.client_sends != h.client_sends)
-      return fail(fmt::format("HELLO of connection {} does not match its group {:016x}",
-                              h.conn_index, h.group_id));
-    return it->second.side;
-  }
-
- private:
-  struct Entry {
-    proto::Hello hello;
-    std::shared_ptr<GroupSide> side;
-  };
-  std::mutex mu_;
-  std::map<uint64_t, Entry> groups_;
-};
-
-struct ServerState {
-  PayloadCache payloads;
-  GroupTable groups;
-  std::atomic<uint32_t> sessions{0};  // handler threads alive
-};
-
 // Every size the client asks for is checked against the server's own limits.
 Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
-  if (h.proto != "tcp" && h.proto != "tls")
-    return fail(fmt::format("unsupported proto '{}'", h.proto));
-  if (h.proto == "tls" && h.engine == "uring" && h.tls_io != "bio")
+  // The HELLO's names, as the plan (server_choice) will read them.
+  const std::optional<Proto> proto = parse_name<Proto>(h.proto);
+  if (!proto) return fail(fmt::format("unsupported proto '{}'", h.proto));
+  const std::optional<EngineKind> engine = parse_name<EngineKind>(h.engine);
+  if (!engine)
+    return fail(
+        fmt::format("unknown engine '{}' (available: {})", h.engine, names_text<EngineKind>()));
+  const bool tls = *proto == Proto::kTls;
+  const std::optional<tls::TlsIo> io = parse_name<tls::TlsIo>(h.tls_io);
+  if (tls && (!io || *io == tls::TlsIo::kAuto))
+    return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));
+  if (tls && *engine == EngineKind::kUring && *io != tls::TlsIo::kBio)
     return fail("engine uring over TLS needs the TLS I/O model bio");
-  if (h.tuning.fixed_buffers && h.proto != "tcp") return fail("fixed buffers need proto tcp");
+  if (h.tuning.fixed_buffers && tls) return fail("fixed buffers need proto tcp");
   if (auto st = check_fields(h, false); !st) return st;  // bounds in the field list
   if (auto st = check_cpu_usable(static_cast<int>(h.cpu), "server"); !st)
     return fail("--cpus: " + st.error().message);
-  if (h.proto == "tls") {
-    if (h.tls_io != "socket" && h.tls_io != "bio")
-      return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));
+  if (tls) {
     if (h.tls_max_fragment < 512 || h.tls_max_fragment > 16384)
       return fail(fmt::format("TLS max fragment {} outside 512..16384", h.tls_max_fragment));
   }
@@ -220,167 +132,195 @@ Result<std::unique_ptr<Stream>> open_stream(int fd, const ServerConfig& cfg) {
   return std::unique_ptr<Stream>(std::move(*t));
 }
 
-void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state) {
-  const ServerOptions& o = cfg.options;
-  interrupt::Registration on_signal(fd.get());  // SIGTERM aborts the session at once
-  // Aborted: close with a reset, so a peer blocked in write() (our receive window full) learns
-  // at once instead of at its own timeout.
-  struct ResetIfStopping {
-    int fd;
-    ~ResetIfStopping() {
-      if (!interrupt::received()) return;
-      linger l{1, 0};
-      setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    }
-  } reset_if_stopping{fd.get()};
-  // The TLS handshake and the whole HELLO must arrive within --handshake-timeout.
-  const int64_t hello_deadline = monotonic_ns() + static_cast<int64_t>(o.handshake_timeout_s * 1e9);
-  if (auto st = set_io_timeout(fd.get(), o.handshake_timeout_s); !st) {
-    log_line(cfg, peer, "failed: " + st.error().message);
-    return;
+// One accepted connection: where log lines and refusals go.
+struct ServerSession {
+  const ServerConfig& cfg;
+  std::string peer;
+  int fd;
+  std::unique_ptr<Stream> stream;
+  void log(const std::string& text) const { log_line(cfg, peer, text); }
+  void reject(const std::string& why) {
+    log("rejected: " + why);
+    (void)send_message(*stream, proto::ErrorMsg{why});
+    stream->close();
   }
-  auto opened = open_stream(fd.get(), cfg);
+};
+
+// Accept: the transport the client chose and its HELLO, both within --handshake-timeout.
+// Anything else is logged (and answered when it can be) here.
+std::optional<proto::Hello> greet(ServerSession& s) {
+  const ServerOptions& o = s.cfg.options;
+  const int64_t deadline = monotonic_ns() + static_cast<int64_t>(o.handshake_timeout_s * 1e9);
+  if (auto st = set_io_timeout(s.fd, o.handshake_timeout_s); !st) {
+    s.log("failed: " + st.error().message);
+    return std::nullopt;
+  }
+  auto opened = open_stream(s.fd, s.cfg);
   if (!opened) {
-    log_line(cfg, peer, "rejected: " + opened.error().message);
-    return;
+    s.log("rejected: " + opened.error().message);
+    return std::nullopt;
   }
-  Stream& stream = **opened;
-  auto reject = [&](const std::string& why) {
-    log_line(cfg, peer, "rejected: " + why);
-    (void)send_message(stream, proto::ErrorMsg{why});
-    stream.close();
-  };
-  auto m = recv_message(stream, hello_deadline);
+  s.stream = std::move(*opened);
+  auto m = recv_message(*s.stream, deadline);
   if (!m) {
-    const bool timed_out = m.error().message.starts_with("timed out");
-    reject(timed_out ? fmt::format("no hello within {} s", o.handshake_timeout_s)
-                     : m.error().message);
-    return;
+    s.reject(m.error().kind == ErrorKind::kTimedOut
+                 ? fmt::format("no hello within {} s", o.handshake_timeout_s)
+                 : m.error().message);
+    return std::nullopt;
   }
   auto* hello = std::get_if<proto::Hello>(&*m);
-  if (!hello) return reject(fmt::format("expected HELLO, got {}", proto::type_name(*m)));
-  // Before anything else about the request is looked at or answered in detail.
-  if (!o.auth_token.empty() && !tls::constant_time_equal(hello->auth_token, o.auth_token))
-    return reject(hello->auth_token.empty() ? "this server requires --auth-token"
-                                            : "wrong --auth-token");
-  if (cfg.tls && stream.kind() != "tls")
-    return reject("this server requires TLS (use --proto tls)");
-  if (hello->proto != stream.kind())
-    return reject(
-        fmt::format("HELLO asks for proto '{}' on a {} connection", hello->proto, stream.kind()));
-  if (auto st = validate_hello(*hello, o); !st) return reject(st.error().message);
-  if (state.sessions.load() > o.max_conns)
-    return reject(fmt::format("server busy: {} sessions at once (--max-conns {})",
-                              state.sessions.load() - 1, o.max_conns));
-  if (hello->tuning.zerocopy && hello->proto != "tcp") return reject("zerocopy needs proto tcp");
-  const bool server_sends = !hello->client_sends;
-  const EngineOptions eo = side_engine_options(hello->tuning, server_sends, o.idle_timeout_s);
-  auto engine = make_engine(hello->engine, eo);
-  if (!engine) return reject(engine.error().message);
-  if (auto st = apply_socket_options(fd.get(),
-                                     {hello->sndbuf_bytes, hello->rcvbuf_bytes, hello->nodelay});
-      !st)
-    return reject(st.error().message);
+  if (!hello) {
+    s.reject(fmt::format("expected HELLO, got {}", proto::type_name(*m)));
+    return std::nullopt;
+  }
+  return std::move(*hello);
+}
 
-  DataPhase d;
-  d.is_sender = server_sends;
-  d.bytes = hello->bytes;
-  d.buf_bytes = server_sends ? hello->send_buf_bytes : hello->recv_buf_bytes;
-  d.decompress = hello->decompress;
-  d.kernel_syscalls = hello->kernel_syscalls;
-  d.cpu = static_cast<int>(hello->cpu);
-  const bool grouped = hello->conns > 1 || hello->adaptive;
+// Authorise: the token before anything else about the request is looked at or answered in
+// detail; then the transport, the request's bounds and this server's capacity.
+Status authorise(const proto::Hello& h, const ServerSession& s, const ServerState& state) {
+  const ServerOptions& o = s.cfg.options;
+  if (!o.auth_token.empty() && !tls::constant_time_equal(h.auth_token, o.auth_token))
+    return fail(h.auth_token.empty() ? "this server requires --auth-token" : "wrong --auth-token");
+  const Proto transport = s.stream->proto();
+  if (s.cfg.tls && transport != Proto::kTls)
+    return fail("this server requires TLS (use --proto tls)");
+  if (parse_name<Proto>(h.proto) != transport)
+    return fail(
+        fmt::format("HELLO asks for proto '{}' on a {} connection", h.proto, name_of(transport)));
+  if (auto st = validate_hello(h, o); !st) return st;
+  if (state.sessions.load() > o.max_conns)
+    return fail(fmt::format("server busy: {} sessions at once (--max-conns {})",
+                            state.sessions.load() - 1, o.max_conns));
+  if (h.tuning.zerocopy && transport != Proto::kTcp) return fail("zerocopy needs proto tcp");
+  return {};
+}
+
+// This side's session, set up before the ACK.
+struct Prepared {
+  SidePlan plan;
+  std::unique_ptr<Engine> engine;
   std::shared_ptr<GroupSide> group;
-  if (grouped) {
-    auto g = state.groups.get(*hello, d.buf_bytes, server_sends, o.idle_timeout_s);
-    if (!g) return reject(g.error().message);
-    group = std::move(*g);
-    d.kernel_syscalls = false;  // the group counts the whole run
-    d.thread_cpu = true;
+  std::shared_ptr<const Payload> payload;  // held while the data phase streams it
+};
+
+// The payload this server sends for `h` (progress goes to the client while it is built).
+Result<std::shared_ptr<const Payload>> payload_for(const proto::Hello& h, ServerSession& s,
+                                                   ServerState& state) {
+  const ServerOptions& o = s.cfg.options;
+  PayloadSpec spec = s.cfg.local_payload.value_or(PayloadSpec{});
+  if (!s.cfg.local_payload) {
+    spec.seed = h.seed;
+    spec.cache_dir = o.cache_dir;
+    spec.cache_max = o.cache_max;
   }
-  if (auto* t = dynamic_cast<tls::TlsStream*>(&stream)) {
-    if (auto st = t->configure(hello->tls_io, hello->tls_read_ahead, hello->tls_max_fragment,
-                               d.buf_bytes);
-        !st)
-      return reject(st.error().message);
+  spec.bytes = h.payload_bytes ? h.payload_bytes : h.bytes;
+  spec.zstd_level = static_cast<int>(h.zstd_level);
+  return state.payloads.get(spec, [&](const proto::Progress& progress) {
+    return !interrupt::received() && send_message(*s.stream, progress).has_value();
+  });
+}
+
+// Plan: the same plan the client built from this HELLO, with its engine, socket options, group
+// and payload; prepared (prepare_side) so the ACK starts the client's clock on a ready side.
+Result<Prepared> prepare(const proto::Hello& h, ServerSession& s, ServerState& state) {
+  const ServerOptions& o = s.cfg.options;
+  Prepared p;
+  p.plan = plan_side(h, Side::kServer, server_choice(h, o.idle_timeout_s));
+  auto engine = make_engine(p.plan.engine, p.plan.engine_options);
+  if (!engine) return std::unexpected(engine.error());
+  p.engine = std::move(*engine);
+  if (auto st = apply_socket_options(s.fd, p.plan.socket); !st) return std::unexpected(st.error());
+  const DataPhase& d = p.plan.data;
+  if (p.plan.grouped) {
+    auto g = state.groups.get(h, d.buf_bytes, d.is_sender, o.idle_timeout_s);
+    if (!g) return std::unexpected(g.error());
+    p.group = std::move(*g);
   }
-  std::shared_ptr<const Payload> payload;
-  if (server_sends) {
-    PayloadSpec spec = cfg.local_payload.value_or(PayloadSpec{});
-    if (!cfg.local_payload) {
-      spec.seed = hello->seed;
-      spec.cache_dir = o.cache_dir;
-      spec.cache_max = o.cache_max;
-    }
-    spec.bytes = hello->payload_bytes ? hello->payload_bytes : hello->bytes;
-    spec.zstd_level = static_cast<int>(hello->zstd_level);
-    auto p = state.payloads.get(spec, [&](const proto::Progress& progress) {
-      return !interrupt::received() && send_message(stream, progress).has_value();
-    });
-    if (!p) return reject(p.error().message);
-    payload = std::move(*p);
-    d.payload = payload->bytes().first(hello->bytes);
-    d.payload_xxh3 = prefix_xxh3(*payload, hello->bytes);
-    d.payload_decoded_bytes = payload->decoded_bytes;
-    // Before the ACK: the client's receive clock starts once it has the ACK.
-    if (auto st = (*engine)->prepare_send(d.payload); !st) return reject(st.error().message);
+  if (d.is_sender) {
+    auto payload = payload_for(h, s, state);
+    if (!payload) return std::unexpected(payload.error());
+    p.payload = std::move(*payload);
   }
-  // The kernel counters see every thread of this process. A counting session (one connection)
-  // lets the threads of sessions that just ended finish first — the previous session's thread
-  // may still be reading its client's last message, logging and closing — so their syscalls do
-  // not land in this window. Bounded: a truly concurrent client is not waited for (it shows in
-  // the counts, as any other thread of the process would). Before the ACK, so outside the clocks.
-  if (d.kernel_syscalls)
-    for (int i = 0; i < 1000 && state.sessions.load() > 1; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (auto st = send_message(stream, proto::Ack{IOBENCH_VERSION}); !st) {
-    log_line(cfg, peer, "failed: " + st.error().message);
-    return;
-  }
-  if (auto st = set_io_timeout(fd.get(), o.idle_timeout_s); !st) {
-    log_line(cfg, peer, "failed: " + st.error().message);
-    return;
-  }
-  std::unique_ptr<LiveRegistry::Member> member;
-  if (group) {
-    member = group->join(hello->conn_index);
-    d.follow = member.get();
-    d.data_done = [&member] { member.reset(); };
-  }
-  SessionOutcome out = run_data_phase(stream, **engine, d, describe_transport(stream));
-  if (group) {
-    // Every connection of the run gets the server side's figures once the last one has ended.
-    group->end(out.error.empty());
-    if (out.error.empty()) (void)send_message(stream, group->wait(o.idle_timeout_s));
-  }
-  stream.close();
-  const std::string what = fmt::format("{} {} buf {} over {}", server_sends ? "sent" : "received",
-                                       format_bytes_human(out.mine.bytes), format_size(d.buf_bytes),
-                                       out.mine.tls_version.empty() ? "tcp" : out.mine.tls_version);
+  if (auto st = prepare_side(p.plan, *s.stream, *p.engine, p.payload.get()); !st)
+    return std::unexpected(st.error());
+  return p;
+}
+
+// The kernel counters see every thread of this process. A counting session (one connection)
+// lets the threads of sessions that just ended finish first — the previous session's thread
+// may still be reading its client's last message, logging and closing — so their syscalls do
+// not land in this window. Bounded: a truly concurrent client is not waited for (it shows in
+// the counts, as any other thread of the process would). Before the ACK, so outside the clocks.
+void let_ended_sessions_finish(const DataPhase& d, const ServerState& state) {
+  if (!d.kernel_syscalls) return;
+  for (int i = 0; i < 1000 && state.sessions.load() > 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// Log: one line saying how the session ended.
+void log_outcome(const ServerSession& s, const SidePlan& plan, const SideOutcome& ended) {
+  const SessionOutcome& out = ended.session;
+  const std::string what =
+      fmt::format("{} {} buf {} over {}", plan.data.is_sender ? "sent" : "received",
+                  format_bytes_human(out.mine.bytes), format_size(plan.data.buf_bytes),
+                  out.mine.tls_version.empty() ? "tcp" : out.mine.tls_version);
   if (!out.error.empty()) {
     if (const int sig = interrupt::received())
-      log_line(cfg, peer,
-               fmt::format("aborted: server stopping on {}: {} ({})", interrupt::name(sig),
-                           out.error, what));
+      s.log(fmt::format("aborted: server stopping on {}: {} ({})", interrupt::name(sig), out.error,
+                        what));
     else
-      log_line(cfg, peer, fmt::format("failed: {} ({})", out.error, what));
+      s.log(fmt::format("failed: {} ({})", out.error, what));
     return;
   }
-  if (!out.peer) {
-    log_line(cfg, peer, fmt::format("failed: no result from the client ({})", what));
-    return;
-  }
-  const auto& sender = server_sends ? out.mine : *out.peer;
-  const auto& receiver = server_sends ? *out.peer : out.mine;
-  if (auto st = verify_outcome(sender, receiver); !st) {
-    log_line(cfg, peer, fmt::format("failed: {} ({})", st.error().message, what));
-    return;
-  }
+  if (!out.peer) return s.log(fmt::format("failed: no result from the client ({})", what));
+  if (!ended.mismatch.empty()) return s.log(fmt::format("failed: {} ({})", ended.mismatch, what));
   const double secs = static_cast<double>(out.mine.wall_ns) / 1e9;
-  log_line(cfg, peer,
-           fmt::format("ok: {} in {:.4f} s ({:.2f} Gbit/s), cpu {:.3f} s, {} calls, xxh3 ok", what,
-                       secs, secs > 0 ? static_cast<double>(out.mine.bytes) * 8 / secs / 1e9 : 0.0,
-                       static_cast<double>(out.mine.cpu_ns) / 1e9, out.mine.io_calls));
+  s.log(fmt::format("ok: {} in {:.4f} s ({:.2f} Gbit/s), cpu {:.3f} s, {} calls, xxh3 ok", what,
+                    secs, secs > 0 ? static_cast<double>(out.mine.bytes) * 8 / secs / 1e9 : 0.0,
+                    static_cast<double>(out.mine.cpu_ns) / 1e9, out.mine.io_calls));
+}
+
+// Aborted by a signal: close with a reset, so a peer blocked in write() (our receive window
+// full) learns at once instead of at its own timeout.
+class ResetIfStopping {
+ public:
+  explicit ResetIfStopping(int fd) : fd_(fd) {}
+  ResetIfStopping(const ResetIfStopping&) = delete;
+  ResetIfStopping& operator=(const ResetIfStopping&) = delete;
+  ~ResetIfStopping() {
+    if (!interrupt::received()) return;
+    linger l{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  }
+
+ private:
+  int fd_;
+};
+
+// accept -> authorise -> plan -> run -> log.
+void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state) {
+  interrupt::Registration on_signal(fd.get());  // SIGTERM aborts the session at once
+  const ResetIfStopping reset_if_stopping{fd.get()};
+  ServerSession s{cfg, peer, fd.get(), nullptr};
+  const std::optional<proto::Hello> hello = greet(s);
+  if (!hello) return;
+  if (auto st = authorise(*hello, s, state); !st) return s.reject(st.error().message);
+  auto prepared = prepare(*hello, s, state);
+  if (!prepared) return s.reject(prepared.error().message);
+  Prepared& p = *prepared;
+  let_ended_sessions_finish(p.plan.data, state);
+  if (auto st = send_message(*s.stream, proto::Ack{IOBENCH_VERSION}); !st)
+    return s.log("failed: " + st.error().message);
+  if (auto st = set_io_timeout(s.fd, cfg.options.idle_timeout_s); !st)
+    return s.log("failed: " + st.error().message);
+  const SideOutcome ended =
+      run_side(*s.stream, *s.stream, *p.engine, p.plan, p.group.get(), hello->conn_index);
+  // Every connection of a group gets the server side's figures once the last one has ended.
+  if (p.group && ended.session.error.empty())
+    (void)send_message(*s.stream, p.group->wait(cfg.options.idle_timeout_s));
+  s.stream->close();
+  log_outcome(s, p.plan, ended);
 }
 
 }  // namespace
@@ -429,7 +369,7 @@ int serve(int listen_fd, const ServerConfig& cfg) {
 
 int run_server_command(const ServerOptions& o) {
   interrupt::install({SIGINT, SIGTERM});
-  set_process_counter_kind(counter_kind_from(o.kernel_counter).value_or(CounterKind::kAuto));
+  set_process_counter_kind(o.kernel_counter);
   auto where = parse_host_port(o.listen, "--listen", kDefaultPort, true);
   if (!where) {
     fmt::print(stderr, "iobench: error: {}\n", where.error().message);

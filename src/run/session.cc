@@ -27,10 +27,12 @@ Status write_all(Stream& s, std::span<const std::byte> data) {
 Status read_exact(Stream& s, std::span<std::byte> buf, int64_t deadline_ns) {
   while (!buf.empty()) {
     IoResult r = s.read(buf);
-    if (!r.ok()) return fail(s.describe(r));
+    if (!r.ok())
+      return fail(s.describe(r), r.state == IoResult::State::kTimedOut ? ErrorKind::kTimedOut
+                                                                       : ErrorKind::kOther);
     buf = buf.subspan(r.bytes);
     if (!buf.empty() && deadline_ns > 0 && monotonic_ns() > deadline_ns)
-      return fail("timed out: message still incomplete at its deadline");
+      return fail("timed out: message still incomplete at its deadline", ErrorKind::kTimedOut);
   }
   return {};
 }

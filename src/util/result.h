@@ -7,8 +7,16 @@
 
 namespace iobench {
 
+// What kind of failure, where a caller acts on it (never by the message's wording).
+enum class ErrorKind {
+  kOther,
+  kTimedOut,  // no progress within the time allowed
+  kNotPeer,   // the peer speaks another protocol
+};
+
 struct Error {
   std::string message;
+  ErrorKind kind = ErrorKind::kOther;
 };
 
 template <typename T>
@@ -16,8 +24,8 @@ using Result = std::expected<T, Error>;
 
 using Status = std::expected<void, Error>;
 
-inline std::unexpected<Error> fail(std::string message) {
-  return std::unexpected<Error>(Error{std::move(message)});
+inline std::unexpected<Error> fail(std::string message, ErrorKind kind = ErrorKind::kOther) {
+  return std::unexpected<Error>(Error{std::move(message), kind});
 }
 
 }  // namespace iobench

@@ -102,6 +102,18 @@ def test_fixed_and_adaptive_in_one_list(cache_dir):
     assert group_of(doc, 1)["sender"]["policy"].startswith("adaptive")
 
 
+def test_a_fixed_size_beside_adaptive_with_one_connection_is_measured_on_both_sides(cache_dir):
+    """`--buf 16k,adaptive` with one connection: the 16K run is one session on both sides (each
+    decides from the same HELLO). The client used to run it as a group and wait for a GROUP the
+    server never sends: the server's figures were lost (time 0, 'did not arrive')."""
+    doc, _ = run_json(cache_dir, "--bytes", "2M", "--buf", "16k,adaptive")
+    fixed = doc["results"][0]["runs"][0]
+    assert doc["results"][0]["label"] == "16K"
+    assert fixed["receiver"]["duration_ns"] > 0 and fixed["receiver"]["cpu_scope"] == "process"
+    assert "did not arrive" not in json.dumps(fixed)
+    assert group_of(doc, 1)["receiver"]["policy"].startswith("adaptive")
+
+
 def test_table_shows_connections(cache_dir):
     p = run("--conns", 2, "--bytes", "2M", "--buf", "adaptive", cache=cache_dir, check=0)
     assert "2 connections, per-connection Gbit/s" in p.stdout

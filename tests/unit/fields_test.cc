@@ -27,6 +27,10 @@ struct Fill {
   void operator()(const Field&, T& v) {
     v = static_cast<T>(next++);
   }
+  template <NamedEnum E>
+  void operator()(const Field&, E& v) {
+    v = Names<E>::table[(static_cast<size_t>(v) + 1) % Names<E>::table.size()].first;
+  }
   template <Described T>
   void operator()(const Field&, std::vector<T>& v) {
     v.resize(2);
@@ -57,6 +61,8 @@ struct Dump {
         describe(v[i], inner);
         out.insert(out.end(), inner.out.begin(), inner.out.end());
       }
+    } else if constexpr (NamedEnum<V>) {
+      out.push_back(fmt::format("{}={}", name, name_of(v)));
     } else {
       out.push_back(fmt::format("{}={}", name, v));
     }
@@ -117,8 +123,8 @@ TEST(Fields, BoundsNameTheFlagOrTheField) {
   EXPECT_EQ(check_fields(t, true).error().message, "invalid --qd '0': expected 1..4096");
   EXPECT_EQ(check_fields(t, false).error().message, "queue_depth 0 outside 1..4096");
   t.queue_depth = 8;
-  t.uring_recv = "many";
-  EXPECT_EQ(check_fields(t, true).error().message,
+  // A named value is refused where it enters, with the same kind of message.
+  EXPECT_EQ(parse_option<UringRecv>("--uring-recv", "many").error().message,
             "invalid --uring-recv 'many': expected auto, multishot or batch");
   Hello h;
   h.tuning.queue_depth = 5000;

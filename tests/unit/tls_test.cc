@@ -22,8 +22,8 @@ TEST(TlsOptions, ValidateNamesTheBadValue) {
   o.max_fragment = 100;
   EXPECT_FALSE(validate(o));
   o = {};
-  o.io = "bio";
-  o.ktls = "on";
+  o.io = TlsIo::kBio;
+  o.ktls = Ktls::kOn;
   EXPECT_FALSE(validate(o)) << "kTLS cannot work on memory BIOs";
 }
 
@@ -60,8 +60,9 @@ Pair connected_pair(const std::string& io, uint64_t buf) {
   t.join();
   EXPECT_TRUE(c) << c.error().message;
   p.client = std::move(*c);
-  EXPECT_TRUE(p.client->configure(io, false, 16384, buf));
-  EXPECT_TRUE(p.server->configure(io, false, 16384, buf));
+  const TlsIo model = parse_name<TlsIo>(io).value();
+  EXPECT_TRUE(p.client->configure(model, false, 16384, buf));
+  EXPECT_TRUE(p.server->configure(model, false, 16384, buf));
   return p;
 }
 
