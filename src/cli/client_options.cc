@@ -50,30 +50,29 @@ Status parse_described(T& s, const std::map<std::string, std::string>& named) {
   return first;
 }
 
-// The named options: the enums they spell.
-Status parse_named(ClientOptions& o, RawClient& raw) {
-  auto proto = parse_option<Proto>("--proto", raw.proto);
-  if (!proto) return std::unexpected(proto.error());
-  o.proto = *proto;
-  auto engine = parse_option<EngineKind>("--engine", raw.engine);
-  if (!engine) return std::unexpected(engine.error());
-  o.engine = *engine;
-  for (auto [text, side, flag] : {std::tuple{&raw.send_engine, &o.send_engine, "--send-engine"},
-                                  {&raw.recv_engine, &o.recv_engine, "--recv-engine"}}) {
-    auto e = parse_option<EngineKind>(flag, text->empty() ? raw.engine : *text);
-    if (!e) return std::unexpected(e.error());
-    *side = *e;
-  }
-  auto syscalls = parse_option<SyscallsMode>("--syscalls", raw.syscalls);
-  if (!syscalls) return std::unexpected(syscalls.error());
-  o.syscalls = *syscalls;
-  auto io = parse_option<tls::TlsIo>("--tls-io", raw.tls_io);
-  if (!io) return std::unexpected(io.error());
-  o.tls.io = *io;
-  auto ktls = parse_option<tls::Ktls>("--ktls", raw.ktls);
-  if (!ktls) return std::unexpected(ktls.error());
-  o.tls.ktls = *ktls;
-  return parse_described(o.tuning, raw.described);
+// `text` into `out`, or the error naming the flag and the value.
+template <NamedEnum E>
+Status set_named(E& out, std::string_view flag, const std::string& text) {
+  auto e = parse_option<E>(flag, text);
+  if (!e) return std::unexpected(e.error());
+  out = *e;
+  return {};
+}
+
+// The named options: the enums they spell (the first bad one is reported).
+Status parse_named(ClientOptions& o, const RawClient& raw) {
+  const std::string& send = raw.send_engine.empty() ? raw.engine : raw.send_engine;
+  const std::string& recv = raw.recv_engine.empty() ? raw.engine : raw.recv_engine;
+  for (const Status& st : {set_named(o.proto, "--proto", raw.proto),
+                           set_named(o.engine, "--engine", raw.engine),
+                           set_named(o.send_engine, "--send-engine", send),
+                           set_named(o.recv_engine, "--recv-engine", recv),
+                           set_named(o.syscalls, "--syscalls", raw.syscalls),
+                           set_named(o.tls.io, "--tls-io", raw.tls_io),
+                           set_named(o.tls.ktls, "--ktls", raw.ktls),
+                           parse_described(o.tuning, raw.described)})
+    if (!st) return st;
+  return {};
 }
 
 Status validate_conns(ClientOptions& o, const RawClient& raw) {

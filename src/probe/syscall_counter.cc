@@ -107,10 +107,10 @@ void SyscallCounter::open_bpf() {
   baseline_.assign(bpf_slots_.size() + 1, 0);
 }
 
-std::string SyscallCounter::source() const {
-  if (bpf_) return "bpf";
-  if (task_io_) return "task_io";
-  return leader_ >= 0 ? "perf_event" : "";
+SyscallSource SyscallCounter::source() const {
+  if (bpf_) return SyscallSource::kBpf;
+  if (task_io_) return SyscallSource::kTaskIo;
+  return leader_ >= 0 ? SyscallSource::kPerfEvent : SyscallSource::kCounted;
 }
 
 void SyscallCounter::open_tracepoints(std::string tracefs) {
@@ -237,7 +237,7 @@ KernelSyscalls SyscallCounter::stop_task_io() {
     return k;
   }
   k.available = true;
-  k.source = "task_io";
+  k.source = SyscallSource::kTaskIo;
   k.coverage =
       "read/write families only (read, readv, pread; write, writev, pwrite): send/recv*, "
       "epoll_wait, io_uring_enter not seen, total = reads + writes";
@@ -259,7 +259,7 @@ KernelSyscalls SyscallCounter::stop_bpf() {
     return k;
   }
   k.available = true;
-  k.source = "bpf";
+  k.source = SyscallSource::kBpf;
   // The total first, so only the bpf() call reading it falls inside the window: taken out.
   const uint64_t total = bpf_->read(BpfSyscallCounter::kTotal) - baseline_.back();
   k.total = total > 0 ? total - 1 : 0;
@@ -289,7 +289,7 @@ KernelSyscalls SyscallCounter::stop() {
     return k;
   }
   k.available = true;
-  k.source = "perf_event";
+  k.source = SyscallSource::kPerfEvent;
   if (!bpf_refusal_.empty()) k.fallback = "bpf unavailable (" + bpf_refusal_ + ")";
   if (baseline_.size() == buf.size())
     for (size_t i = 1; i < buf.size(); ++i) buf[i] -= std::min(buf[i], baseline_[i]);

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "probe/syscall_source.h"
 #include "probe/task_io_counter.h"
 #include "util/names.h"
 
@@ -21,7 +22,7 @@ namespace iobench {
 
 struct KernelSyscalls {
   bool available = false;
-  std::string source;                                     // "bpf", "perf_event" or "task_io"
+  SyscallSource source = SyscallSource::kCounted;          // the kernel counter that counted
   std::string reason;                                     // why not, when unavailable
   uint64_t total = 0;                                     // every sys_enter
   std::vector<std::pair<std::string, uint64_t>> by_name;  // non-zero counts only
@@ -70,8 +71,8 @@ class SyscallCounter {
 
   bool available() const { return bpf_ || task_io_ || leader_ >= 0; }
   const std::string& reason() const { return reason_; }
-  // "bpf", "perf_event" or "task_io" (empty when unavailable).
-  std::string source() const;
+  // The kernel counter in use (kCounted when unavailable).
+  SyscallSource source() const;
   // Why bpf was not used, when kAuto fell back to tracepoints.
   const std::string& bpf_refusal() const { return bpf_refusal_; }
   // Before the timed window: attaches the bpf program (up to ~20 ms). start() arms too if nobody

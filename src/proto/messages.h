@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/tuning.h"
+#include "probe/syscall_source.h"
 #include "util/result.h"
 
 namespace iobench::proto {
@@ -123,7 +124,7 @@ struct SideResult {
   uint64_t tls_max_fragment = 0;
   bool tls_verified = false;
   // Syscalls as the kernel counted them in the data phase (eBPF or perf_event tracepoints).
-  std::string syscalls_source;  // "bpf", "perf_event", or "counted" (the stream's own counts)
+  SyscallSource syscalls_source = SyscallSource::kCounted;
   std::string syscalls_note;    // why not kernel counts; why not bpf; names not counted by type
   uint64_t kernel_syscalls_total = 0;
   std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;  // by name, non-zero
@@ -170,7 +171,7 @@ struct GroupResult {
   int64_t cpu_ns = 0;
   int64_t user_us = 0;
   int64_t sys_us = 0;
-  std::string syscalls_source;
+  SyscallSource syscalls_source = SyscallSource::kCounted;
   std::string syscalls_note;
   uint64_t kernel_syscalls_total = 0;
   std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;

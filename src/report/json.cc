@@ -29,7 +29,7 @@ json syscalls_json(const proto::SideResult& r, const SideFigures& f) {
   const bool kernel = kernel_counted(r.syscalls_source);
   json by_name = json::object();
   for (const auto& [name, count] : r.kernel_syscalls) by_name[name] = count;
-  return {{"source", r.syscalls_source},
+  return {{"source", name_of(r.syscalls_source)},
           {"note", r.syscalls_note},
           {"total", f.syscalls_total},
           {"read", kernel ? kernel_count(r, "read") : r.sys_reads},
@@ -130,7 +130,7 @@ json group_side_json(const proto::GroupResult& g, bool known) {
           {"cpu_user_s", static_cast<double>(g.user_us) / 1e6},
           {"cpu_sys_s", static_cast<double>(g.sys_us) / 1e6},
           {"syscalls",
-           {{"source", g.syscalls_source},
+           {{"source", name_of(g.syscalls_source)},
             {"note", g.syscalls_note},
             {"total", g.kernel_syscalls_total},
             {"by_name", counts}}},
@@ -193,7 +193,7 @@ json options_json(const Report& r) {
   json bufs = json::array();
   for (const auto& b : o.bufs)
     bufs.push_back({{"send", b.send_bytes}, {"recv", b.recv_bytes}, {"adaptive", b.adaptive}});
-  json doc = {{"mode", r.mode},
+  json doc = {{"mode", name_of(r.mode)},
           {"server", r.server},
           {"proto", name_of(o.proto)},
           {"engine", name_of(o.engine)},
@@ -258,7 +258,7 @@ json render_json(const Report& r) {
       if (run.group) one["group"] = group_json(*run.group, !r.options.reverse);
       one["partial"] = run.partial;
       if (!run.softirqs.empty())
-        one["softirqs"] = {{"host", r.mode == "loopback" ? "this host: both sides" : "the client's"},
+        one["softirqs"] = {{"host", r.mode == RunMode::kLoopback ? "this host: both sides" : "the client's"},
                            {"net_rx_per_cpu", run.softirqs.net_rx},
                            {"net_tx_per_cpu", run.softirqs.net_tx}};
       return one;
@@ -373,7 +373,7 @@ std::string render_csv(const Report& r) {
             side->nodelay ? 1 : 0, side->mtu_bytes, name_of(r.options.proto), side->engine,
             side->decoded_bytes, side->xxh3, side->sys_reads, side->sys_writes, side->records_in,
             side->records_out, side->tls_version, side->tls_cipher, side->tls_group, side->tls_io,
-            side->tls_handshake_ns, side->syscalls_source, f.syscalls_total, f.syscalls);
+            side->tls_handshake_ns, name_of(side->syscalls_source), f.syscalls_total, f.syscalls);
         out.pop_back();  // the group columns follow
         const proto::GroupResult* g =
             run.group ? &(side->is_sender ? run.group->sender : run.group->receiver) : nullptr;

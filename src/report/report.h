@@ -14,10 +14,14 @@
 
 namespace iobench {
 
-// A syscalls_source naming one of the kernel's counters (rather than iobench's own counts).
-inline bool kernel_counted(const std::string& source) {
-  return source == "bpf" || source == "perf_event" || source == "task_io";
-}
+
+// Where the server side ran: a private server on this host, or `iobench server` elsewhere.
+enum class RunMode { kLoopback, kClient };
+template <>
+struct Names<RunMode> {
+  static constexpr std::array table{std::pair{RunMode::kLoopback, std::string_view{"loopback"}},
+                                    std::pair{RunMode::kClient, std::string_view{"client"}}};
+};
 
 inline constexpr int kSchemaVersion = 1;
 
@@ -93,7 +97,7 @@ struct ProcessCpu {
 struct Report {
   nlohmann::json context;      // host, kernel, CPU, libraries, git commit
   ClientOptions options;       // effective options
-  std::string mode;            // "loopback" or "client"
+  RunMode mode = RunMode::kLoopback;
   std::string server;          // address the client connected to
   std::string payload_source;  // "resp-v1 seed=1 level=3"
   std::vector<SizeResults> sizes;

@@ -38,10 +38,17 @@ std::string tls_line(const proto::SideResult& r, bool is_client) {
   return line + "\n";
 }
 
-const char* syscalls_source_label(const std::string& source) {
-  if (source == "bpf") return "kernel counters (eBPF on the sys_enter tracepoint)";
-  if (source == "perf_event") return "kernel counters (perf_event tracepoints)";
-  if (source == "task_io") return "kernel task I/O accounting";
+const char* syscalls_source_label(SyscallSource source) {
+  switch (source) {
+    case SyscallSource::kBpf:
+      return "kernel counters (eBPF on the sys_enter tracepoint)";
+    case SyscallSource::kPerfEvent:
+      return "kernel counters (perf_event tracepoints)";
+    case SyscallSource::kTaskIo:
+      return "kernel task I/O accounting";
+    case SyscallSource::kCounted:
+      break;
+  }
   return "counted by iobench";
 }
 
@@ -60,7 +67,7 @@ std::string placement_line(const proto::SideResult& side) {
 // scheduler decides, and that moves the figures (measured: 1K from 8.3 to 1.6 s/GiB pinned).
 std::string placement_warning(const Report& r, const proto::SideResult& a,
                               const proto::SideResult& b) {
-  if (r.mode != "loopback" || a.cpu_pinned >= 0 || b.cpu_pinned >= 0) return {};
+  if (r.mode != RunMode::kLoopback || a.cpu_pinned >= 0 || b.cpu_pinned >= 0) return {};
   if (a.cpus_allowed.empty() || cpu_list_count(a.cpus_allowed) > 4) return {};
   return fmt::format(
       "note: unpinned on {} CPUs: where the scheduler puts the two sides changes these figures; "
@@ -219,7 +226,7 @@ std::string softirq_lines(const Report& r) {
     if (rx.empty()) continue;
     const std::string tx = softirq_shares(sum.net_tx);
     out += fmt::format("softirqs {} ({}): NET_RX {}{}\n", buf_label(size.buf),
-                       r.mode == "loopback" ? "this host, both sides" : "the client's host", rx,
+                       r.mode == RunMode::kLoopback ? "this host, both sides" : "the client's host", rx,
                        tx.empty() ? "" : "; NET_TX " + tx);
   }
   return out;
@@ -233,7 +240,7 @@ std::string render_table(const Report& r) {
   const bool client_sends = !o.reverse;
   const bool tls = o.proto == Proto::kTls;
   out += fmt::format("iobench {} | {} | proto {} | engine {} | payload {} | {} run(s){}{}\n",
-                     IOBENCH_VERSION, r.mode == "loopback" ? "loopback" : "server " + r.server,
+                     IOBENCH_VERSION, r.mode == RunMode::kLoopback ? "loopback" : "server " + r.server,
                      name_of(o.proto),
                      o.send_engine == o.recv_engine
                          ? std::string(name_of(o.send_engine))

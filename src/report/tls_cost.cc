@@ -57,7 +57,7 @@ std::string tls_cost_lines(const Report& r) {
   std::string out = fmt::format(
       "tls cost per GiB: crypto = {} sealing (sender) or opening (receiver) records of the size "
       "moved, timed on {}; the rest is record handling and syscalls\n",
-      r.crypto.front().cipher, r.mode == "loopback" ? "this host" : "the client's host");
+      r.crypto.front().cipher, r.mode == RunMode::kLoopback ? "this host" : "the client's host");
   for (const SizeResults& size : r.sizes) {
     for (bool sender : {true, false}) {
       const auto c = side_cost(r, size, sender);

@@ -125,7 +125,7 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
   t.kernel_syscalls_total = run.kernel_syscalls_total;
   t.kernel_syscalls = run.kernel_syscalls;
   if (!(sender ? g.sender_known : g.receiver_known)) {
-    t.syscalls_source = "counted";
+    t.syscalls_source = SyscallSource::kCounted;
     t.syscalls_note = "the server's whole-run figures did not arrive";
   }
   return t;

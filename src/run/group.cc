@@ -114,7 +114,7 @@ void GroupSide::finish_locked(const std::string& error) {
   g.error = error;
   g.conns = joined_;
   g.conns_failed = failed_ + (joined_ - std::min(joined_, ended_));
-  g.syscalls_source = "counted";
+  g.syscalls_source = SyscallSource::kCounted;
   if (started_) {
     const ProbeDelta d = end - start_;
     g.wall_ns = d.wall_ns;

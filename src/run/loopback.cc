@@ -90,7 +90,7 @@ int run_loopback(const ClientOptions& o, ReportFiles& files) {
   Report report;
   report.context = collect_context();
   report.options = o;
-  report.mode = "loopback";
+  report.mode = RunMode::kLoopback;
   report.server = server.str();
   report.payload_source = describe_payload(o.payload);
   std::string error;

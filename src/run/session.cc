@@ -143,7 +143,7 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
       if (counter) counter->disarm();
     }
   } disarm{kernel};
-  me.syscalls_source = "counted";
+  me.syscalls_source = SyscallSource::kCounted;
   me.cpu_scope = d.thread_cpu ? "thread" : "process";
   if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
   if (d.kernel_syscalls && !lease.held())

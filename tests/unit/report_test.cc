@@ -26,7 +26,7 @@ Report sample_report() {
   rep.context = collect_context();
   rep.options.bufs = {{1024, 1024}, {16384, 65536}};
   rep.options.repeat = 3;
-  rep.mode = "loopback";
+  rep.mode = RunMode::kLoopback;
   rep.payload_source = "resp-v1 seed=1 level=3";
   for (const auto& b : rep.options.bufs) {
     SizeResults s{b, {}, std::nullopt};

@@ -21,7 +21,7 @@ class EachBackend : public ::testing::TestWithParam<CounterKind> {};
 TEST_P(EachBackend, CountsWritesExactlyWhereTheKernelAllows) {
   SyscallCounter c(GetParam());
   if (!c.available()) GTEST_SKIP() << "unavailable here: " << c.reason();
-  EXPECT_EQ(c.source(), GetParam() == CounterKind::kBpf ? "bpf" : "perf_event");
+  EXPECT_EQ(name_of(c.source()), GetParam() == CounterKind::kBpf ? "bpf" : "perf_event");
   c.start();
   for (int i = 0; i < 1000; ++i) (void)!::write(-1, "", 0);
   KernelSyscalls k = c.stop();
@@ -65,9 +65,9 @@ TEST(SyscallCounter, AutoPrefersBpfAndSaysWhyNotWhenItFallsBack) {
   SyscallCounter a(CounterKind::kAuto);
   SyscallCounter bpf(CounterKind::kBpf);
   if (bpf.available()) {
-    EXPECT_EQ(a.source(), "bpf");
+    EXPECT_EQ(name_of(a.source()), "bpf");
   } else {
-    EXPECT_NE(a.source(), "bpf");
+    EXPECT_NE(name_of(a.source()), "bpf");
     EXPECT_FALSE(a.bpf_refusal().empty());
     EXPECT_EQ(a.bpf_refusal(), bpf.reason());
   }
@@ -151,7 +151,7 @@ TEST(BpfSyscallCounter, CountsOnlyWhileAttached) {
 TEST(TaskIoCounter, CountsReadsAndWritesExactly) {
   SyscallCounter c(CounterKind::kTaskIo);
   if (!c.available()) GTEST_SKIP() << "unavailable here: " << c.reason();
-  EXPECT_EQ(c.source(), "task_io");
+  EXPECT_EQ(name_of(c.source()), "task_io");
   const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   const int zero = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(null, 0);
@@ -167,7 +167,7 @@ TEST(TaskIoCounter, CountsReadsAndWritesExactly) {
     (void)!::write(-1, "", 0);  // EBADF: not a write the kernel reached
     KernelSyscalls k = c.stop();
     ASSERT_TRUE(k.available) << k.reason;
-    EXPECT_EQ(k.source, "task_io");
+    EXPECT_EQ(name_of(k.source), "task_io");
     EXPECT_EQ(k.by_name,
               (std::vector<std::pair<std::string, uint64_t>>{{"read", 200}, {"write", 300}}));
     EXPECT_EQ(k.total, 500u);
