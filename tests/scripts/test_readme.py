@@ -2,6 +2,7 @@
 has the lines today's iobench prints for that command — same title, same header and summary
 lines, same columns — checked by running the command at a small size; and a figure the prose
 quotes from a table ("the 64K receiver row at the top shows: 1607 reads") is in that table."""
+import json
 import os
 import re
 import shlex
@@ -12,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
-README = (ROOT / "README.md").read_text()
+# The README and the docs/ pages it points to.
+README = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 ROW = re.compile(r"^\s+\d+[KM]?\s+(sender|receiver)\s+(client|server)\s")
 
 
@@ -87,3 +89,27 @@ def test_figures_quoted_from_the_top_table_are_in_it():
         rows = [line for line in top.splitlines()
                 if ROW.match(line) and line.split()[:2] == [size, side]]
         assert rows and number in rows[0].split(), (size, side, number, rows)
+
+
+def test_every_link_resolves_inside_the_repository():
+    """A user who cloned the project has the README, docs/ and results/, nothing beside them."""
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        # Links, and relative paths quoted as code (`../shared/x.md` named a file beside the repo).
+        quoted = re.findall(r"`(\.\./[^`\s]+)`", text)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text) + quoted:
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = (page.parent / target.split("#")[0]).resolve()
+            assert ROOT in path.parents, f"{page.name}: {target} points outside the repository"
+            assert path.exists(), f"{page.name}: {target} does not exist"
+
+
+def test_results_record_repository_relative_commands():
+    # An absolute path into some checkout: /anything/scripts/... or /anything/results.
+    absolute = re.compile(r"(?<![\w.])(/[\w.-]+)+/(scripts|results)\b")
+    for manifest in sorted((ROOT / "results").glob("*/manifest.json")):
+        command = json.loads(manifest.read_text())["command"]
+        assert command.startswith("scripts/") and not absolute.search(command), (manifest, command)
+    for page in sorted((ROOT / "results").glob("**/*.md")):
+        assert not absolute.search(page.read_text()), page
