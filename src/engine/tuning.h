@@ -39,6 +39,7 @@ struct EngineTuning {
   bool sqpoll = false;              // uring: a kernel thread polls the submission queue
   bool fixed_buffers = false;       // uring sender: sends from the payload, registered
   UringRecv uring_recv = UringRecv::kAuto;  // uring receiver
+  uint32_t notsent_lowat = 0;       // sender: TCP_NOTSENT_LOWAT (0: the kernel's default)
 };
 
 template <typename Self, typename Visit>
@@ -66,6 +67,10 @@ void describe(Self& t, Visit&& visit) {
               .help = "uring receiver: auto (multishot with provided buffers where the kernel "
                       "allows, default), multishot or batch"},
         t.uring_recv);
+  visit(Field{"notsent_lowat", "--notsent-lowat",
+              "Sender: TCP_NOTSENT_LOWAT bytes, the unsent data the socket queues (0: kernel)", 0,
+              1 << 30},
+        t.notsent_lowat);
 }
 
 }  // namespace iobench

@@ -114,6 +114,12 @@ Status apply_socket_options(int fd, const SocketRequest& req) {
   return set(IPPROTO_TCP, TCP_NODELAY, req.nodelay ? 1 : 0, "TCP_NODELAY");
 }
 
+Status set_notsent_lowat(int fd, uint32_t bytes) {
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof bytes) != 0)
+    return fail(fmt::format("setsockopt TCP_NOTSENT_LOWAT={}: {}", bytes, std::strerror(errno)));
+  return {};
+}
+
 Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketRequest& req) {
   auto ai = resolve(where, false);
   if (!ai) return std::unexpected(ai.error());
@@ -166,6 +172,7 @@ SocketInfo query_socket_info(int fd) {
   info.sndbuf_bytes = get_int_opt(fd, SOL_SOCKET, SO_SNDBUF);
   info.rcvbuf_bytes = get_int_opt(fd, SOL_SOCKET, SO_RCVBUF);
   info.nodelay = get_int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
+  info.notsent_lowat = static_cast<uint32_t>(get_int_opt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT));
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);

@@ -34,6 +34,7 @@ struct SocketInfo {
   int rcvbuf_bytes = 0;
   bool nodelay = false;
   int mtu_bytes = 0;  // IP_MTU / IPV6_MTU of the route
+  uint32_t notsent_lowat = 0;  // TCP_NOTSENT_LOWAT (0: not set, the sysctl applies)
 };
 
 struct SocketRequest {
@@ -48,6 +49,9 @@ Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketReque
 Result<Fd> accept_client(int listen_fd, std::string& peer);
 
 Status apply_socket_options(int fd, const SocketRequest& req);
+// TCP_NOTSENT_LOWAT: the socket reports writable (and a blocking write returns) only while less
+// than `bytes` of the data it holds is unsent.
+Status set_notsent_lowat(int fd, uint32_t bytes);
 SocketInfo query_socket_info(int fd);
 // SO_RCVTIMEO and SO_SNDTIMEO: a blocking call returns EAGAIN after this long without progress.
 Status set_io_timeout(int fd, double seconds);

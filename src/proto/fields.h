@@ -88,6 +88,7 @@ void describe(Self& r, V&& v) {
   v(Field{"rcvbuf_bytes"}, r.rcvbuf_bytes);
   v(Field{"mtu_bytes"}, r.mtu_bytes);
   v(Field{"nodelay"}, r.nodelay);
+  v(Field{"notsent_lowat"}, r.notsent_lowat);
   v(Field{"engine"}, r.engine);
   v(Field{"error"}, r.error);
   v(Field{"sys_reads"}, r.sys_reads);

@@ -29,13 +29,15 @@ inline constexpr std::string_view kNotIobenchPeer = "not an iobench peer";
 inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'}, std::byte{'B'},
                                                  std::byte{'C'}};
 // 2: PROGRESS. 3: HELLO carries the engine tuning as one block and the server's CPU; RESULT
-// the placement. Peers of different versions refuse each other's first frame, naming both.
+// the placement. 4: the tuning's notsent_lowat, and RESULT the socket's. Peers of different
+// versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kVersion = 4;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 1> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 2> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
+    {4, 0xaabe3ecebf220675},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -110,6 +112,7 @@ struct SideResult {
   int64_t rcvbuf_bytes = 0;
   int64_t mtu_bytes = 0;
   bool nodelay = false;
+  uint32_t notsent_lowat = 0;  // TCP_NOTSENT_LOWAT on the socket (0: not set)
   std::string engine;
   std::string error;  // empty on success
   // Underneath the engine's calls: syscalls issued by the Stream and, for TLS, records.

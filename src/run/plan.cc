@@ -39,6 +39,8 @@ Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* pa
             t->configure(plan.tls_io, plan.tls_read_ahead, plan.tls_max_fragment, d.buf_bytes);
         !st)
       return st;
+  if (d.is_sender && plan.engine_options.notsent_lowat > 0)
+    if (auto st = set_notsent_lowat(s.fd(), plan.engine_options.notsent_lowat); !st) return st;
   if (!d.is_sender || !payload) return {};
   d.payload = payload->bytes().first(std::min<uint64_t>(d.bytes, payload->bytes().size()));
   d.payload_xxh3 = prefix_xxh3(*payload, d.bytes);

@@ -106,6 +106,7 @@ proto::SideResult describe_transport(const Stream& s) {
   r.rcvbuf_bytes = info.rcvbuf_bytes;
   r.mtu_bytes = info.mtu_bytes;
   r.nodelay = info.nodelay;
+  r.notsent_lowat = info.notsent_lowat;
   if (const auto* t = dynamic_cast<const tls::TlsStream*>(&s)) {
     const tls::TlsInfo i = t->info();
     r.tls_version = i.version;

@@ -47,6 +47,21 @@ def test_reads_per_event_cap_adds_waits_without_eagain(cache_dir):
     assert v["engine_waits"] > v["engine_would_block"]
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_notsent_lowat_is_set_by_whichever_side_sends(cache_dir, reverse):
+    """--notsent-lowat (TCP_NOTSENT_LOWAT) goes from the command line through the HELLO to the
+    sending side (the server with --reverse), which sets it on its socket and reports what the
+    socket holds; the receiver's socket is left alone."""
+    doc = run_json(cache_dir, "--engine", "epoll", "--buf", "16k", "--bytes", "2M",
+                   "--notsent-lowat", 4096, *(["--reverse"] if reverse else []))
+    assert doc["options"]["notsent_lowat"] == 4096
+    run = doc["results"][0]["runs"][0]
+    assert run["sender"]["host"] == ("server" if reverse else "client")
+    assert run["sender"]["socket"]["notsent_lowat_bytes"] == 4096
+    assert run["receiver"]["socket"]["notsent_lowat_bytes"] is None
+    assert run["sender"]["xxh3"] == run["receiver"]["xxh3"]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--engine", "uring", "--proto", "tls", "--tls-io", "socket"],
      "--engine uring cannot run with --tls-io socket"),
@@ -62,6 +77,7 @@ def test_reads_per_event_cap_adds_waits_without_eagain(cache_dir):
     (["--engine", "uring", "--uring-recv", "many"], "invalid --uring-recv 'many'"),
     (["--send-engine", "uring", "--uring-recv", "batch"], "--uring-recv needs a uring receiver"),
     (["--engine", "epoll", "--edge", "--reads-per-event", "25"], "needs level-triggered"),
+    (["--notsent-lowat", "2000000000"], "invalid --notsent-lowat '2000000000': expected 0..1073741824"),
 ])
 def test_refused_engine_options(args, needle):
     p = run(*args, timeout=10)
