@@ -43,8 +43,10 @@ Status parse_described(T& s, const std::map<std::string, std::string>& named) {
       const auto it = named.find(std::string(f.flag));
       if (!first || it == named.end() || it->second.empty()) return;
       auto e = parse_option<V>(f.flag, it->second);
-      if (e) v = *e;
-      else first = std::unexpected(e.error());
+      if (e)
+        v = *e;
+      else
+        first = std::unexpected(e.error());
     }
   });
   return first;
@@ -63,14 +65,13 @@ Status set_named(E& out, std::string_view flag, const std::string& text) {
 Status parse_named(ClientOptions& o, const RawClient& raw) {
   const std::string& send = raw.send_engine.empty() ? raw.engine : raw.send_engine;
   const std::string& recv = raw.recv_engine.empty() ? raw.engine : raw.recv_engine;
-  for (const Status& st : {set_named(o.proto, "--proto", raw.proto),
-                           set_named(o.engine, "--engine", raw.engine),
-                           set_named(o.send_engine, "--send-engine", send),
-                           set_named(o.recv_engine, "--recv-engine", recv),
-                           set_named(o.syscalls, "--syscalls", raw.syscalls),
-                           set_named(o.tls.io, "--tls-io", raw.tls_io),
-                           set_named(o.tls.ktls, "--ktls", raw.ktls),
-                           parse_described(o.tuning, raw.described)})
+  for (const Status& st :
+       {set_named(o.proto, "--proto", raw.proto), set_named(o.engine, "--engine", raw.engine),
+        set_named(o.send_engine, "--send-engine", send),
+        set_named(o.recv_engine, "--recv-engine", recv),
+        set_named(o.syscalls, "--syscalls", raw.syscalls),
+        set_named(o.tls.io, "--tls-io", raw.tls_io), set_named(o.tls.ktls, "--ktls", raw.ktls),
+        parse_described(o.tuning, raw.described)})
     if (!st) return st;
   return {};
 }
@@ -170,13 +171,41 @@ void add_cache_options(CLI::App& app, std::string& dir, std::string& max) {
 }
 
 void add_payload_options(CLI::App& app, PayloadSpec& p, RawPayload& raw) {
-  app.add_option("--bytes,-n", raw.bytes, "Payload bytes to stream (default 100MiB; 100M, 1GiB, ...)");
+  app.add_option("--bytes,-n", raw.bytes,
+                 "Payload bytes to stream (default 100MiB; 100M, 1GiB, ...)");
   unsigned_option(
       app.add_option("--seed", p.seed, "Seed of the replication-stream generator (default 1)"));
   app.add_option("--zstd-level", p.zstd_level, "zstd level of the payload (default 3)");
   app.add_option("--payload", p.file, "Stream this file (zstd-compressed, cached) instead");
   add_cache_options(app, p.cache_dir, raw.cache_max);
 }
+
+namespace {
+
+// The client's TLS options (refused without --proto tls).
+void add_tls_options(CLI::App& app, tls::TlsOptions& tls, RawClient& raw) {
+  auto& t = raw.tls_options;
+  t.push_back(app.add_option("--tls-io", raw.tls_io,
+                             "auto (default: bio for uring, socket otherwise), socket (OpenSSL on "
+                             "the fd) or bio (memory BIOs)"));
+  t.push_back(app.add_option("--tls-version", tls.version, "1.2 or 1.3 (default)"));
+  t.push_back(app.add_option("--cipher", tls.cipher,
+                             "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305"));
+  t.push_back(app.add_flag("--tls-read-ahead", tls.read_ahead,
+                           "Let OpenSSL read ahead (fewer read calls)"));
+  t.push_back(app.add_option("--tls-max-fragment", raw.max_fragment,
+                             "Largest record sent, 512..16384 (default 16384)"));
+  t.push_back(app.add_option("--ktls", raw.ktls, "Kernel TLS: auto (default), on, off"));
+  t.push_back(app.add_option("--tls-ca", tls.ca_file,
+                             "CA file to verify the server (default: system CAs)"));
+  t.push_back(app.add_flag("--tls-insecure", tls.insecure,
+                           "Do not verify the server (the report says so)"));
+  t.push_back(
+      app.add_option("--tls-server-name", tls.server_name, "Name to verify (default: the host)"));
+  for (CLI::Option* opt : t) opt->group("TLS (with --proto tls)");
+}
+
+}  // namespace
 
 void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--buf,-b", raw.buf,
@@ -191,8 +220,9 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                  "Pin the data phase: SENDER[,RECEIVER] CPU numbers (one: both sides on it)");
   unsigned_option(app.add_option("--conns", o.conns,
                                  "Connections at once, each streaming --bytes (default 1)"));
-  raw.auth_token = app.add_option("--auth-token", o.auth_token,
-                                  "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)");
+  raw.auth_token =
+      app.add_option("--auth-token", o.auth_token,
+                     "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)");
   app.add_option("--stagger", raw.stagger, "Start connection i at i x this (e.g. 50ms)");
   raw.queue_depth = app.get_option("--qd");
   app.add_option("--bytes-spread", o.bytes_spread,
@@ -224,25 +254,7 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                  "tracepoints), bpf, tracepoints, taskio (the kernel's free read/write counts "
                  "only), off, strace or perf (also attach the tool to each side for every "
                  "session)");
-  auto& t = raw.tls_options;
-  t.push_back(app.add_option("--tls-io", raw.tls_io,
-                             "auto (default: bio for uring, socket otherwise), socket (OpenSSL on "
-                             "the fd) or bio (memory BIOs)"));
-  t.push_back(app.add_option("--tls-version", o.tls.version, "1.2 or 1.3 (default)"));
-  t.push_back(app.add_option("--cipher", o.tls.cipher,
-                             "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305"));
-  t.push_back(app.add_flag("--tls-read-ahead", o.tls.read_ahead,
-                           "Let OpenSSL read ahead (fewer read calls)"));
-  t.push_back(app.add_option("--tls-max-fragment", raw.max_fragment,
-                             "Largest record sent, 512..16384 (default 16384)"));
-  t.push_back(app.add_option("--ktls", raw.ktls, "Kernel TLS: auto (default), on, off"));
-  t.push_back(app.add_option("--tls-ca", o.tls.ca_file,
-                             "CA file to verify the server (default: system CAs)"));
-  t.push_back(app.add_flag("--tls-insecure", o.tls.insecure,
-                           "Do not verify the server (the report says so)"));
-  t.push_back(
-      app.add_option("--tls-server-name", o.tls.server_name, "Name to verify (default: the host)"));
-  for (CLI::Option* opt : t) opt->group("TLS (with --proto tls)");
+  add_tls_options(app, o.tls, raw);
 }
 
 Status parse_cache_max(const std::string& text, uint64_t& max) {
@@ -271,22 +283,10 @@ Status resolve_token(std::string& token) {
   return {};
 }
 
-Status validate_client(ClientOptions& o, RawClient& raw) {
-  if (auto st = resolve_token(o.auth_token); !st) return st;
-  if (auto st = parse_named(o, raw); !st) return st;
-  if (!raw.max_fragment.empty()) {
-    auto v = parse_size(raw.max_fragment, "--tls-max-fragment", 512, 16384);
-    if (!v) return std::unexpected(v.error());
-    o.tls.max_fragment = *v;
-  }
-  if (auto st = tls::validate(o.tls); !st) return st;
-  if (o.proto == Proto::kTcp) {
-    for (const CLI::Option* opt : raw.tls_options) {
-      if (opt->count() > 0) return fail(fmt::format("{} needs --proto tls", opt->get_name()));
-    }
-  }
-  if (auto st = validate_engines(o); !st) return st;
-  if (auto st = parse_cpus(raw.cpus, o); !st) return st;
+namespace {
+
+// --buf, --send-buf and --recv-buf: one BufPair per run size.
+Status parse_bufs(ClientOptions& o, const RawClient& raw) {
   std::vector<bool> adaptive;
   auto both = buf_list(raw.buf, adaptive);
   if (!both) return std::unexpected(both.error());
@@ -312,6 +312,28 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
   o.bufs.clear();
   for (size_t i = 0; i < runs; ++i)
     o.bufs.push_back({pick(*send, i), pick(*recv, i), adaptive.empty() ? false : adaptive[i]});
+  return {};
+}
+
+}  // namespace
+
+Status validate_client(ClientOptions& o, RawClient& raw) {
+  if (auto st = resolve_token(o.auth_token); !st) return st;
+  if (auto st = parse_named(o, raw); !st) return st;
+  if (!raw.max_fragment.empty()) {
+    auto v = parse_size(raw.max_fragment, "--tls-max-fragment", 512, 16384);
+    if (!v) return std::unexpected(v.error());
+    o.tls.max_fragment = *v;
+  }
+  if (auto st = tls::validate(o.tls); !st) return st;
+  if (o.proto == Proto::kTcp) {
+    for (const CLI::Option* opt : raw.tls_options) {
+      if (opt->count() > 0) return fail(fmt::format("{} needs --proto tls", opt->get_name()));
+    }
+  }
+  if (auto st = validate_engines(o); !st) return st;
+  if (auto st = parse_cpus(raw.cpus, o); !st) return st;
+  if (auto st = parse_bufs(o, raw); !st) return st;
   if (auto st = validate_conns(o, raw); !st) return st;
   if (auto st = refuse_no_effect(o, {.queue_depth = raw.queue_depth->count() > 0,
                                      .auth_token = raw.auth_token->count() > 0,
@@ -333,7 +355,8 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
     return fail(fmt::format("invalid --repeat '{}': expected 1..100000", o.repeat));
   if (o.warmup < 0 || o.warmup > 100000)
     return fail(fmt::format("invalid --warmup '{}': expected 0..100000", o.warmup));
-  for (auto [v, name] : {std::pair{o.timeout_s, "--timeout"}, {o.hello_timeout_s, "--hello-timeout"}})
+  for (auto [v, name] :
+       {std::pair{o.timeout_s, "--timeout"}, {o.hello_timeout_s, "--hello-timeout"}})
     if (!(v > 0 && v <= 3600))
       return fail(fmt::format("invalid {} '{}': expected seconds in (0, 3600]", name, v));
   if (!o.connect.empty() && o.reverse && !o.payload.file.empty())

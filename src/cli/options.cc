@@ -18,9 +18,15 @@
 namespace iobench {
 namespace {
 
-Status validate_server(ServerOptions& o, const std::string& max_bytes, const std::string& cache_max,
-                       const std::string& ktls, const std::string& kernel_counter) {
-  if (auto st = parse_cache_max(cache_max, o.cache_max); !st) return st;
+// The server's options as typed, before validate_server reads them.
+struct RawServer {
+  std::string max_bytes, cache_max, ktls = "auto", kernel_counter = "auto";
+};
+
+Status validate_server(ServerOptions& o, const RawServer& raw) {
+  const std::string& max_bytes = raw.max_bytes;
+  const std::string& ktls = raw.ktls;
+  if (auto st = parse_cache_max(raw.cache_max, o.cache_max); !st) return st;
   if (o.tls.cert_file.empty() != o.tls.key_file.empty())
     return fail(o.tls.cert_file.empty() ? "--tls-key needs --tls-cert"
                                         : "--tls-cert needs --tls-key");
@@ -37,7 +43,7 @@ Status validate_server(ServerOptions& o, const std::string& max_bytes, const std
   if (auto st = resolve_token(o.auth_token); !st) return st;
   if (o.max_conns < 1 || o.max_conns > 4096)
     return fail(fmt::format("invalid --max-conns '{}': expected 1..4096", o.max_conns));
-  auto counter = parse_option<CounterKind>("--kernel-counter", kernel_counter);
+  auto counter = parse_option<CounterKind>("--kernel-counter", raw.kernel_counter);
   if (!counter) return std::unexpected(counter.error());
   o.kernel_counter = *counter;
   for (auto [v, name] : {std::pair{o.handshake_timeout_s, "--handshake-timeout"},
@@ -69,108 +75,127 @@ CounterKind counter_kind_of(SyscallsMode m) {
   }
 }
 
-Result<Command> parse_command_line(int argc, const char* const* argv) {
-  CLI::App app{"iobench: network I/O buffer-size benchmark (TCP, replication payload)", "iobench"};
-  app.require_subcommand(0, 1);
+namespace {
 
-  ClientOptions loop_opts;
-  RawClient loop_raw;
-  add_client_options(app, loop_opts, loop_raw);
-  group_client_options(app);
-
-  ClientOptions client_opts;
-  RawClient client_raw;
-  auto* client = app.add_subcommand("client", "Run against `iobench server` on another host");
-  add_client_options(*client, client_opts, client_raw);
-  group_client_options(*client);
-  client->add_option("--connect,-c", client_opts.connect, "Server address HOST:PORT")->required();
-
-  ServerOptions server_opts;
-  std::string max_bytes;
+CLI::App* add_server_command(CLI::App& app, ServerOptions& o, RawServer& raw) {
   auto* server = app.add_subcommand("server", "Serve clients until stopped");
-  server->add_option("--listen,-l", server_opts.listen,
+  server->add_option("--listen,-l", o.listen,
                      "Address to listen on, ADDR[:PORT] (default 127.0.0.1:5210)");
-  server->add_option("--handshake-timeout", server_opts.handshake_timeout_s,
+  server->add_option("--handshake-timeout", o.handshake_timeout_s,
                      "Seconds a client has to say hello (default 5)");
-  server->add_option("--idle-timeout", server_opts.idle_timeout_s,
+  server->add_option("--idle-timeout", o.idle_timeout_s,
                      "Seconds without progress before a session is dropped (default 30)");
-  server->add_option("--max-bytes", max_bytes, "Largest --bytes a client may ask for");
-  server->add_option("--auth-token", server_opts.auth_token,
+  server->add_option("--max-bytes", raw.max_bytes, "Largest --bytes a client may ask for");
+  server->add_option("--auth-token", o.auth_token,
                      "Refuse clients without this token (default: $IOBENCH_AUTH_TOKEN)");
-  unsigned_option(server->add_option("--max-conns", server_opts.max_conns,
+  unsigned_option(server->add_option("--max-conns", o.max_conns,
                                      "Sessions served at once; more are refused (default 128)"));
-  std::string server_cache_max;
-  add_cache_options(*server, server_opts.cache_dir, server_cache_max);
-  std::string server_ktls = "auto", kernel_counter = "auto";
-  server->add_option("--kernel-counter", kernel_counter,
+  add_cache_options(*server, o.cache_dir, raw.cache_max);
+  server->add_option("--kernel-counter", raw.kernel_counter,
                      "Syscall counters for clients that ask: auto (eBPF, else perf tracepoints), "
                      "bpf, tracepoints or taskio (free; reads and writes only)");
-  server->add_flag("--quiet,-q", server_opts.quiet, "No per-client log lines");
-  server->add_option("--tls-cert", server_opts.tls.cert_file, "Certificate chain (PEM): TLS only");
-  server->add_option("--tls-key", server_opts.tls.key_file, "Private key (PEM) for --tls-cert");
-  server->add_option("--ktls", server_ktls, "Kernel TLS: auto (default) or off");
+  server->add_flag("--quiet,-q", o.quiet, "No per-client log lines");
+  server->add_option("--tls-cert", o.tls.cert_file, "Certificate chain (PEM): TLS only");
+  server->add_option("--tls-key", o.tls.key_file, "Private key (PEM) for --tls-cert");
+  server->add_option("--ktls", raw.ktls, "Kernel TLS: auto (default) or off");
+  return server;
+}
 
-  PayloadCommand payload_cmd;
-  RawPayload payload_raw;
+CLI::App* add_payload_command(CLI::App& app, PayloadCommand& c, RawPayload& raw) {
   auto* payload = app.add_subcommand("payload", "Write the payload stream to a file");
-  add_payload_options(*payload, payload_cmd.payload, payload_raw);
-  auto* out = payload->add_option("--out,-o", payload_cmd.out, "Write the payload to this file");
-  auto* list = payload->add_flag("--list", payload_cmd.list,
-                                 "List the cached payloads, most recently used first");
-  auto* clear = payload->add_flag("--clear", payload_cmd.clear, "Remove every cached payload");
+  add_payload_options(*payload, c.payload, raw);
+  auto* out = payload->add_option("--out,-o", c.out, "Write the payload to this file");
+  auto* list =
+      payload->add_flag("--list", c.list, "List the cached payloads, most recently used first");
+  auto* clear = payload->add_flag("--clear", c.clear, "Remove every cached payload");
   out->excludes(list)->excludes(clear);
   list->excludes(clear);
-  payload->add_flag("-q,--quiet", payload_cmd.quiet, "No progress line while the payload is built");
+  payload->add_flag("-q,--quiet", c.quiet, "No progress line while the payload is built");
+  return payload;
+}
 
-  auto* doctor = app.add_subcommand("doctor", "Print what this host offers a benchmark");
-  auto* protocol = app.add_subcommand(
-      "protocol", "Print the control protocol's layout (JSON): version, every message's fields");
+// Every command and option, declared once; command() validates the one that was used.
+struct CommandLine {
+  CLI::App app{"iobench: network I/O buffer-size benchmark (TCP, replication payload)", "iobench"};
+  ClientOptions loop_opts, client_opts;
+  RawClient loop_raw, client_raw;
+  ServerOptions server_opts;
+  RawServer server_raw;
+  PayloadCommand payload_cmd;
+  RawPayload payload_raw;
+  CLI::App* client = nullptr;
+  CLI::App* server = nullptr;
+  CLI::App* payload = nullptr;
+  CLI::App* doctor = nullptr;
+  CLI::App* protocol = nullptr;
   bool version = false;
-  app.add_flag("--version,-V", version, "Print iobench's version and protocol version, and exit");
   bool manpage = false;  // hidden: the build writes iobench.1 with it
-  app.add_flag("--manpage", manpage, "Print the manual page (roff)")->group("");
 
-  try {
-    app.parse(argc, const_cast<char**>(argv));
-  } catch (const CLI::CallForHelp&) {
-    return HelpRequested{parsing(app)->help()};
-  } catch (const CLI::ParseError& e) {
-    return fail(explain_parse_error(*parsing(app), argc, argv, e).value_or(e.what()));
+  CommandLine() {
+    app.require_subcommand(0, 1);
+    add_client_options(app, loop_opts, loop_raw);
+    group_client_options(app);
+    client = app.add_subcommand("client", "Run against `iobench server` on another host");
+    add_client_options(*client, client_opts, client_raw);
+    group_client_options(*client);
+    client->add_option("--connect,-c", client_opts.connect, "Server address HOST:PORT")
+        ->required();
+    server = add_server_command(app, server_opts, server_raw);
+    payload = add_payload_command(app, payload_cmd, payload_raw);
+    doctor = app.add_subcommand("doctor", "Print what this host offers a benchmark");
+    protocol = app.add_subcommand(
+        "protocol", "Print the control protocol's layout (JSON): version, every message's fields");
+    app.add_flag("--version,-V", version, "Print iobench's version and protocol version, and exit");
+    app.add_flag("--manpage", manpage, "Print the manual page (roff)")->group("");
   }
+  CommandLine(const CommandLine&) = delete;
+  CommandLine& operator=(const CommandLine&) = delete;
 
-  if (version)
+  // The parsed command, validated.
+  Result<Command> command() {
+    // Loopback options typed before a subcommand would be silently ignored: refuse them.
+    if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed()) {
+      for (const CLI::Option* opt : app.get_options()) {
+        if (opt->count() > 0)
+          return fail(fmt::format("option {} must follow the subcommand", opt->get_name()));
+      }
+    }
+    if (doctor->parsed()) return DoctorCommand{};
+    if (server->parsed()) {
+      if (auto s = validate_server(server_opts, server_raw); !s) return std::unexpected(s.error());
+      return server_opts;
+    }
+    if (payload->parsed()) {
+      if (auto s = validate_payload(payload_cmd.payload, payload_raw); !s)
+        return std::unexpected(s.error());
+      if (payload_cmd.out.empty() && !payload_cmd.list && !payload_cmd.clear)
+        return fail("payload needs --out FILE, --list or --clear");
+      return payload_cmd;
+    }
+    ClientOptions& o = client->parsed() ? client_opts : loop_opts;
+    if (auto s = validate_client(o, client->parsed() ? client_raw : loop_raw); !s)
+      return std::unexpected(s.error());
+    return o;
+  }
+};
+
+}  // namespace
+
+Result<Command> parse_command_line(int argc, const char* const* argv) {
+  CommandLine cl;
+  try {
+    cl.app.parse(argc, const_cast<char**>(argv));
+  } catch (const CLI::CallForHelp&) {
+    return HelpRequested{parsing(cl.app)->help()};
+  } catch (const CLI::ParseError& e) {
+    return fail(explain_parse_error(*parsing(cl.app), argc, argv, e).value_or(e.what()));
+  }
+  if (cl.version)
     return HelpRequested{fmt::format("iobench {} (commit {}, control protocol {})\n",
                                      IOBENCH_VERSION, IOBENCH_GIT_COMMIT, proto::kVersion)};
-  if (protocol->parsed()) return HelpRequested{proto::layout_json()};
-  if (manpage) return HelpRequested{render_manpage(app, IOBENCH_VERSION)};
-  // Loopback options typed before a subcommand would be silently ignored: refuse them.
-  if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed()) {
-    for (const CLI::Option* opt : app.get_options()) {
-      if (opt->count() > 0)
-        return fail(fmt::format("option {} must follow the subcommand", opt->get_name()));
-    }
-  }
-  if (doctor->parsed()) return DoctorCommand{};
-  if (server->parsed()) {
-    if (auto s =
-            validate_server(server_opts, max_bytes, server_cache_max, server_ktls, kernel_counter);
-        !s)
-      return std::unexpected(s.error());
-    return server_opts;
-  }
-  if (payload->parsed()) {
-    if (auto s = validate_payload(payload_cmd.payload, payload_raw); !s)
-      return std::unexpected(s.error());
-    if (payload_cmd.out.empty() && !payload_cmd.list && !payload_cmd.clear)
-      return fail("payload needs --out FILE, --list or --clear");
-    return payload_cmd;
-  }
-  if (client->parsed()) {
-    if (auto s = validate_client(client_opts, client_raw); !s) return std::unexpected(s.error());
-    return client_opts;
-  }
-  if (auto s = validate_client(loop_opts, loop_raw); !s) return std::unexpected(s.error());
-  return loop_opts;
+  if (cl.protocol->parsed()) return HelpRequested{proto::layout_json()};
+  if (cl.manpage) return HelpRequested{render_manpage(cl.app, IOBENCH_VERSION)};
+  return cl.command();
 }
 
 }  // namespace iobench

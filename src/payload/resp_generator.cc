@@ -89,29 +89,9 @@ void RespGenerator::value(std::string& out, size_t n) {
   bulk(out, scratch_);
 }
 
-void RespGenerator::command(std::string& out) {
-  ++commands_;
-  if (db_ < 0 || below(2000) == 0) {
-    db_ = static_cast<int>(below(16));
-    array_header(out, 2);
-    bulk(out, "SELECT");
-    bulk(out, std::to_string(db_));
-    return;
-  }
-  const uint64_t r = below(100);
-  if (r < 30) {  // SET key value
-    array_header(out, 3);
-    bulk(out, "SET");
-    key(out, "str", 1000000);
-    value(out, value_size());
-  } else if (r < 42) {  // SET key value PX ms
-    array_header(out, 5);
-    bulk(out, "SET");
-    key(out, "str", 1000000);
-    value(out, value_size());
-    bulk(out, "PX");
-    bulk(out, std::to_string(60000 + below(86400000)));
-  } else if (r < 57) {  // HSET key f v [f v ...]
+// HSET, RPUSH or ZADD (r in 42..77 of command()'s 0..99 draw).
+void RespGenerator::collection(std::string& out, uint64_t r) {
+  if (r < 57) {  // HSET key f v [f v ...]
     const size_t fields = 1 + below(4);
     array_header(out, 2 + 2 * fields);
     bulk(out, "HSET");
@@ -135,6 +115,52 @@ void RespGenerator::command(std::string& out) {
       bulk(out, fmt::format("{}.{}", below(1000000), below(100)));
       bulk(out, fmt::format("member:{:08}", below(10000000)));
     }
+  }
+}
+
+// MULTI ... EXEC, as a primary propagates a transaction.
+void RespGenerator::transaction(std::string& out) {
+  array_header(out, 1);
+  bulk(out, "MULTI");
+  const size_t n = 2 + below(4);
+  for (size_t i = 0; i < n; ++i) {
+    array_header(out, 3);
+    bulk(out, "INCRBY");
+    key(out, "counter", 50000);
+    bulk(out, std::to_string(1 + below(100)));
+    array_header(out, 3);
+    bulk(out, "SET");
+    key(out, "str", 1000000);
+    value(out, value_size());
+  }
+  array_header(out, 1);
+  bulk(out, "EXEC");
+}
+
+void RespGenerator::command(std::string& out) {
+  ++commands_;
+  if (db_ < 0 || below(2000) == 0) {
+    db_ = static_cast<int>(below(16));
+    array_header(out, 2);
+    bulk(out, "SELECT");
+    bulk(out, std::to_string(db_));
+    return;
+  }
+  const uint64_t r = below(100);
+  if (r < 30) {  // SET key value
+    array_header(out, 3);
+    bulk(out, "SET");
+    key(out, "str", 1000000);
+    value(out, value_size());
+  } else if (r < 42) {  // SET key value PX ms
+    array_header(out, 5);
+    bulk(out, "SET");
+    key(out, "str", 1000000);
+    value(out, value_size());
+    bulk(out, "PX");
+    bulk(out, std::to_string(60000 + below(86400000)));
+  } else if (r < 78) {
+    collection(out, r);
   } else if (r < 88) {  // INCRBY counter n
     array_header(out, 3);
     bulk(out, "INCRBY");
@@ -150,22 +176,8 @@ void RespGenerator::command(std::string& out) {
     bulk(out, "PEXPIREAT");
     key(out, "str", 1000000);
     bulk(out, std::to_string(kFutureMs + below(86400000)));
-  } else {  // MULTI ... EXEC, as a primary propagates a transaction
-    array_header(out, 1);
-    bulk(out, "MULTI");
-    const size_t n = 2 + below(4);
-    for (size_t i = 0; i < n; ++i) {
-      array_header(out, 3);
-      bulk(out, "INCRBY");
-      key(out, "counter", 50000);
-      bulk(out, std::to_string(1 + below(100)));
-      array_header(out, 3);
-      bulk(out, "SET");
-      key(out, "str", 1000000);
-      value(out, value_size());
-    }
-    array_header(out, 1);
-    bulk(out, "EXEC");
+  } else {
+    transaction(out);
   }
 }
 

@@ -31,6 +31,8 @@ class RespGenerator {
   void key(std::string& out, const char* family, uint64_t space);
   void value(std::string& out, size_t n);
   void command(std::string& out);
+  void collection(std::string& out, uint64_t r);
+  void transaction(std::string& out);
   static void bulk(std::string& out, std::string_view s);
   static void array_header(std::string& out, size_t n);
 

@@ -64,6 +64,36 @@ std::vector<std::string> perf_events() {
   return ev;
 }
 
+// The forked child: the tool with stdio on /dev/null and, for perf, its control pipe's read end
+// on descriptor 3 and its acknowledgement pipe's write end on 4. Never returns.
+[[noreturn]] void exec_tool(std::vector<std::string>& args, int ctl_read, int ack_write) {
+  const int devnull = ::open("/dev/null", O_RDWR);
+  dup2(devnull, STDIN_FILENO);
+  dup2(devnull, STDOUT_FILENO);
+  dup2(devnull, STDERR_FILENO);
+  if (ctl_read >= 0) {
+    // Via high descriptors first: a pipe end may itself be 3 or 4 (or /dev/null may be).
+    const int c = fcntl(ctl_read, F_DUPFD, 10);
+    const int a = fcntl(ack_write, F_DUPFD, 10);
+    dup2(c, 3);  // dup2 to another number clears close-on-exec on the copy
+    dup2(a, 4);
+  }
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  _exit(127);
+}
+
+// Tells an attached `perf stat -D -1 --control` to enable its counters; true once it acked.
+bool enable_perf(int ctl_write, int ack_read) {
+  const bool sent = ::write(ctl_write, "enable\n", 7) == 7;
+  char reply[8] = {};
+  pollfd p{ack_read, POLLIN, 0};
+  return sent && ::poll(&p, 1, 5000) == 1 && ::read(ack_read, reply, 4) > 0;
+}
+
 }  // namespace
 
 Result<Tracer> Tracer::attach(const std::string& tool, pid_t pid, const std::string& out_file) {
@@ -94,25 +124,7 @@ Result<Tracer> Tracer::attach(const std::string& tool, pid_t pid, const std::str
     close_pipes();
     return fail(fmt::format("fork: {}", std::strerror(errno)));
   }
-  if (child == 0) {
-    const int devnull = ::open("/dev/null", O_RDWR);
-    dup2(devnull, STDIN_FILENO);
-    dup2(devnull, STDOUT_FILENO);
-    dup2(devnull, STDERR_FILENO);
-    if (ctl[0] >= 0) {
-      // Via high descriptors first: a pipe end may itself be 3 or 4 (or /dev/null may be).
-      const int c = fcntl(ctl[0], F_DUPFD, 10);
-      const int a = fcntl(ack[1], F_DUPFD, 10);
-      dup2(c, 3);  // dup2 to another number clears close-on-exec on the copy
-      dup2(a, 4);
-    }
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
+  if (child == 0) exec_tool(args, ctl[0], ack[1]);
   if (ctl[0] >= 0) {
     ::close(ctl[0]);
     ::close(ack[1]);
@@ -140,14 +152,9 @@ Result<Tracer> Tracer::attach(const std::string& tool, pid_t pid, const std::str
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  if (tool == "perf") {
-    const bool sent = ::write(ctl[1], "enable\n", 7) == 7;
-    char reply[8] = {};
-    pollfd p{ack[0], POLLIN, 0};
-    const bool acked = sent && ::poll(&p, 1, 5000) == 1 && ::read(ack[0], reply, 4) > 0;
-    close_pipes();
-    if (!acked) return fail("--syscalls perf: perf stat did not acknowledge 'enable'");
-  }
+  const bool acked = tool != "perf" || enable_perf(ctl[1], ack[0]);
+  close_pipes();
+  if (!acked) return fail("--syscalls perf: perf stat did not acknowledge 'enable'");
   return t;
 }
 

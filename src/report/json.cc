@@ -99,8 +99,7 @@ json side_json(const proto::SideResult& r, bool client_sends,
         {"rcvbuf_bytes", r.rcvbuf_bytes},
         {"nodelay", r.nodelay},
         {"mtu_bytes", r.mtu_bytes},
-        {"notsent_lowat_bytes",
-         r.notsent_lowat == 0 ? json(nullptr) : json(r.notsent_lowat)}}},
+        {"notsent_lowat_bytes", r.notsent_lowat == 0 ? json(nullptr) : json(r.notsent_lowat)}}},
       {"syscalls", syscalls_json(r, f)},
       {"tls", tls_json(r)},
   };
@@ -196,33 +195,33 @@ json options_json(const Report& r) {
   for (const auto& b : o.bufs)
     bufs.push_back({{"send", b.send_bytes}, {"recv", b.recv_bytes}, {"adaptive", b.adaptive}});
   json doc = {{"mode", name_of(r.mode)},
-          {"server", r.server},
-          {"proto", name_of(o.proto)},
-          {"engine", name_of(o.engine)},
-          {"send_engine", name_of(o.send_engine)},
-          {"recv_engine", name_of(o.recv_engine)},
-          {"bufs", bufs},
-          {"bytes", o.payload.bytes},
-          {"payload", r.payload_source},
-          {"seed", o.payload.seed},
-          {"zstd_level", o.payload.zstd_level},
-          {"sndbuf_requested", o.sndbuf},
-          {"rcvbuf_requested", o.rcvbuf},
-          {"nodelay", o.nodelay},
-          {"reverse", o.reverse},
-          {"decompress", o.decompress},
-          {"repeat", o.repeat},
-          {"warmup", o.warmup},
-          {"timeout_s", o.timeout_s},
-          {"conns", o.conns},
-          {"stagger_s", o.stagger_s},
-          {"bytes_spread", o.bytes_spread},
-          {"budget_bytes", o.budget},
-          {"buf_min_bytes", o.buf_min},
-          {"buf_max_bytes", o.buf_max},
-          {"syscalls", name_of(o.syscalls)},
-          {"sender_cpu", o.sender_cpu < 0 ? json(nullptr) : json(o.sender_cpu)},
-          {"receiver_cpu", o.receiver_cpu < 0 ? json(nullptr) : json(o.receiver_cpu)}};
+              {"server", r.server},
+              {"proto", name_of(o.proto)},
+              {"engine", name_of(o.engine)},
+              {"send_engine", name_of(o.send_engine)},
+              {"recv_engine", name_of(o.recv_engine)},
+              {"bufs", bufs},
+              {"bytes", o.payload.bytes},
+              {"payload", r.payload_source},
+              {"seed", o.payload.seed},
+              {"zstd_level", o.payload.zstd_level},
+              {"sndbuf_requested", o.sndbuf},
+              {"rcvbuf_requested", o.rcvbuf},
+              {"nodelay", o.nodelay},
+              {"reverse", o.reverse},
+              {"decompress", o.decompress},
+              {"repeat", o.repeat},
+              {"warmup", o.warmup},
+              {"timeout_s", o.timeout_s},
+              {"conns", o.conns},
+              {"stagger_s", o.stagger_s},
+              {"bytes_spread", o.bytes_spread},
+              {"budget_bytes", o.budget},
+              {"buf_min_bytes", o.buf_min},
+              {"buf_max_bytes", o.buf_max},
+              {"syscalls", name_of(o.syscalls)},
+              {"sender_cpu", o.sender_cpu < 0 ? json(nullptr) : json(o.sender_cpu)},
+              {"receiver_cpu", o.receiver_cpu < 0 ? json(nullptr) : json(o.receiver_cpu)}};
   // The engines' tuning, every field of its list (trigger mode, queue depth, zero-copy, ...).
   describe(o.tuning, [&](const Field& f, const auto& v) {
     if constexpr (NamedEnum<std::decay_t<decltype(v)>>)
@@ -246,83 +245,97 @@ json tls_crypto_json(const Report& r) {
 
 }  // namespace
 
+namespace {
+
+// How each figure was obtained: the JSON's `sources` block.
+json sources_json() {
+  return {{"duration_ns",
+           "CLOCK_MONOTONIC around the data phase: sender from first write to the "
+           "receiver's RESULT (end-to-end ack); receiver from first read to last byte "
+           "consumed"},
+          {"cpu_user_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
+          {"cpu_sys_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
+          {"cpu_s", "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) delta (exact, all threads)"},
+          {"io_calls",
+           "counted: read/write calls the engine issued on its stream (TLS: SSL_read / "
+           "SSL_write calls)"},
+          {"syscalls",
+           {{"source", "counted"},
+            {"how",
+             "read(2)/write(2) issued underneath the stream: by the engine for "
+             "TCP, by OpenSSL's socket BIO (socket model) or by iobench (bio "
+             "model) for TLS; counted from the data phase only"}}},
+          {"records", "TLS record headers seen by OpenSSL's message callback"},
+          {"socket", "getsockopt on the connected socket after setup"},
+          {"placement",
+           "per side: sched_setaffinity of the data phase's thread (--cpus), its allowed set "
+           "(sched_getaffinity before pinning) and sched_getcpu at the data phase's start and "
+           "end"},
+          {"softirqs",
+           "per run: /proc/softirqs NET_RX and NET_TX per CPU, read by the client before the "
+           "session opens and after it closes (host-wide counters)"},
+          {"tls_cost",
+           "per size and side: cpu_s_per_gib (median) minus tls_crypto's encrypt (sender) or "
+           "decrypt (receiver) cost; records and syscalls from the summary"},
+          {"tls_crypto",
+           "EVP AEAD seal and open of records of each size the runs moved, each record with its "
+           "own nonce and tag, timed with CLOCK_THREAD_CPUTIME_ID for 15 ms each way in the "
+           "client after the runs"},
+          {"processes",
+           "whole processes: the client's getrusage(RUSAGE_SELF) when the report is made, the "
+           "loopback server's and the strace/perf tools' rusage from wait4 once reaped (the "
+           "total is exact, the user/sys split tick-sampled); data_phases_cpu_s sums this "
+           "process's side of the measured runs, other_runs_cpu_s of warm-up and counting runs, "
+           "payload_cpu_s the payload's building or mapping; rest_cpu_s is the remainder"}};
+}
+
+json run_json(const Report& r, const RunRecord& run) {
+  const bool client_sends = !r.options.reverse;
+  json one = {
+      {"run", run.run},
+      {"sender", run.sender_reported ? side_json(run.sender, client_sends, run.sender_tracer)
+                                     : json(nullptr)},
+      {"receiver", run.receiver_reported
+                       ? side_json(run.receiver, client_sends, run.receiver_tracer)
+                       : json(nullptr)}};
+  if (run.group) one["group"] = group_json(*run.group, client_sends);
+  one["partial"] = run.partial;
+  if (!run.softirqs.empty())
+    one["softirqs"] = {
+        {"host", r.mode == RunMode::kLoopback ? "this host: both sides" : "the client's"},
+        {"net_rx_per_cpu", run.softirqs.net_rx},
+        {"net_tx_per_cpu", run.softirqs.net_tx}};
+  return one;
+}
+
+json size_json(const Report& r, const SizeResults& size) {
+  json runs = json::array();
+  for (const auto& run : size.runs) runs.push_back(run_json(r, run));
+  json out = {{"send_buf_bytes", size.buf.send_bytes},
+              {"recv_buf_bytes", size.buf.recv_bytes},
+              {"label", buf_label(size.buf)},
+              {"adaptive", size.buf.adaptive},
+              {"runs", runs},
+              {"counting_run", size.counting_run ? run_json(r, *size.counting_run) : nullptr},
+              {"summary",
+               {{"sender", summary_json(summarize(size, true))},
+                {"receiver", summary_json(summarize(size, false))}}}};
+  if (!r.crypto.empty()) out["tls_cost"] = tls_cost_json(r, size);
+  return out;
+}
+
+}  // namespace
+
 json render_json(const Report& r) {
   json results = json::array();
-  for (const auto& size : r.sizes) {
-    auto run_json = [&](const RunRecord& run) {
-      json one = {{"run", run.run},
-                  {"sender", run.sender_reported ? side_json(run.sender, !r.options.reverse,
-                                                             run.sender_tracer)
-                                                 : json(nullptr)},
-                  {"receiver", run.receiver_reported ? side_json(run.receiver, !r.options.reverse,
-                                                                 run.receiver_tracer)
-                                                     : json(nullptr)}};
-      if (run.group) one["group"] = group_json(*run.group, !r.options.reverse);
-      one["partial"] = run.partial;
-      if (!run.softirqs.empty())
-        one["softirqs"] = {{"host", r.mode == RunMode::kLoopback ? "this host: both sides" : "the client's"},
-                           {"net_rx_per_cpu", run.softirqs.net_rx},
-                           {"net_tx_per_cpu", run.softirqs.net_tx}};
-      return one;
-    };
-    json runs = json::array();
-    for (const auto& run : size.runs) runs.push_back(run_json(run));
-    results.push_back({{"send_buf_bytes", size.buf.send_bytes},
-                       {"recv_buf_bytes", size.buf.recv_bytes},
-                       {"label", buf_label(size.buf)},
-                       {"adaptive", size.buf.adaptive},
-                       {"runs", runs},
-                       {"counting_run", size.counting_run ? run_json(*size.counting_run) : nullptr},
-                       {"summary",
-                        {{"sender", summary_json(summarize(size, true))},
-                         {"receiver", summary_json(summarize(size, false))}}}});
-    if (!r.crypto.empty()) results.back()["tls_cost"] = tls_cost_json(r, size);
-  }
+  for (const auto& size : r.sizes) results.push_back(size_json(r, size));
   return {
       {"schema_version", kSchemaVersion},
       {"tool", "iobench"},
       {"interrupted", r.interrupted.empty() ? json(nullptr) : json(r.interrupted)},
       {"context", r.context},
       {"options", options_json(r)},
-      {"sources",
-       {{"duration_ns",
-         "CLOCK_MONOTONIC around the data phase: sender from first write to the "
-         "receiver's RESULT (end-to-end ack); receiver from first read to last byte "
-         "consumed"},
-        {"cpu_user_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
-        {"cpu_sys_s", "getrusage(RUSAGE_SELF) delta; split sampled per scheduler tick"},
-        {"cpu_s", "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) delta (exact, all threads)"},
-        {"io_calls",
-         "counted: read/write calls the engine issued on its stream (TLS: SSL_read / "
-         "SSL_write calls)"},
-        {"syscalls",
-         {{"source", "counted"},
-          {"how",
-           "read(2)/write(2) issued underneath the stream: by the engine for "
-           "TCP, by OpenSSL's socket BIO (socket model) or by iobench (bio "
-           "model) for TLS; counted from the data phase only"}}},
-        {"records", "TLS record headers seen by OpenSSL's message callback"},
-        {"socket", "getsockopt on the connected socket after setup"},
-        {"placement",
-         "per side: sched_setaffinity of the data phase's thread (--cpus), its allowed set "
-         "(sched_getaffinity before pinning) and sched_getcpu at the data phase's start and "
-         "end"},
-        {"softirqs",
-         "per run: /proc/softirqs NET_RX and NET_TX per CPU, read by the client before the "
-         "session opens and after it closes (host-wide counters)"},
-        {"tls_cost",
-         "per size and side: cpu_s_per_gib (median) minus tls_crypto's encrypt (sender) or "
-         "decrypt (receiver) cost; records and syscalls from the summary"},
-        {"tls_crypto",
-         "EVP AEAD seal and open of records of each size the runs moved, each record with its "
-         "own nonce and tag, timed with CLOCK_THREAD_CPUTIME_ID for 15 ms each way in the "
-         "client after the runs"},
-        {"processes",
-         "whole processes: the client's getrusage(RUSAGE_SELF) when the report is made, the "
-         "loopback server's and the strace/perf tools' rusage from wait4 once reaped (the "
-         "total is exact, the user/sys split tick-sampled); data_phases_cpu_s sums this "
-         "process's side of the measured runs, other_runs_cpu_s of warm-up and counting runs, "
-         "payload_cpu_s the payload's building or mapping; rest_cpu_s is the remainder"}}},
+      {"sources", sources_json()},
       {"processes", process_cpu_json(r.processes)},
       {"tls_crypto", tls_crypto_json(r)},
       {"results", results},

@@ -161,93 +161,126 @@ void time_tls_crypto(Report& report) {
       report.crypto.push_back(*c);
 }
 
+namespace {
+
+// One of a size's runs: a warm-up, a measured run, or the counting run (the last, with
+// --syscalls auto).
+struct Step {
+  bool counting = false;
+  bool measured = false;
+  int index = 0;  // the measured run's number; -1: the counting run
+  std::string name;
+};
+
+Step step_of(const ClientOptions& o, int i, int steps, bool counting_run) {
+  Step s;
+  s.counting = counting_run && i == steps - 1;
+  s.measured = i >= o.warmup && !s.counting;
+  s.index = s.counting ? -1 : i - o.warmup;
+  s.name = s.counting   ? std::string("the counting run")
+           : s.measured ? fmt::format("run {}", s.index)
+                        : fmt::format("warm-up run {}", i);
+  return s;
+}
+
+// What every run of a series shares: the options (and, with --syscalls auto, the measured runs'
+// uncounted copy of them), the server, the payload, the engine and the TLS context.
+struct Series {
+  const ClientOptions& o;
+  ClientOptions uncounted;
+  bool counting_run;  // --syscalls auto: the kernel counts in a run of its own per size
+  const HostPort& server;
+  const Payload* payload;
+  Engine& engine;
+  const tls::Context* tls;
+  pid_t local_server;
+  LiveLine& live;
+
+  // One run: a group or a lone connection, as the server will see it (both sides decide from
+  // the same HELLO), with the softirqs around it; its data phases are tallied in `report`.
+  Result<RunRecord> run(const BufPair& buf, const Step& step, int i, Report& report) {
+    const ClientOptions& ro = step.counting || !counting_run ? o : uncounted;
+    const SoftirqCounts softirqs_before = read_softirqs();
+    live.begin_run(live_label(o, buf, i, step.counting), o.payload.bytes * o.conns, step.counting);
+    const bool grouped = plan_side(make_hello(ro, buf), Side::kClient, client_choice(ro)).grouped;
+    auto rec = grouped ? run_group(ro, server, buf, payload, tls)
+                       : run_once(ro, server, buf, payload, engine, tls, local_server, live);
+    live.end_run();
+    if (!rec) return rec;
+    rec->softirqs = softirq_delta(softirqs_before, read_softirqs());
+    if (interrupt::received()) rec->partial = true;
+    rec->run = step.index;
+    if (step.measured && counting_run) mark_counted_apart(*rec);
+    tally_data_phases(report, *rec, step.measured);
+    return rec;
+  }
+};
+
+// Why a run ends the series (nullopt: it does not): an interrupt, a failed group, an error.
+std::optional<std::string> stop_reason(const Result<RunRecord>& rec, const BufPair& buf,
+                                       const Step& step) {
+  if (rec && rec->partial)
+    return fmt::format("interrupted by {}: {} of buf {} is partial",
+                       interrupt::name(interrupt::received()), step.name, buf_label(buf));
+  if (rec && rec->group && !rec->group->error.empty())
+    return fmt::format("buf {}: {}", buf_label(buf), rec->group->error);
+  if (rec) return std::nullopt;
+  std::string error = fmt::format("buf {}: {}", buf_label(buf), rec.error().message);
+  if (interrupt::received())
+    error = fmt::format("interrupted by {} ({})", interrupt::name(interrupt::received()), error);
+  return error;
+}
+
+// A run's record goes where the report shows it: the counting run apart, measured runs in the
+// table; a warm-up only when it failed as a group (its finished connections are reported).
+void keep(SizeResults& size, const RunRecord& rec, const Step& step, bool failed_group) {
+  if (step.counting)
+    size.counting_run = rec;
+  else if (step.measured || failed_group)
+    size.runs.push_back(rec);
+}
+
+Result<std::optional<tls::Context>> client_tls(const ClientOptions& o,
+                                               const tls::Identity* pinned) {
+  if (o.proto != Proto::kTls) return std::optional<tls::Context>{};
+  tls::TlsOptions mine = o.tls;
+  mine.io = tls::io_model_for(o.tls, o.client_engine() == EngineKind::kUring);
+  auto ctx = tls::Context::client(mine, pinned);
+  if (!ctx) return std::unexpected(ctx.error());
+  return std::optional<tls::Context>(std::move(*ctx));
+}
+
+}  // namespace
+
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error) {
   const SidePlan first = plan_side(make_hello(o, o.bufs.front()), Side::kClient, client_choice(o));
   auto engine = make_engine(first.engine, first.engine_options);
   if (!engine) return std::unexpected(engine.error());
-  std::optional<tls::Context> tls_ctx;
-  if (o.proto == Proto::kTls) {
-    tls::TlsOptions mine = o.tls;
-    mine.io = tls::io_model_for(o.tls, o.client_engine() == EngineKind::kUring);
-    auto ctx = tls::Context::client(mine, pinned);
-    if (!ctx) return std::unexpected(ctx.error());
-    tls_ctx = std::move(*ctx);
-  }
+  auto tls_ctx = client_tls(o, pinned);
+  if (!tls_ctx) return std::unexpected(tls_ctx.error());
   // --syscalls auto: the kernel counts in one run of its own per size, after the measured runs,
   // and the measured runs count nothing: no program on sys_enter while their CPU is measured (it
   // taxes every syscall of the machine). A forced counter counts in every measured run.
-  const bool counting_run = o.syscalls == SyscallsMode::kAuto;
-  ClientOptions uncounted = o;
-  if (counting_run) uncounted.syscalls = SyscallsMode::kOff;
-  const int steps = o.warmup + o.repeat + (counting_run ? 1 : 0);
   LiveLine live(!o.quiet && isatty(STDERR_FILENO));
+  Series series{o,       o,   o.syscalls == SyscallsMode::kAuto,
+                server,  payload, **engine,
+                *tls_ctx ? &**tls_ctx : nullptr, local_server, live};
+  if (series.counting_run) series.uncounted.syscalls = SyscallsMode::kOff;
+  const int steps = o.warmup + o.repeat + (series.counting_run ? 1 : 0);
   for (const BufPair& buf : o.bufs) {
     SizeResults size{buf, {}, std::nullopt};
     for (int i = 0; i < steps; ++i) {
-      const bool counting = counting_run && i == steps - 1;
-      const bool measured = i >= o.warmup && !counting;
-      const ClientOptions& ro = counting || !counting_run ? o : uncounted;
-      const int index = counting ? -1 : i - o.warmup;
-      const std::string name = counting   ? std::string("the counting run")
-                               : measured ? fmt::format("run {}", index)
-                                          : fmt::format("warm-up run {}", i);
-      const SoftirqCounts softirqs_before = read_softirqs();
-      live.begin_run(live_label(o, buf, i, counting), o.payload.bytes * o.conns, counting);
-      // Grouped as the server will see it: both sides decide from the same HELLO.
-      const bool grouped = plan_side(make_hello(ro, buf), Side::kClient, client_choice(ro)).grouped;
-      auto rec = grouped ? run_group(ro, server, buf, payload, tls_ctx ? &*tls_ctx : nullptr)
-                            : run_once(ro, server, buf, payload, **engine,
-                                       tls_ctx ? &*tls_ctx : nullptr, local_server, live);
-      live.end_run();
-      if (rec) rec->softirqs = softirq_delta(softirqs_before, read_softirqs());
-      if (rec && interrupt::received()) rec->partial = true;
-      if (rec) {
-        rec->run = index;
-        if (measured && counting_run) mark_counted_apart(*rec);
-        tally_data_phases(report, *rec, measured);
-      }
-      auto keep = [&](RunRecord& r) {
-        if (counting)
-          size.counting_run = r;
-        else if (measured)
-          size.runs.push_back(r);
-      };
-      auto flush_size = [&] {
+      const Step step = step_of(o, i, steps, series.counting_run);
+      auto rec = series.run(buf, step, i, report);
+      const std::optional<std::string> stop = stop_reason(rec, buf, step);
+      if (rec) keep(size, *rec, step, stop && !rec->partial);
+      if (stop) {
+        error = *stop;
         if (!size.runs.empty() || size.counting_run) report.sizes.push_back(std::move(size));
-      };
-      if (rec && rec->partial) {
-        error = fmt::format("interrupted by {}: {} of buf {} is partial",
-                            interrupt::name(interrupt::received()), name, buf_label(buf));
-        keep(*rec);
-        flush_size();
         return report;
       }
-      std::string group_error;
-      if (rec) {
-        const std::optional<GroupRecord>& group = rec->group;
-        if (group) group_error = group->error;
-      }
-      if (!group_error.empty()) {
-        // The connections that finished are reported; the run as a whole failed.
-        error = fmt::format("buf {}: {}", buf_label(buf), group_error);
-        if (counting)
-          size.counting_run = *rec;
-        else
-          size.runs.push_back(*rec);
-        flush_size();
-        return report;
-      }
-      if (!rec) {
-        error = fmt::format("buf {}: {}", buf_label(buf), rec.error().message);
-        if (interrupt::received())
-          error =
-              fmt::format("interrupted by {} ({})", interrupt::name(interrupt::received()), error);
-        flush_size();
-        return report;
-      }
-      keep(*rec);
     }
     report.sizes.push_back(std::move(size));
   }

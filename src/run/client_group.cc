@@ -13,6 +13,7 @@
 
 #include "cli/size.h"
 #include "engine/engine.h"
+#include "proto/fields.h"
 #include "run/client_internal.h"
 #include "run/group.h"
 #include "run/session.h"
@@ -90,28 +91,12 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
       // Transport facts are the same for every connection: take the first's.
       t = *side;
       t.bytes_expected = c.bytes;
-      t.bytes = t.io_calls = t.short_writes = t.sys_reads = t.sys_writes = 0;
-      t.records_in = t.records_out = t.engine_waits = t.engine_would_block = t.buf_resizes = 0;
-      t.zc_sends = t.zc_notifications = t.zc_copied = t.uring_sqes = t.uring_cqes = 0;
+      add_summed(t, t, 0);  // the counts start from zero
       t.xxh3 = 0;
       t.error.clear();
       first = false;
     }
-    t.bytes += side->bytes;
-    t.io_calls += side->io_calls;
-    t.short_writes += side->short_writes;
-    t.sys_reads += side->sys_reads;
-    t.sys_writes += side->sys_writes;
-    t.records_in += side->records_in;
-    t.records_out += side->records_out;
-    t.engine_waits += side->engine_waits;
-    t.engine_would_block += side->engine_would_block;
-    t.buf_resizes += side->buf_resizes;
-    t.zc_sends += side->zc_sends;
-    t.zc_notifications += side->zc_notifications;
-    t.zc_copied += side->zc_copied;
-    t.uring_sqes += side->uring_sqes;
-    t.uring_cqes += side->uring_cqes;
+    add_summed(t, *side);  // every count the field list marks summed
   }
   t.is_sender = sender;
   t.wall_ns = run.wall_ns;
@@ -131,76 +116,73 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
   return t;
 }
 
-}  // namespace
-
-Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, const BufPair& buf,
-                            const Payload* payload, const tls::Context* tls_ctx) {
-  const bool client_sends = !o.reverse;
-  const uint64_t my_buf = client_sends ? buf.send_bytes : buf.recv_bytes;
-  GroupSide mine(make_policy(buf.adaptive, {o.budget, o.buf_min, o.buf_max}, my_buf), client_sends,
-                 o.syscalls != SyscallsMode::kOff, o.conns);
-  const std::vector<uint64_t> lengths = conn_lengths(o);
-  std::random_device rd;
-  const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
-
+// One --conns run in flight: what its connection threads share.
+struct GroupRun {
+  const ClientOptions& o;
+  const HostPort& server;
+  const BufPair& buf;
+  const Payload* payload;
+  const tls::Context* tls;
+  GroupSide& mine;
+  std::vector<uint64_t> lengths;
+  uint64_t group_id;
+  int64_t t0;
   GroupRecord g;
-  g.conns.resize(o.conns);
-  std::vector<std::optional<proto::GroupResult>> theirs(o.conns);
-  const int64_t t0 = monotonic_ns();
+  std::vector<std::optional<proto::GroupResult>> theirs;  // the server side's, per connection
+};
 
-  auto run_conn = [&](uint32_t i) {
-    ConnRecord& c = g.conns[i];
-    c.index = i;
-    c.bytes = lengths[i];
-    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
-        std::chrono::nanoseconds(t0 + static_cast<int64_t>(o.stagger_s * 1e9 * i))));
-    proto::Hello hello = make_hello(o, buf);
-    hello.conn_index = i;
-    hello.group_id = group_id;
-    hello.bytes = lengths[i];
-    hello.payload_bytes = o.payload.bytes;
-    SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
-    auto engine = make_engine(plan.engine, plan.engine_options);
-    if (!engine) {
-      c.error = engine.error().message;
-      mine.end(false);
-      return;
-    }
-    auto session = open_session(o, server, tls_ctx, hello, plan, **engine, payload);
-    if (!session) {
-      c.error = session.error().message;
-      mine.end(false);
-      return;
-    }
-    Stream& stream = *session->stream;
-    std::optional<BreakingStream> breaking;
-    if (auto n = break_after(i)) breaking.emplace(stream, *n);
-    Stream& data_stream = breaking ? static_cast<Stream&>(*breaking) : stream;
-    c.start_ns = monotonic_ns() - t0;
-    SideOutcome ended = run_side(data_stream, stream, **engine, plan, &mine, i);
-    const SessionOutcome& out = ended.session;
-    (client_sends ? c.sender : c.receiver) = out.mine;
-    if (out.peer) (client_sends ? c.receiver : c.sender) = *out.peer;
-    if (!out.error.empty())
-      c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.bytes, plan.data.bytes);
-    else
-      c.error = ended.mismatch;
-    if (out.error.empty()) {
-      auto group = expect_group(stream, session->fd.get(), o.timeout_s);
-      if (group) theirs[i] = std::move(*group);
-    }
-    stream.close();
-  };
+// Connection i: started at its stagger, one session as a member of the run's group, verified on
+// its own; then the server side's whole-run figures.
+void run_connection(GroupRun& r, uint32_t i) {
+  const ClientOptions& o = r.o;
+  const bool client_sends = !o.reverse;
+  ConnRecord& c = r.g.conns[i];
+  c.index = i;
+  c.bytes = r.lengths[i];
+  std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
+      std::chrono::nanoseconds(r.t0 + static_cast<int64_t>(o.stagger_s * 1e9 * i))));
+  proto::Hello hello = make_hello(o, r.buf);
+  hello.conn_index = i;
+  hello.group_id = r.group_id;
+  hello.bytes = r.lengths[i];
+  hello.payload_bytes = o.payload.bytes;
+  SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
+  auto engine = make_engine(plan.engine, plan.engine_options);
+  auto session = engine ? open_session(o, r.server, r.tls, hello, plan, **engine, r.payload)
+                        : Result<ClientSession>(std::unexpected(engine.error()));
+  if (!session) {
+    c.error = session.error().message;
+    r.mine.end(false);
+    return;
+  }
+  Stream& stream = *session->stream;
+  std::optional<BreakingStream> breaking;
+  if (auto n = break_after(i)) breaking.emplace(stream, *n);
+  Stream& data_stream = breaking ? static_cast<Stream&>(*breaking) : stream;
+  c.start_ns = monotonic_ns() - r.t0;
+  const SideOutcome ended = run_side(data_stream, stream, **engine, plan, &r.mine, i);
+  const SessionOutcome& out = ended.session;
+  (client_sends ? c.sender : c.receiver) = out.mine;
+  if (out.peer) (client_sends ? c.receiver : c.sender) = *out.peer;
+  if (!out.error.empty())
+    c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.bytes, plan.data.bytes);
+  else
+    c.error = ended.mismatch;
+  if (out.error.empty()) {
+    auto group = expect_group(stream, session->fd.get(), o.timeout_s);
+    if (group) r.theirs[i] = std::move(*group);
+  }
+  stream.close();
+}
 
-  std::vector<std::thread> threads;
-  threads.reserve(o.conns);
-  for (uint32_t i = 0; i < o.conns; ++i) threads.emplace_back(run_conn, i);
-  for (std::thread& t : threads) t.join();
-
-  proto::GroupResult my_side = mine.wait(0);
-  (client_sends ? g.sender : g.receiver) = my_side;
+// The run's record: both sides' whole-run figures and totals. Fails when every connection did;
+// record.group->error says which failed otherwise.
+Result<RunRecord> group_record(GroupRun& r, proto::GroupResult my_side) {
+  const bool client_sends = !r.o.reverse;
+  GroupRecord& g = r.g;
+  (client_sends ? g.sender : g.receiver) = std::move(my_side);
   (client_sends ? g.sender_known : g.receiver_known) = true;
-  for (auto& t : theirs) {
+  for (auto& t : r.theirs) {
     if (!t) continue;
     (client_sends ? g.receiver : g.sender) = *t;
     (client_sends ? g.receiver_known : g.sender_known) = true;
@@ -212,15 +194,35 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
     if (c.error.empty()) continue;
     if (failed++ == 0) first_error = fmt::format("connection {}: {}", c.index, c.error);
   }
-  if (failed == o.conns) return fail(fmt::format("every connection failed; {}", first_error));
+  if (failed == r.o.conns) return fail(fmt::format("every connection failed; {}", first_error));
   if (failed > 0)
-    g.error = fmt::format("{} of {} connections failed; {}", failed, o.conns, first_error);
-
+    g.error = fmt::format("{} of {} connections failed; {}", failed, r.o.conns, first_error);
   RunRecord rec;
   rec.sender = side_totals(g, true);
   rec.receiver = side_totals(g, false);
   rec.group = std::move(g);
   return rec;
+}
+
+}  // namespace
+
+Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, const BufPair& buf,
+                            const Payload* payload, const tls::Context* tls_ctx) {
+  const bool client_sends = !o.reverse;
+  const uint64_t my_buf = client_sends ? buf.send_bytes : buf.recv_bytes;
+  GroupSide mine(make_policy(buf.adaptive, {o.budget, o.buf_min, o.buf_max}, my_buf), client_sends,
+                 o.syscalls != SyscallsMode::kOff, o.conns);
+  std::random_device rd;
+  const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
+  GroupRun r{o,        server,         buf, payload, tls_ctx, mine, conn_lengths(o),
+             group_id, monotonic_ns(), {},  {}};
+  r.g.conns.resize(o.conns);
+  r.theirs.resize(o.conns);
+  std::vector<std::thread> threads;
+  threads.reserve(o.conns);
+  for (uint32_t i = 0; i < o.conns; ++i) threads.emplace_back(run_connection, std::ref(r), i);
+  for (std::thread& t : threads) t.join();
+  return group_record(r, mine.wait(0));
 }
 
 }  // namespace iobench

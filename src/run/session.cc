@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "payload/verifier.h"
@@ -28,8 +29,8 @@ Status read_exact(Stream& s, std::span<std::byte> buf, int64_t deadline_ns) {
   while (!buf.empty()) {
     IoResult r = s.read(buf);
     if (!r.ok())
-      return fail(s.describe(r), r.state == IoResult::State::kTimedOut ? ErrorKind::kTimedOut
-                                                                       : ErrorKind::kOther);
+      return fail(s.describe(r),
+                  r.state == IoResult::State::kTimedOut ? ErrorKind::kTimedOut : ErrorKind::kOther);
     buf = buf.subspan(r.bytes);
     if (!buf.empty() && deadline_ns > 0 && monotonic_ns() > deadline_ns)
       return fail("timed out: message still incomplete at its deadline", ErrorKind::kTimedOut);
@@ -78,6 +79,137 @@ void take_io_counts(const IoCounters& io, proto::SideResult& r) {
   r.uring_sqes = io.sqes;
   r.uring_cqes = io.cqes;
   r.engine_path = io.path;
+}
+
+// What a data phase is measured with, around the engine's loop: the kernel's syscall counters
+// (when this session may take them), the Stream's own counters, and where the thread ran. Set
+// up before the clock starts; each figure is read into `me` as the phase ends.
+class PhaseMeasure {
+ public:
+  PhaseMeasure(Stream& s, const DataPhase& d, proto::SideResult& me)
+      : s_(s),
+        me_(me),
+        lease_(d.kernel_syscalls ? CounterLease::try_take() : CounterLease{}),
+        kernel_(lease_.held() ? &process_syscall_counter() : nullptr),
+        before_(s.counters()) {
+    me.syscalls_source = SyscallSource::kCounted;
+    me.cpu_scope = d.thread_cpu ? "thread" : "process";
+    if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
+    if (d.kernel_syscalls && !lease_.held())
+      me.syscalls_note = "another session of this process held the kernel counters";
+    me.cpus_allowed = allowed_cpus_text();  // before pinning: the set the side could have used
+  }
+  PhaseMeasure(const PhaseMeasure&) = delete;
+  PhaseMeasure& operator=(const PhaseMeasure&) = delete;
+  // After both clocks stopped and the results were exchanged, while the lease holds: the bpf
+  // program leaves sys_enter.
+  ~PhaseMeasure() {
+    if (kernel_) kernel_->disarm();
+  }
+
+  // --cpus: the thread runs the phase on one CPU (it returns to its old set after the phase);
+  // then the bpf program attaches (up to ~20 ms), all before the clock starts.
+  Status prepare(int cpu) {
+    auto pin = ThreadPin::pin(cpu);
+    if (!pin) return std::unexpected(pin.error());
+    pin_.emplace(std::move(*pin));
+    me_.cpu_pinned = cpu;
+    seen_.sample();
+    if (kernel_) kernel_->arm();
+    return {};
+  }
+  void start_kernel() {
+    if (kernel_) kernel_->start();
+  }
+  void stop_kernel() {
+    if (kernel_) take_kernel_counts(kernel_->stop(), me_);
+  }
+  // The Stream's syscalls and records, and the CPUs the thread was seen on.
+  void take_stream_and_placement() {
+    const StreamCounters c = s_.counters() - before_;
+    me_.sys_reads = c.sys_reads;
+    me_.sys_writes = c.sys_writes;
+    me_.records_in = c.records_in;
+    me_.records_out = c.records_out;
+    seen_.sample();
+    me_.cpus_seen = seen_.text();
+  }
+
+ private:
+  Stream& s_;
+  proto::SideResult& me_;
+  CounterLease lease_;
+  SyscallCounter* kernel_;
+  StreamCounters before_;
+  std::optional<ThreadPin> pin_;
+  CpuSamples seen_;
+};
+
+// The sender's phase: the payload through the engine, then the receiver's RESULT (the end-to-end
+// acknowledgement that stops the sender's clock), then this side's RESULT.
+void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
+                SessionOutcome& out) {
+  proto::SideResult& me = out.mine;
+  IoCounters io;
+  me.xxh3 = d.payload_xxh3;
+  me.decoded_bytes = d.payload_decoded_bytes;
+  IoBuffer buf(d.buf_bytes, false);
+  if (d.follow) buf.follow(d.follow);
+  const ProbeSample start = probe_now(d.thread_cpu);
+  m.start_kernel();
+  Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
+  m.stop_kernel();
+  if (d.data_done) d.data_done();
+  me.buf_resizes = buf.resizes();
+  // Counters stop before the acknowledgement is read: it is control traffic, not data.
+  m.take_stream_and_placement();
+  Result<proto::SideResult> peer =
+      sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
+  fill_probe(me, probe_now(d.thread_cpu) - start);
+  take_io_counts(io, me);
+  if (!peer) {
+    me.error = peer.error().message;
+    out.error = me.error;
+    (void)send_message(s, me);  // best effort: the peer may be gone
+    return;
+  }
+  out.peer = *peer;
+  if (auto st = send_message(s, me); !st) out.error = st.error().message;
+}
+
+// The receiver's phase: exactly `bytes` through the engine into the verifier (its buffer is
+// allocated and touched before the clock starts), this side's RESULT, then the sender's.
+void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
+                   SessionOutcome& out) {
+  proto::SideResult& me = out.mine;
+  IoCounters io;
+  IoBuffer buf(d.buf_bytes, true);
+  if (d.follow) buf.follow(d.follow);
+  Verifier verifier(d.decompress);
+  VerifierSink sink(verifier);
+  const ProbeSample start = probe_now(d.thread_cpu);
+  m.start_kernel();
+  Status got = engine.recv(s, d.bytes, buf, sink, io);
+  m.stop_kernel();
+  if (d.data_done) d.data_done();
+  me.buf_resizes = buf.resizes();
+  if (got) got = verifier.finish();
+  fill_probe(me, probe_now(d.thread_cpu) - start);
+  m.take_stream_and_placement();
+  take_io_counts(io, me);
+  me.xxh3 = verifier.xxh3();
+  me.decoded = d.decompress;
+  me.decoded_bytes = verifier.decoded_bytes();
+  if (!got) me.error = got.error().message;
+  if (auto st = send_message(s, me); !st && me.error.empty()) me.error = st.error().message;
+  out.error = me.error;
+  if (!out.error.empty()) return;
+  auto peer = expect_result(s);
+  if (!peer) {
+    out.error = peer.error().message;
+    return;
+  }
+  out.peer = *peer;
 }
 
 }  // namespace
@@ -131,114 +263,17 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
   me.bytes_expected = d.bytes;
   me.buf_bytes = d.buf_bytes;
   me.engine = std::string(engine.name());
-  IoCounters io;
   // Opened before the clock starts (once per process); started and stopped tightly around the
   // engine's loop, so control messages are never counted.
-  CounterLease lease = d.kernel_syscalls ? CounterLease::try_take() : CounterLease{};
-  SyscallCounter* kernel = lease.held() ? &process_syscall_counter() : nullptr;
-  // On the way out, after both clocks stopped and the results were exchanged, while the lease
-  // holds: the bpf program leaves sys_enter.
-  struct Disarm {
-    SyscallCounter* counter;
-    ~Disarm() {
-      if (counter) counter->disarm();
-    }
-  } disarm{kernel};
-  me.syscalls_source = SyscallSource::kCounted;
-  me.cpu_scope = d.thread_cpu ? "thread" : "process";
-  if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
-  if (d.kernel_syscalls && !lease.held())
-    me.syscalls_note = "another session of this process held the kernel counters";
-  // --cpus: this thread runs the data phase on one CPU, and returns to its old set after it.
-  me.cpus_allowed = allowed_cpus_text();  // before pinning: the set the side could have used
-  auto pin = ThreadPin::pin(d.cpu);
-  if (!pin) {
-    me.error = out.error = pin.error().message;
+  PhaseMeasure measure(s, d, me);
+  if (auto st = measure.prepare(d.cpu); !st) {
+    me.error = out.error = st.error().message;
     return out;
   }
-  me.cpu_pinned = d.cpu;
-  CpuSamples seen;
-  seen.sample();
-  auto take_placement = [&] {
-    seen.sample();
-    me.cpus_seen = seen.text();
-  };
-  // The bpf program attaches (up to ~20 ms) before the clock starts.
-  if (kernel) kernel->arm();
-  auto start_kernel = [&] {
-    if (kernel) kernel->start();
-  };
-  auto stop_kernel = [&] {
-    if (!kernel) return;
-    take_kernel_counts(kernel->stop(), me);
-  };
-  const StreamCounters counters_before = s.counters();
-  auto take_counters = [&] {
-    const StreamCounters c = s.counters() - counters_before;
-    me.sys_reads = c.sys_reads;
-    me.sys_writes = c.sys_writes;
-    me.records_in = c.records_in;
-    me.records_out = c.records_out;
-  };
-
-  if (d.is_sender) {
-    me.xxh3 = d.payload_xxh3;
-    me.decoded_bytes = d.payload_decoded_bytes;
-    IoBuffer buf(d.buf_bytes, false);
-    if (d.follow) buf.follow(d.follow);
-    const ProbeSample start = probe_now(d.thread_cpu);
-    start_kernel();
-    Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
-    stop_kernel();
-    if (d.data_done) d.data_done();
-    me.buf_resizes = buf.resizes();
-    // Counters stop before the acknowledgement is read: it is control traffic, not data.
-    take_counters();
-    take_placement();
-    Result<proto::SideResult> peer =
-        sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
-    fill_probe(me, probe_now(d.thread_cpu) - start);
-    take_io_counts(io, me);
-    if (!peer) {
-      me.error = peer.error().message;
-      out.error = me.error;
-      (void)send_message(s, me);  // best effort: the peer may be gone
-      return out;
-    }
-    out.peer = *peer;
-    if (auto st = send_message(s, me); !st) out.error = st.error().message;
-    return out;
-  }
-
-  // Receiver: the buffer is allocated and touched before the clock starts.
-  IoBuffer buf(d.buf_bytes, true);
-  if (d.follow) buf.follow(d.follow);
-  Verifier verifier(d.decompress);
-  VerifierSink sink(verifier);
-  const ProbeSample start = probe_now(d.thread_cpu);
-  start_kernel();
-  Status got = engine.recv(s, d.bytes, buf, sink, io);
-  stop_kernel();
-  if (d.data_done) d.data_done();
-  me.buf_resizes = buf.resizes();
-  if (got) got = verifier.finish();
-  fill_probe(me, probe_now(d.thread_cpu) - start);
-  take_counters();
-  take_placement();
-  take_io_counts(io, me);
-  me.xxh3 = verifier.xxh3();
-  me.decoded = d.decompress;
-  me.decoded_bytes = verifier.decoded_bytes();
-  if (!got) me.error = got.error().message;
-  if (auto st = send_message(s, me); !st && me.error.empty()) me.error = st.error().message;
-  out.error = me.error;
-  if (!out.error.empty()) return out;
-  auto peer = expect_result(s);
-  if (!peer) {
-    out.error = peer.error().message;
-    return out;
-  }
-  out.peer = *peer;
+  if (d.is_sender)
+    send_phase(s, engine, d, measure, out);
+  else
+    receive_phase(s, engine, d, measure, out);
   return out;
 }
 

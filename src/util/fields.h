@@ -14,6 +14,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "util/result.h"
 
@@ -26,6 +27,7 @@ struct Field {
   int64_t min = std::numeric_limits<int64_t>::min();  // numbers: the accepted range
   int64_t max = std::numeric_limits<int64_t>::max();
   std::string_view choices = {};  // strings: the accepted values, comma-separated ("" : any)
+  bool summed = false;  // a count: over several connections, the total is their sum
   bool has_range() const {
     return min != std::numeric_limits<int64_t>::min() || max != std::numeric_limits<int64_t>::max();
   }
@@ -88,6 +90,22 @@ Status check_field(const Field& f, const V& v, bool as_flag) {
   if (as_flag && !f.flag.empty())
     return fail(fmt::format("invalid {} '{}': expected {}", f.flag, value, expected));
   return fail(fmt::format("{} {} outside {}", f.name, value, expected));
+}
+
+// Adds each summed field of `from` to `into` (the counts of one connection to a run's total);
+// `scale` 0 zeroes them instead.
+template <Described T>
+void add_summed(T& into, const T& from, uint64_t scale = 1) {
+  std::vector<uint64_t> counts;
+  describe(from, [&](const Field& f, const auto& v) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
+      if (f.summed) counts.push_back(v);
+  });
+  size_t i = 0;
+  describe(into, [&](const Field& f, auto& v) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
+      if (f.summed) v = scale == 0 ? 0 : v + counts[i++];
+  });
 }
 
 // Checks every field of `s` (and of the described structs inside it); the first error wins.

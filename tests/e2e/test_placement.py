@@ -90,7 +90,7 @@ def test_json_options_carry_every_engine_tuning_field(cache_dir):
     layout = {f["name"] for f in json.loads(run("protocol").stdout)["messages"]["HELLO"]["fields"]}
     tuning = {n.split(".", 1)[1] for n in layout if n.startswith("tuning.")}
     assert tuning == {"edge", "reads_per_event", "queue_depth", "zerocopy", "sqpoll", "fixed_buffers",
-                      "uring_recv"}
+                      "uring_recv", "notsent_lowat"}
     assert tuning <= set(opts) and opts["reads_per_event"] == 3 and opts["syscalls"] == "auto"
 
 

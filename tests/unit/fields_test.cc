@@ -1,6 +1,7 @@
 // The field lists (util/fields.h, proto/fields.h): every field of every message survives the
 // codec, the layout is tied to the protocol version, and bounds give one-line errors.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "engine/tuning.h"
@@ -92,6 +93,28 @@ TEST(Fields, EveryFieldOfEveryMessageRoundTrips) {
   expect_every_field_round_trips<ErrorMsg>();
   expect_every_field_round_trips<GroupResult>();
   expect_every_field_round_trips<Progress>();
+}
+
+// A run's totals over its connections add exactly the fields marked summed, each a u64 count.
+TEST(Fields, SummedFieldsAreCountsAndAddUp) {
+  SideResult one;
+  describe(one, Fill{});
+  SideResult total;
+  add_summed(total, one);
+  add_summed(total, one);
+  std::vector<std::string> summed;
+  describe(total, [&](const Field& f, const auto& v) {
+    if (!f.summed) return;
+    summed.emplace_back(f.name);
+    if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
+      ADD_FAILURE() << f.name << " is marked summed but is not a u64 count";
+  });
+  EXPECT_EQ(summed.size(), 15u) << fmt::format("{}", fmt::join(summed, ","));
+  EXPECT_EQ(total.bytes, 2 * one.bytes);
+  EXPECT_EQ(total.uring_cqes, 2 * one.uring_cqes);
+  EXPECT_EQ(total.xxh3, 0u);  // a checksum is not a count
+  add_summed(total, total, 0);
+  EXPECT_EQ(total.bytes, 0u);
 }
 
 TEST(Fields, TheLayoutIsTiedToTheProtocolVersion) {
