@@ -1,0 +1,147 @@
+// The CSV report: one row per side of every run (the counting run last), its columns listed
+// once below — each column's name and how its value is written — so the header and the rows
+// cannot drift apart.
+#include <fmt/format.h>
+
+#include <array>
+#include <functional>
+
+#include "cli/size.h"
+#include "report/report.h"
+
+namespace iobench {
+namespace {
+
+// RFC 4180: a field with a comma or quote is quoted, its quotes doubled.
+std::string csv_quoted(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+// One side of one run, with what its columns are computed from.
+struct Row {
+  const Report& report;
+  const SizeResults& size;
+  const RunRecord& run;
+  const proto::SideResult& side;
+  const SideFigures f;
+  std::string run_column;  // the run's number, or "counting"
+  bool on_client;
+  const proto::GroupResult* group;  // this side's whole-run figures (a --conns run)
+};
+
+struct Column {
+  const char* name;
+  std::function<std::string(const Row&)> value;
+};
+
+template <typename V>
+std::string plain(const V& v) {
+  return fmt::format("{}", v);
+}
+std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+
+const std::array kColumns{
+    Column{"send_buf_bytes", [](const Row& r) { return plain(r.size.buf.send_bytes); }},
+    Column{"recv_buf_bytes", [](const Row& r) { return plain(r.size.buf.recv_bytes); }},
+    Column{"run", [](const Row& r) { return r.run_column; }},
+    Column{"side",
+           [](const Row& r) { return std::string(r.side.is_sender ? "sender" : "receiver"); }},
+    Column{"host", [](const Row& r) { return std::string(r.on_client ? "client" : "server"); }},
+    Column{"bytes", [](const Row& r) { return plain(r.side.bytes); }},
+    Column{"duration_ns", [](const Row& r) { return plain(r.side.wall_ns); }},
+    Column{"throughput_gbps", [](const Row& r) { return fixed(r.f.throughput_gbps, 6); }},
+    Column{"throughput_mib_s", [](const Row& r) { return fixed(r.f.throughput_mib_s, 3); }},
+    Column{"cpu_user_s", [](const Row& r) { return fixed(r.f.cpu_user_s, 6); }},
+    Column{"cpu_sys_s", [](const Row& r) { return fixed(r.f.cpu_sys_s, 6); }},
+    Column{"cpu_s", [](const Row& r) { return fixed(r.f.cpu_s, 6); }},
+    Column{"cpu_s_per_gib", [](const Row& r) { return fixed(r.f.cpu_s_per_gib, 6); }},
+    Column{"io_calls", [](const Row& r) { return plain(r.side.io_calls); }},
+    Column{"bytes_per_call", [](const Row& r) { return fixed(r.f.bytes_per_call, 1); }},
+    Column{"short_writes", [](const Row& r) { return plain(r.side.short_writes); }},
+    Column{"voluntary_ctxsw", [](const Row& r) { return plain(r.side.vol_ctxsw); }},
+    Column{"involuntary_ctxsw", [](const Row& r) { return plain(r.side.invol_ctxsw); }},
+    Column{"sndbuf_bytes", [](const Row& r) { return plain(r.side.sndbuf_bytes); }},
+    Column{"rcvbuf_bytes", [](const Row& r) { return plain(r.side.rcvbuf_bytes); }},
+    Column{"nodelay", [](const Row& r) { return plain(r.side.nodelay ? 1 : 0); }},
+    Column{"mtu_bytes", [](const Row& r) { return plain(r.side.mtu_bytes); }},
+    Column{"proto", [](const Row& r) { return std::string(name_of(r.report.options.proto)); }},
+    Column{"engine", [](const Row& r) { return r.side.engine; }},
+    Column{"decoded_bytes", [](const Row& r) { return plain(r.side.decoded_bytes); }},
+    Column{"xxh3", [](const Row& r) { return fmt::format("{:016x}", r.side.xxh3); }},
+    Column{"sys_reads", [](const Row& r) { return plain(r.side.sys_reads); }},
+    Column{"sys_writes", [](const Row& r) { return plain(r.side.sys_writes); }},
+    Column{"records_in", [](const Row& r) { return plain(r.side.records_in); }},
+    Column{"records_out", [](const Row& r) { return plain(r.side.records_out); }},
+    Column{"tls_version", [](const Row& r) { return r.side.tls_version; }},
+    Column{"tls_cipher", [](const Row& r) { return r.side.tls_cipher; }},
+    Column{"tls_group", [](const Row& r) { return r.side.tls_group; }},
+    Column{"tls_io", [](const Row& r) { return r.side.tls_io; }},
+    Column{"tls_handshake_ns", [](const Row& r) { return plain(r.side.tls_handshake_ns); }},
+    Column{"syscalls_source",
+           [](const Row& r) { return std::string(name_of(r.side.syscalls_source)); }},
+    Column{"syscalls_total", [](const Row& r) { return fixed(r.f.syscalls_total, 0); }},
+    Column{"syscalls_data_direction", [](const Row& r) { return fixed(r.f.syscalls, 0); }},
+    Column{"label", [](const Row& r) { return buf_label(r.size.buf); }},
+    Column{"conns",
+           [](const Row& r) { return plain(r.run.group ? r.run.group->conns.size() : size_t{1}); }},
+    Column{"conns_failed",
+           [](const Row& r) { return plain(r.group ? r.group->conns_failed : uint32_t{0}); }},
+    Column{"peak_buffer_bytes",
+           [](const Row& r) { return plain(r.group ? r.group->peak_buffer_bytes : uint64_t{0}); }},
+    Column{"peak_rss_bytes",
+           [](const Row& r) { return plain(r.group ? r.group->peak_rss_bytes : uint64_t{0}); }},
+    Column{"slowest_conn_gbps",
+           [](const Row& r) {
+             return fixed(r.run.group ? group_figures(*r.run.group).conn_gbps.min : 0.0, 6);
+           }},
+    Column{"uring_sqes", [](const Row& r) { return plain(r.side.uring_sqes); }},
+    Column{"uring_cqes", [](const Row& r) { return plain(r.side.uring_cqes); }},
+    Column{"engine_path", [](const Row& r) { return csv_quoted(r.side.engine_path); }},
+};
+
+std::string line(const std::function<std::string(const Column&)>& cell) {
+  std::string out;
+  for (const Column& c : kColumns) {
+    if (!out.empty()) out += ',';
+    out += cell(c);
+  }
+  out += '\n';
+  return out;
+}
+
+}  // namespace
+
+std::string render_csv(const Report& r) {
+  std::string out = line([](const Column& c) { return std::string(c.name); });
+  const bool client_sends = !r.options.reverse;
+  for (const auto& size : r.sizes) {
+    // The counting run (--syscalls auto) last, its run column "counting".
+    for (const RunRecord* run : size.all_runs()) {
+      const bool counting = size.counting_run && run == &*size.counting_run;
+      for (const auto* side : {&run->sender, &run->receiver}) {
+        if (!run->reported(side->is_sender)) continue;  // no figures: no row
+        const proto::GroupResult* g =
+            run->group ? &(side->is_sender ? run->group->sender : run->group->receiver) : nullptr;
+        const Row row{r,
+                      size,
+                      *run,
+                      *side,
+                      side_figures(*side),
+                      counting ? "counting" : std::to_string(run->run),
+                      side->is_sender == client_sends,
+                      g};
+        out += line([&](const Column& c) { return c.value(row); });
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace iobench
