@@ -94,8 +94,8 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   if (!ended.mismatch.empty()) return fail(ended.mismatch);
   if (!out.peer) return fail("no result from the server");
   RunRecord rec;
-  rec.sender = ended.sender();
-  rec.receiver = ended.receiver();
+  rec.sender = d.is_sender ? out.mine : *out.peer;
+  rec.receiver = d.is_sender ? *out.peer : out.mine;
   for (auto [traced, mine] : {std::pair{my_trace.get(), true}, {server_trace.get(), false}}) {
     if (!traced) continue;
     if (!mine) {
@@ -222,9 +222,12 @@ std::optional<std::string> stop_reason(const Result<RunRecord>& rec, const BufPa
   if (rec && rec->partial)
     return fmt::format("interrupted by {}: {} of buf {} is partial",
                        interrupt::name(interrupt::received()), step.name, buf_label(buf));
-  if (rec && rec->group && !rec->group->error.empty())
-    return fmt::format("buf {}: {}", buf_label(buf), rec->group->error);
-  if (rec) return std::nullopt;
+  if (rec) {
+    const std::optional<GroupRecord>& group = rec->group;
+    if (group && !group->error.empty())
+      return fmt::format("buf {}: {}", buf_label(buf), group->error);
+    return std::nullopt;
+  }
   std::string error = fmt::format("buf {}: {}", buf_label(buf), rec.error().message);
   if (interrupt::received())
     error = fmt::format("interrupted by {} ({})", interrupt::name(interrupt::received()), error);
@@ -264,9 +267,10 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
   // and the measured runs count nothing: no program on sys_enter while their CPU is measured (it
   // taxes every syscall of the machine). A forced counter counts in every measured run.
   LiveLine live(!o.quiet && isatty(STDERR_FILENO));
-  Series series{o,       o,   o.syscalls == SyscallsMode::kAuto,
-                server,  payload, **engine,
-                *tls_ctx ? &**tls_ctx : nullptr, local_server, live};
+  const std::optional<tls::Context>& ctx = *tls_ctx;
+  Series series{o,       o,        o.syscalls == SyscallsMode::kAuto,
+                server,  payload,  **engine,
+                ctx ? &*ctx : nullptr, local_server, live};
   if (series.counting_run) series.uncounted.syscalls = SyscallsMode::kOff;
   const int steps = o.warmup + o.repeat + (series.counting_run ? 1 : 0);
   for (const BufPair& buf : o.bufs) {

@@ -60,8 +60,9 @@ SideOutcome run_side(Stream& data_stream, const Stream& transport, Engine& engin
   SideOutcome out;
   out.session = run_data_phase(data_stream, engine, d, describe_transport(transport));
   member.reset();
-  if (out.session.error.empty() && out.session.peer)
-    if (auto st = verify_outcome(out.sender(), out.receiver()); !st)
+  const proto::SideResult& mine = out.session.mine;
+  if (const auto& peer = out.session.peer; out.session.error.empty() && peer)
+    if (auto st = verify_outcome(mine.is_sender ? mine : *peer, mine.is_sender ? *peer : mine); !st)
       out.mismatch = st.error().message;
   if (group) group->end(out.ok());
   return out;

@@ -58,12 +58,6 @@ struct SideOutcome {
   SessionOutcome session;
   std::string mismatch;
   bool ok() const { return session.error.empty() && session.peer && mismatch.empty(); }
-  const proto::SideResult& sender() const {
-    return session.mine.is_sender ? session.mine : *session.peer;
-  }
-  const proto::SideResult& receiver() const {
-    return session.mine.is_sender ? *session.peer : session.mine;
-  }
 };
 
 // The data phase and the result exchange on `data_stream` (`transport` is described for the
