@@ -30,6 +30,8 @@ Status validate_server(ServerOptions& o, const RawServer& raw) {
   if (o.tls.cert_file.empty() != o.tls.key_file.empty())
     return fail(o.tls.cert_file.empty() ? "--tls-key needs --tls-cert"
                                         : "--tls-cert needs --tls-key");
+  if (!o.tls_listen.empty() && o.tls.cert_file.empty())
+    return fail(fmt::format("--tls-listen '{}' needs --tls-cert and --tls-key", o.tls_listen));
   // The server takes kTLS where the kernel has it, or not at all: `on` is the client's choice.
   const auto k = parse_name<tls::Ktls>(ktls);
   if (!k || *k == tls::Ktls::kOn)
@@ -81,6 +83,9 @@ CLI::App* add_server_command(CLI::App& app, ServerOptions& o, RawServer& raw) {
   auto* server = app.add_subcommand("server", "Serve clients until stopped");
   server->add_option("--listen,-l", o.listen,
                      "Address to listen on, ADDR[:PORT] (default 127.0.0.1:5210)");
+  server->add_option("--tls-listen", o.tls_listen,
+                     "Also serve TLS on ADDR[:PORT] (needs --tls-cert); --listen then serves TCP "
+                     "only, as a primary's tls-port beside its port");
   server->add_option("--handshake-timeout", o.handshake_timeout_s,
                      "Seconds a client has to say hello (default 5)");
   server->add_option("--idle-timeout", o.idle_timeout_s,

@@ -114,6 +114,8 @@ struct ClientOptions {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:5210";
+  // Set: TLS is served here and `listen` serves TCP only (a primary's tls-port beside its port).
+  std::string tls_listen;
   double handshake_timeout_s = 5;
   double idle_timeout_s = 30;
   uint64_t max_bytes = kMaxBytes;

@@ -111,6 +111,23 @@ __kernel_timespec timespec_of(double s) {
 }
 
 namespace {
+constexpr int64_t kWaitSliceNs = 250'000'000;  // a partial batch is seen within this
+}  // namespace
+
+ProgressClock::ProgressClock(double timeout_s)
+    : timeout_ns_(static_cast<int64_t>(timeout_s * 1e9)), last_ns_(monotonic_ns()) {}
+
+void ProgressClock::progressed() { last_ns_ = monotonic_ns(); }
+
+bool ProgressClock::expired() const { return monotonic_ns() - last_ns_ >= timeout_ns_; }
+
+__kernel_timespec ProgressClock::next_wait(unsigned want) const {
+  int64_t left = std::max<int64_t>(timeout_ns_ - (monotonic_ns() - last_ns_), 1'000'000);
+  if (want > 1) left = std::min(left, kWaitSliceNs);
+  return {left / 1'000'000'000, left % 1'000'000'000};
+}
+
+namespace {
 
 void prep(io_uring_sqe* sqe, Op op, int fd, const Segment& s, const BatchOptions& o) {
   const int wait = o.waitall ? MSG_WAITALL : 0;
@@ -147,20 +164,24 @@ Result<size_t> run_batch(io_uring& ring, Op op, int fd, std::span<const Segment>
   }
   io.sqes += n;
   ++io.waits;  // io_uring_enter: submit the batch and wait for all of it
-  __kernel_timespec ts = timespec_of(o.timeout_s);
+  ProgressClock clock(o.timeout_s);
+  __kernel_timespec ts = clock.next_wait(n);
   std::vector<int> res(n, -ECANCELED);
   io_uring_cqe* cqe = nullptr;
   int rc;
   do {
     rc = io_uring_submit_and_wait_timeout(&ring, &cqe, n, &ts, nullptr);
   } while (rc == -EINTR);
-  if (rc == -ETIME) return fail("timed out (no progress)");
-  if (rc < 0) return fail(fmt::format("io_uring_submit_and_wait: {}", std::strerror(-rc)));
+  if (rc < 0 && rc != -ETIME)
+    return fail(fmt::format("io_uring_submit_and_wait: {}", std::strerror(-rc)));
   for (unsigned got = 0; got < n;) {
+    ts = clock.next_wait(1);
     rc = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
     if (rc == -EINTR) continue;
+    if (rc == -ETIME && !clock.expired()) continue;
     if (rc == -ETIME) return fail("timed out (no progress)");
     if (rc < 0) return fail(fmt::format("io_uring_wait_cqe: {}", std::strerror(-rc)));
+    clock.progressed();
     ++io.cqes;
     if (take_notification(cqe, o.zc, io)) {
       io_uring_cqe_seen(&ring, cqe);

@@ -37,6 +37,23 @@ struct ZcState {
   uint64_t pending = 0;  // notifications still to come
 };
 
+// The no-progress clock of a wait loop (--timeout). It runs from the last completion seen, not
+// from each wait: a wait for several completions that ends with part of them (io_uring returns
+// what came when its timer fires) must not start the clock again. Such a wait is cut into
+// slices, so the time a part came is known within one slice.
+class ProgressClock {
+ public:
+  explicit ProgressClock(double timeout_s);
+  void progressed();
+  bool expired() const;
+  // The next wait's timeout: what is left, at most one slice when waiting for more than one.
+  __kernel_timespec next_wait(unsigned want) const;
+
+ private:
+  int64_t timeout_ns_;
+  int64_t last_ns_;
+};
+
 // Accounts a CQE; true when it is a SEND_ZC notification rather than a request's result.
 bool take_notification(const io_uring_cqe* cqe, ZcState* zc, IoCounters& io);
 

@@ -146,7 +146,7 @@ class Multishot {
         total_(total),
         sink_(sink),
         io_(io),
-        timeout_s_(timeout_s) {}
+        clock_(timeout_s) {}
 
   void use(uring::ProvidedRing pr) { pr_ = std::move(pr); }
   const uring::ProvidedRing& ring() const { return pr_; }
@@ -166,16 +166,25 @@ class Multishot {
   // Submits what is queued, waits for `want` completions and takes all that are there.
   // Returns the first completion's error when the kernel refused the request outright.
   Result<int> wait_and_take(unsigned want) {
-    __kernel_timespec ts = uring::timespec_of(timeout_s_);
     io_uring_cqe* cqe = nullptr;
-    ++io_.waits;
-    int rc;
-    do {
-      rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, want, &ts, nullptr);
-    } while (rc == -EINTR);
-    if (rc < 0) ring_failed_ = true;
-    if (rc == -ETIME) return fail("timed out (no progress)");
-    if (rc < 0) return fail(fmt::format("io_uring_submit_and_wait: {}", std::strerror(-rc)));
+    for (;;) {
+      __kernel_timespec ts = clock_.next_wait(want);
+      ++io_.waits;
+      int rc;
+      do {
+        rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, want, &ts, nullptr);
+      } while (rc == -EINTR);
+      if (rc < 0 && rc != -ETIME) {
+        ring_failed_ = true;
+        return fail(fmt::format("io_uring_submit_and_wait: {}", std::strerror(-rc)));
+      }
+      if (io_uring_cq_ready(&ring_) > 0) break;
+      if (clock_.expired()) {
+        ring_failed_ = true;
+        return fail("timed out (no progress)");
+      }
+    }
+    clock_.progressed();
     int refused = 0;
     Status st;
     // Each completion is marked seen as soon as its buffer is back in the ring: the kernel goes
@@ -259,7 +268,7 @@ class Multishot {
   uint64_t total_;
   ByteSink& sink_;
   IoCounters& io_;
-  double timeout_s_;
+  uring::ProgressClock clock_;
   uring::ProvidedRing pr_;
   bool armed_ = false;
   bool cancel_done_ = true;

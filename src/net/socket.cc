@@ -188,7 +188,30 @@ Status set_io_timeout(int fd, double seconds) {
   if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
     return fail(fmt::format("setsockopt timeout: {}", std::strerror(errno)));
+  // A blocking write that copied part of its buffer and then waited out SO_SNDTIMEO returns the
+  // part, and the next write waits again; an error RESULT queued behind unsent data waits once
+  // more. TCP_USER_TIMEOUT ends it where it starts: data unacknowledged this long (a silent
+  // link, a dead host, a black-holed MTU) aborts the connection, and every engine's pending
+  // call returns ETIMEDOUT at once.
+  const auto ms = static_cast<unsigned>(std::ceil(seconds * 1000));
+  if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms) != 0)
+    return fail(fmt::format("setsockopt TCP_USER_TIMEOUT: {}", std::strerror(errno)));
   return {};
+}
+
+std::optional<double> unacknowledged_abort_s(int fd) {
+  unsigned user_timeout_ms = 0;
+  socklen_t ulen = sizeof user_timeout_ms;
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, &ulen) != 0 ||
+      user_timeout_ms == 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0)
+    return std::nullopt;
+  // The timer runs from the oldest unacknowledged segment, sent just after the last ACK that
+  // came: the silence it measured is close to, never far below, the user timeout.
+  if (info.tcpi_state != TCP_CLOSE || info.tcpi_last_ack_recv < user_timeout_ms * 8 / 10)
+    return std::nullopt;
+  return static_cast<double>(info.tcpi_last_ack_recv) / 1000.0;
 }
 
 uint16_t local_port(int fd) {
@@ -211,6 +234,8 @@ IoResult io_result_from_syscall(ssize_t n, bool nonblocking) {
   // EAGAIN: "not now" on a non-blocking socket; SO_RCVTIMEO/SO_SNDTIMEO expiring on a blocking one.
   if (errno == EAGAIN || errno == EWOULDBLOCK)
     return {nonblocking ? IoResult::State::kWouldBlock : IoResult::State::kTimedOut, 0, errno};
+  // TCP_USER_TIMEOUT (set_io_timeout) aborted the connection: no progress, as above.
+  if (errno == ETIMEDOUT) return {IoResult::State::kTimedOut, 0, errno};
   return {IoResult::State::kError, 0, errno};
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -53,8 +54,12 @@ Status apply_socket_options(int fd, const SocketRequest& req);
 // than `bytes` of the data it holds is unsent.
 Status set_notsent_lowat(int fd, uint32_t bytes);
 SocketInfo query_socket_info(int fd);
-// SO_RCVTIMEO and SO_SNDTIMEO: a blocking call returns EAGAIN after this long without progress.
+// SO_RCVTIMEO and SO_SNDTIMEO: a blocking call returns EAGAIN after this long without progress;
+// TCP_USER_TIMEOUT: data unacknowledged this long aborts the connection (ETIMEDOUT).
 Status set_io_timeout(int fd, double seconds);
+// Set when TCP_USER_TIMEOUT ended the connection: how long the peer had acknowledged nothing
+// (the error the call saw is then the kernel's last soft error: EHOSTUNREACH, EPIPE...).
+std::optional<double> unacknowledged_abort_s(int fd);
 uint16_t local_port(int fd);
 bool is_loopback_host(const std::string& host);
 

@@ -104,6 +104,12 @@ const std::array kColumns{
     Column{"uring_sqes", [](const Row& r) { return plain(r.side.uring_sqes); }},
     Column{"uring_cqes", [](const Row& r) { return plain(r.side.uring_cqes); }},
     Column{"engine_path", [](const Row& r) { return csv_quoted(r.side.engine_path); }},
+    // A run that failed or was interrupted: this side's figures up to that moment, and why.
+    Column{"partial", [](const Row& r) { return std::string(r.run.partial ? "1" : "0"); }},
+    Column{"error",
+           [](const Row& r) {
+             return csv_quoted(!r.run.error.empty() ? r.run.error : r.side.error);
+           }},
 };
 
 std::string line(const std::function<std::string(const Column&)>& cell) {

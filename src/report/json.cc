@@ -300,6 +300,7 @@ json run_json(const Report& r, const RunRecord& run) {
                        : json(nullptr)}};
   if (run.group) one["group"] = group_json(*run.group, client_sends);
   one["partial"] = run.partial;
+  one["error"] = run.error.empty() ? json(nullptr) : json(run.error);
   if (!run.softirqs.empty())
     one["softirqs"] = {
         {"host", r.mode == RunMode::kLoopback ? "this host: both sides" : "the client's"},

@@ -52,8 +52,10 @@ struct RunRecord {
   proto::SideResult sender;
   proto::SideResult receiver;
   std::optional<GroupRecord> group;
-  bool partial = false;  // interrupted (Ctrl-C): this side's figures up to that moment
-  // The peer's RESULT never came (interrupted first): its side holds no figures to show.
+  // Interrupted (Ctrl-C) or failed (`error`): this side's figures up to that moment.
+  bool partial = false;
+  std::string error;  // why the run failed (empty: it did not, or a signal ended it)
+  // The peer's RESULT never came (interrupted or failed first): its side holds no figures.
   bool sender_reported = true;
   bool receiver_reported = true;
   // NET_RX/NET_TX softirqs per CPU on the client's host over the run (session set-up included).

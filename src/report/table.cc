@@ -10,12 +10,15 @@
 namespace iobench {
 namespace {
 
+// How a run that ended early ended, for the lines that say a side's figures never came.
+bool was_interrupted(const Report& r) { return !r.interrupted.empty(); }
+
 std::string side_row(const std::string& buf, const char* side, const char* where,
-                     const SideSummary& s, bool tls) {
+                     const SideSummary& s, bool tls, bool interrupted) {
   if (s.runs == 0)
-    return fmt::format("{:>6} {:<8} {:<6} {:>11}   not reported: interrupted before the {} sent its "
+    return fmt::format("{:>6} {:<8} {:<6} {:>11}   not reported: {} before the {} sent its "
                        "figures\n",
-                       buf, side, where, "n/a", where);
+                       buf, side, where, "n/a", interrupted ? "interrupted" : "failed", where);
   std::string row = fmt::format(
       "{:>6} {:<8} {:<6} {:>11} {:>8.4f} {:>7.2f} {:>8.1f} {:>7.3f} {:>7.3f} {:>7.3f} {:>9.3f} "
       "{:>9.0f} {:>8.0f} {:>9.0f} {:>9.0f}",
@@ -202,19 +205,23 @@ std::string group_lines(const Report& r) {
   return out;
 }
 
-// One line per interrupted run (measured or counting): what its figures cover.
+// One line per interrupted or failed run (measured or counting): what its figures cover.
 std::string partial_lines(const Report& r) {
   std::string out;
   for (const auto& size : r.sizes) {
-    for (const RunRecord* run : size.all_runs())
-      if (run->partial)
-        out += fmt::format(
-            "PARTIAL: buf {} {} was interrupted by {} after {} of {} bytes: its figures cover "
-            "the data phase up to that moment (the other side's did not arrive)\n",
-            buf_label(size.buf),
-            run->run < 0 ? std::string("counting run") : fmt::format("run {}", run->run),
-            r.interrupted.empty() ? "a signal" : r.interrupted,
-            std::max(run->sender.bytes, run->receiver.bytes), run->sender.bytes_expected);
+    for (const RunRecord* run : size.all_runs()) {
+      if (!run->partial) continue;
+      const std::string why =
+          !run->error.empty() ? "failed (" + run->error + ")"
+                              : "was interrupted by " +
+                                    (r.interrupted.empty() ? std::string("a signal") : r.interrupted);
+      out += fmt::format(
+          "PARTIAL: buf {} {} {} after {} of {} bytes: its figures cover the data phase up to "
+          "that moment (the other side's did not arrive)\n",
+          buf_label(size.buf),
+          run->run < 0 ? std::string("counting run") : fmt::format("run {}", run->run), why,
+          std::max(run->sender.bytes, run->receiver.bytes), run->sender.bytes_expected);
+    }
   }
   return out;
 }
@@ -257,9 +264,9 @@ std::string render_table(const Report& r) {
     const std::optional<RunRecord>& counting = r.sizes.front().counting_run;
     for (const auto* side : {&first.sender, &first.receiver}) {
       if (!first.reported(side->is_sender)) {
-        out += fmt::format("  {:<8} not reported: the run was interrupted before the {} sent its "
-                           "figures\n",
+        out += fmt::format("  {:<8} not reported: the run {} before the {} sent its figures\n",
                            side->is_sender ? "sender" : "receiver",
+                           was_interrupted(r) ? "was interrupted" : "failed",
                            side->is_sender == client_sends ? "client" : "server");
         continue;
       }
@@ -279,9 +286,9 @@ std::string render_table(const Report& r) {
     const std::string send_label = size.buf.adaptive ? "adapt" : format_size(size.buf.send_bytes);
     const std::string recv_label = size.buf.adaptive ? "adapt" : format_size(size.buf.recv_bytes);
     out += side_row(send_label, "sender", client_sends ? "client" : "server", summarize(size, true),
-                    tls);
+                    tls, was_interrupted(r));
     out += side_row(recv_label, "receiver", client_sends ? "server" : "client",
-                    summarize(size, false), tls);
+                    summarize(size, false), tls, was_interrupted(r));
   }
   out += partial_lines(r);
   out += softirq_lines(r);

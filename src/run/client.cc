@@ -75,22 +75,23 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   const SessionOutcome& out = ended.session;
   live.detach();
   stream.close();
-  if (!out.error.empty() && interrupt::received()) {
-    // Ctrl-C: this side's figures up to the interrupt; the server's never came.
+  if (!out.error.empty()) {
+    // Ctrl-C or a failure (a stalled link, a reset, a dead server): this side's figures up to
+    // that moment, kept as evidence; the server's never came.
     RunRecord rec;
     rec.partial = true;
+    if (!interrupt::received())
+      rec.error = fmt::format("{} (client {}: {} of {} bytes moved)", out.error,
+                              d.is_sender ? "sender" : "receiver", out.mine.bytes, d.bytes);
     proto::SideResult theirs;
     theirs.is_sender = !d.is_sender;
     theirs.bytes_expected = d.bytes;
-    theirs.error = "not reported: interrupted";
+    theirs.error = rec.error.empty() ? "not reported: interrupted" : "not reported: the run failed";
     rec.sender = d.is_sender ? out.mine : theirs;
     rec.receiver = d.is_sender ? theirs : out.mine;
     (d.is_sender ? rec.receiver_reported : rec.sender_reported) = false;
     return rec;
   }
-  if (!out.error.empty())
-    return fail(fmt::format("{} (client {}: {} of {} bytes moved)", out.error,
-                            d.is_sender ? "sender" : "receiver", out.mine.bytes, d.bytes));
   if (!ended.mismatch.empty()) return fail(ended.mismatch);
   if (!out.peer) return fail("no result from the server");
   RunRecord rec;
@@ -219,6 +220,8 @@ struct Series {
 // Why a run ends the series (nullopt: it does not): an interrupt, a failed group, an error.
 std::optional<std::string> stop_reason(const Result<RunRecord>& rec, const BufPair& buf,
                                        const Step& step) {
+  if (rec && rec->partial && !rec->error.empty())
+    return fmt::format("buf {}: {}", buf_label(buf), rec->error);
   if (rec && rec->partial)
     return fmt::format("interrupted by {}: {} of buf {} is partial",
                        interrupt::name(interrupt::received()), step.name, buf_label(buf));

@@ -17,7 +17,8 @@ std::string tls_hint(const std::string& why) {
   for (const char* s :
        {"truncated", "wrong version number", "peer closed", "record layer", "reset by peer"})
     if (why.find(s) != std::string::npos)
-      return " (is the server running with --tls-cert/--tls-key?)";
+      return " (is the server running with --tls-cert/--tls-key, and is this its TLS port? A "
+             "server with --tls-listen serves TLS on that port only)";
   return "";
 }
 

@@ -3,6 +3,8 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/options.h"
 
@@ -19,14 +21,25 @@ struct ServerConfig {
   bool log = true;
   // Set: the server speaks TLS only (a plain HELLO is refused); unset: TCP only.
   std::shared_ptr<const tls::Context> tls;
+  // A TCP-only port whose server serves TLS on another (--tls-listen): that address, named to
+  // a client that sends a ClientHello here.
+  std::string tls_elsewhere;
   // Open the kernel syscall counters at start, on the main thread, so they follow every session
   // thread. Off when no client will ask (loopback with --syscalls off): registered tracepoints
   // slow every syscall on the host a little, even while the counters are disabled.
   bool kernel_counters = true;
 };
 
-// Serves clients, each on its own thread, until SIGINT/SIGTERM (interrupt::install); then aborts
-// the sessions in flight, waits for them (bounded) and returns the exit status.
+// A listening socket and how its clients are served.
+struct ListeningPort {
+  int fd = -1;
+  ServerConfig cfg;
+};
+
+// Serves clients, each on its own thread, on every port (one accept loop each, one set of
+// sessions, payloads and groups) until SIGINT/SIGTERM (interrupt::install); then aborts the
+// sessions in flight, waits for them (bounded) and returns the exit status.
+int serve(const std::vector<ListeningPort>& ports);
 int serve(int listen_fd, const ServerConfig& cfg);
 
 int run_server_command(const ServerOptions& o);

@@ -38,6 +38,17 @@ Status read_exact(Stream& s, std::span<std::byte> buf, int64_t deadline_ns) {
   return {};
 }
 
+// An engine's error on a connection that TCP_USER_TIMEOUT aborted reads as the kernel's last
+// soft error ("No route to host", "Broken pipe"): say that it timed out, and after how long.
+Status name_a_stall(const Stream& s, Status st) {
+  if (st) return st;
+  const std::optional<double> silent_s = unacknowledged_abort_s(s.fd());
+  if (!silent_s) return st;
+  return fail(fmt::format("{} (timed out: the peer acknowledged nothing for {:.1f} s)",
+                          st.error().message, *silent_s),
+              ErrorKind::kTimedOut);
+}
+
 class VerifierSink final : public ByteSink {
  public:
   explicit VerifierSink(Verifier& v) : v_(v) {}
@@ -157,7 +168,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   if (d.follow) buf.follow(d.follow);
   const ProbeSample start = probe_now(d.thread_cpu);
   m.start_kernel();
-  Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
+  Status sent = name_a_stall(s, engine.send(s, d.payload.first(d.bytes), buf, io));
   m.stop_kernel();
   if (d.data_done) d.data_done();
   me.buf_resizes = buf.resizes();
@@ -170,7 +181,9 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   if (!peer) {
     me.error = peer.error().message;
     out.error = me.error;
-    (void)send_message(s, me);  // best effort: the peer may be gone
+    // Best effort, once the data is all out: the peer may be gone. After a failed send the
+    // receiver would read the frame as payload, and it would only wait behind unsent data.
+    if (sent) (void)send_message(s, me);
     return;
   }
   out.peer = *peer;
@@ -189,7 +202,7 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   VerifierSink sink(verifier);
   const ProbeSample start = probe_now(d.thread_cpu);
   m.start_kernel();
-  Status got = engine.recv(s, d.bytes, buf, sink, io);
+  Status got = name_a_stall(s, engine.recv(s, d.bytes, buf, sink, io));
   m.stop_kernel();
   if (d.data_done) d.data_done();
   me.buf_resizes = buf.resizes();

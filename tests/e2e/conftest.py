@@ -85,8 +85,9 @@ def hello_frame(version=None, client_sends=True, nbytes=1 << 20, send_buf=16384,
 
 
 class Server:
-    def __init__(self, *extra, cache=None, cpus=None):
-        args = [BIN, "server", "--listen", "127.0.0.1:0", *map(str, extra)]
+    def __init__(self, *extra, cache=None, cpus=None, listen="127.0.0.1:0", prefix=()):
+        # prefix: a command the server runs under (e.g. nsenter into a network namespace).
+        args = [*prefix, BIN, "server", "--listen", listen, *map(str, extra)]
         if cache:
             args += ["--cache-dir", cache]
         # cpus: the set of CPUs the server process may run on (as under taskset).
@@ -97,7 +98,10 @@ class Server:
         m = re.search(r"listening on (\S+):(\d+)", line)
         assert m, f"server did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
         self.port = int(m.group(2))
-        self.addr = f"127.0.0.1:{self.port}"
+        self.addr = f"{listen.rsplit(':', 1)[0]}:{self.port}"
+        # --tls-listen: "... (tcp) and ADDR:PORT (tls, ...)"
+        t = re.search(r" and (\S+):(\d+) \(tls", line)
+        self.tls_addr = f"{t.group(1)}:{t.group(2)}" if t else None
         self.lines = []
         # A thread drains stdout into a queue so log lines are never stuck in a buffer.
         self.queue = queue.Queue()

@@ -333,3 +333,40 @@ def test_each_tls_size_says_where_its_cpu_goes_beyond_the_crypto(cache_dir):
                      r"read and a body read", table, re.M), table
     tcp = json.loads(run("--bytes", "1M", "--json", "-", "-q", cache=cache_dir, check=0).stdout)
     assert tcp["tls_crypto"] is None and "tls_cost" not in tcp["results"][0]
+
+
+def test_one_server_serves_tcp_and_tls_on_two_ports(certs, cache_dir):
+    # As a primary's port and tls-port: --listen serves TCP only, --tls-listen TLS only.
+    s = Server("--handshake-timeout", "2", "--tls-listen", "127.0.0.1:0", "--tls-cert",
+               certs / "good" / "server.crt", "--tls-key", certs / "good" / "server.key",
+               cache=cache_dir)
+    try:
+        assert s.tls_addr and s.tls_addr != s.addr
+        ca = ["--tls-ca", certs / "good" / "ca.crt"]
+        for reverse in ([], ["--reverse"]):
+            # --syscalls off: one run, one log line (auto adds a counting run)
+            run("client", "--connect", s.addr, "--bytes", "1M", "-q", "--syscalls", "off",
+                *reverse, cache=cache_dir, check=0)
+            assert "ok: " in s.read_line() and " over tcp " in s.lines[-1], s.lines
+            run("client", "--connect", s.tls_addr, "--proto", "tls", *ca, "--bytes", "1M", "-q",
+                "--syscalls", "off", *reverse, cache=cache_dir, check=0)
+            assert "ok: " in s.read_line() and "over TLSv1.3" in s.lines[-1], s.lines
+        # The wrong protocol on either port is refused, and says where to go.
+        p = run("client", "--connect", s.addr, "--proto", "tls", *ca, "--bytes", "1M",
+                cache=cache_dir)
+        assert p.returncode == 1 and "--tls-listen" in p.stderr, p.stderr
+        assert f"rejected: TLS ClientHello on the TCP port: TLS is served on {s.tls_addr}" in \
+            s.read_line()
+        p = run("client", "--connect", s.tls_addr, "--bytes", "1M", cache=cache_dir)
+        assert p.returncode == 1 and "this server requires TLS" in p.stderr, p.stderr
+        assert "rejected: this server requires TLS" in s.read_line()
+        run("client", "--connect", s.addr, "--bytes", "1M", "-q", cache=cache_dir, check=0)
+    finally:
+        s.stop()
+
+
+def test_tls_listen_needs_a_certificate():
+    p = run("server", "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0")
+    assert p.returncode != 0
+    assert p.stderr.strip() == ("iobench: error: --tls-listen '127.0.0.1:0' needs --tls-cert "
+                                "and --tls-key"), p.stderr

@@ -164,7 +164,7 @@ def test_recommend_and_plot_refuse_a_directory_that_is_not_a_sweep(tmp_path):
 @pytest.mark.parametrize("script", ["compare-peers", "conns-scenario", "counting-overhead",
                                     "engines-compare", "fuzz", "micro", "micro-model",
                                     "netns-link", "plot", "plot-micro", "recommend", "setup",
-                                    "sweep", "test", "tidy", "../tls/make-certs"])
+                                    "soak", "sweep", "test", "tidy", "../tls/make-certs"])
 def test_every_script_has_help(script):
     p = subprocess.run([str(SCRIPTS / script), "--help"], capture_output=True, text=True,
                        timeout=30)
@@ -228,27 +228,107 @@ def test_netns_delay_is_refused():
     assert p.returncode == 2 and "netem" in p.stderr
 
 
-def ssh_to_localhost():
-    if not shutil.which("ssh"):
-        return False
-    p = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
-                        "-o", "StrictHostKeyChecking=accept-new", "root@127.0.0.1", "true"],
-                       capture_output=True)
-    return p.returncode == 0
+SSHD = "/usr/sbin/sshd"
 
 
-@pytest.mark.skipif(not ssh_to_localhost(), reason="no key-based ssh to root@127.0.0.1 (sshd)")
-def test_two_host_sweep_over_ssh(tmp_path):
-    sweep(tmp_path, "ssh", "--server-host", "root@127.0.0.1", "--server-iobench", BIN,
-          "--port", "5297", "--proto", "tcp,tls", "--bufs", "4k", check=0)
-    for cell in ("tcp-blocking-c1-4k", "tls-blocking-c1-4k"):
+def why_no_sshd():
+    if os.geteuid() != 0:
+        return "needs root (a network namespace and sshd)"
+    for tool in (SSHD, shutil.which("ssh"), shutil.which("ssh-keygen")):
+        if not tool or not os.access(tool, os.X_OK):
+            return "openssh-server/openssh-client not installed (scripts/setup installs them)"
+    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        return "ip netns is not available here"
+    return None
+
+
+@pytest.fixture
+def remote_host(tmp_path):
+    """A second "host": a network namespace joined to this one by a veth pair, running its own
+    sshd on a high port with a temporary host key and one authorized key. Yields the ssh
+    target and an ssh config (port, key, host-key policy) for it."""
+    tag = f"{os.getpid() % 10000}"
+    ns, here_dev, there_dev = f"iobssh{tag}", f"iobsh{tag}a", f"iobsh{tag}b"
+    net = 10 + os.getpid() % 240
+    here, there = f"10.236.{net}.1", f"10.236.{net}.2"
+    keys = tmp_path / "sshd"
+    keys.mkdir()
+    for name in ("host_key", "id"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)],
+                       check=True)
+    (keys / "authorized_keys").write_text((keys / "id.pub").read_text())
+    (keys / "sshd_config").write_text(f"""Port 2222
+ListenAddress {there}
+HostKey {keys / 'host_key'}
+AuthorizedKeysFile {keys / 'authorized_keys'}
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile {keys / 'sshd.pid'}
+Subsystem sftp internal-sftp
+""")
+    config = keys / "ssh_config"
+    config.write_text(f"""Host {there}
+  Port 2222
+  IdentityFile {keys / 'id'}
+  IdentitiesOnly yes
+  BatchMode yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+""")
+    def ip(*args):
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    ip("netns", "add", ns)
+    sshd = None
+    try:
+        ip("link", "add", here_dev, "type", "veth", "peer", "name", there_dev)
+        ip("link", "set", there_dev, "netns", ns)
+        ip("addr", "add", f"{here}/24", "dev", here_dev)
+        ip("link", "set", here_dev, "up")
+        ip("-n", ns, "addr", "add", f"{there}/24", "dev", there_dev)
+        ip("-n", ns, "link", "set", there_dev, "up")
+        ip("-n", ns, "link", "set", "lo", "up")
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory
+        sshd = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", SSHD, "-D", "-e", "-f",
+                                 str(keys / "sshd_config")], stderr=subprocess.PIPE, text=True)
+        target = f"root@{there}"
+        deadline = time.monotonic() + 20
+        while subprocess.run(["ssh", "-F", str(config), target, "true"],
+                             capture_output=True).returncode != 0:
+            assert sshd.poll() is None, f"sshd did not start: {sshd.stderr.read()}"
+            assert time.monotonic() < deadline, "sshd did not answer within 20 s"
+            time.sleep(0.2)
+        yield target, str(config)
+    finally:
+        if sshd:
+            sshd.terminate()
+            sshd.wait(timeout=10)
+        subprocess.run(["ip", "link", "del", here_dev], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+@pytest.mark.skipif(why_no_sshd() is not None, reason=str(why_no_sshd()))
+def test_two_host_sweep_over_ssh(tmp_path, remote_host):
+    # The "remote" iobench server runs in the other namespace, started over ssh; one server
+    # serves TCP on --port and TLS on --port + 1.
+    target, config = remote_host
+    sweep(tmp_path, "ssh", "--server-host", target, "--ssh-config", config,
+          "--server-iobench", BIN, "--port", "5297", "--proto", "tcp,tls", "--bufs", "4k",
+          check=0)
+    host = target.split("@")[1]
+    for cell, port in (("tcp-blocking-c1-4k", 5297), ("tls-blocking-c1-4k", 5298)):
         doc = json.loads((tmp_path / "ssh" / "cells" / f"{cell}.json").read_text())
         assert doc["options"]["mode"] == "client"
+        assert doc["options"]["server"] == f"{host}:{port}", doc["options"]
     tls = json.loads((tmp_path / "ssh" / "cells" / "tls-blocking-c1-4k.json").read_text())
     assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
-    left = subprocess.run(["pgrep", "-f", "iobench server --listen 0.0.0.0:529[78]"],
+    left = subprocess.run(["pgrep", "-f", "iobench server --listen 0.0.0.0:5297"],
                           capture_output=True, text=True).stdout
-    assert left == "", "the remote servers must be stopped"
+    assert left == "", "the remote server must be stopped"
 
 
 def test_conns_scenario_table_and_recommendation(tmp_path):
@@ -276,3 +356,66 @@ def test_conns_scenario_table_and_recommendation(tmp_path):
 def sweeplib_size(text):
     units = {"K": 1 << 10, "M": 1 << 20}
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def flaky_iobench(tmp_path, failures):
+    """An iobench whose first `failures` runs break as a link fault does (exit 1, the report
+    written with the run marked partial), then the real binary."""
+    count = tmp_path / "calls"
+    fake = tmp_path / "flaky-iobench"
+    fake.write_text(f"""#!/bin/bash
+n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}
+if [ $n -le {failures} ]; then
+  while [ $# -gt 0 ]; do [ "$1" = --json ] && out=$2; shift; done
+  echo '{{"results": [{{"runs": [{{"partial": true, "error": "timed out"}}]}}]}}' > "$out"
+  echo "iobench: error: buf 4K: write failed after 65536 of 1048576 bytes: timed out (attempt $n)" >&2
+  exit 1
+fi
+exec {BIN} "$@"
+""")
+    fake.chmod(0o755)
+    return str(fake), count
+
+
+def test_a_broken_cell_is_retried_and_its_partial_figures_kept(tmp_path):
+    fake, calls = flaky_iobench(tmp_path, failures=2)
+    p = subprocess.run([str(SCRIPTS / "sweep"), "flaky", "--results", str(tmp_path), "--iobench",
+                        fake, "--bytes", "1M", "--repeat", "1", "--warmup", "0", "--proto", "tcp",
+                        "--bufs", "4k", "--retries", "2", "--backoff", "0.1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = tmp_path / "flaky"
+    m = json.loads((d / "manifest.json").read_text())
+    cell = m["cells"][0]
+    assert m["retries"] == 2 and cell["status"] == "ok" and calls.read_text().strip() == "3"
+    assert [x["partial_file"] for x in cell["attempts"]] == [
+        "cells/tcp-blocking-c1-4k.failed1.json", "cells/tcp-blocking-c1-4k.failed2.json"]
+    assert "(attempt 2)" in cell["attempts"][1]["error"]
+    assert json.loads((d / cell["attempts"][0]["partial_file"]).read_text())[
+        "results"][0]["runs"][0]["partial"] is True
+    assert "ok after 2 failed attempt(s)" in p.stdout
+
+
+def test_a_cell_still_broken_after_its_retries_fails_and_the_rerun_retries_it(tmp_path):
+    fake, calls = flaky_iobench(tmp_path, failures=5)
+    args = [str(SCRIPTS / "sweep"), "flaky", "--results", str(tmp_path), "--iobench", fake,
+            "--bytes", "1M", "--repeat", "1", "--warmup", "0", "--proto", "tcp", "--bufs",
+            "4k,8k", "--retries", "1", "--backoff", "0"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    # 4k: attempts 1, 2 fail; 8k: attempts 3, 4 fail.
+    assert p.returncode == 1 and calls.read_text().strip() == "4", p.stdout + p.stderr
+    assert "failed tcp-blocking-c1-4k (2 attempts): iobench: error:" in p.stdout
+    assert "partial figures in cells/tcp-blocking-c1-4k.failed1.json" in p.stdout
+    # Run again: only the failed cells run; the 5th call fails, the 6th and on succeed.
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = json.loads((tmp_path / "flaky" / "manifest.json").read_text())
+    assert [c["status"] for c in m["cells"]] == ["ok", "ok"]
+    assert calls.read_text().strip() == "7"
+
+
+def test_a_refused_command_line_is_not_retried(tmp_path):
+    p = sweep(tmp_path, "refused", "--proto", "tcp", "--bufs", "17m", "--retries", "3",
+              "--backoff", "0", check=1)
+    m = json.loads((tmp_path / "refused" / "manifest.json").read_text())
+    assert len(m["cells"][0]["attempts"]) == 1 and m["cells"][0]["attempts"][0]["exit_status"] == 2

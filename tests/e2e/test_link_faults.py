@@ -1,0 +1,167 @@
+"""Faults on a real link (two network namespaces, veth, MTU 9001, tbf), injected mid-run as a
+network breaks: it goes silent, a reset arrives, the server's host vanishes, an MTU black hole
+opens. In every engine, each side gives up within --timeout + 1 s of its last byte, the client
+reports what it measured up to the failure (PARTIAL, "partial": true, the error), and the server
+logs it and serves the next client. Skipped, with the reason, where namespaces are not allowed."""
+import json
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, ROOT, Server, run
+from netns import Link, why_unavailable
+
+MiB = 1 << 20
+TIMEOUT = 2  # --timeout and --idle-timeout
+BYTES = "64M"  # about 5 s at the link's 100 Mbit/s: every fault lands mid-transfer
+# Time allowed from the fault to the client's exit: the timeout, the 1 s the contract allows,
+# and 0.5 s for a sanitizer build's exit on a shared machine.
+GIVE_UP_S = TIMEOUT + 1.5
+
+pytestmark = pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable()))
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("link-certs")
+    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d)], check=True, capture_output=True)
+    return d
+
+
+@pytest.fixture
+def link(request):
+    lk = Link(segment_offload=getattr(request, "param", True))
+    yield lk
+    lk.close()
+
+
+def start(link, cache_dir, certs, proto, extra):
+    """A server in the server namespace and a client streaming BYTES from the client one."""
+    run("payload", "--bytes", BYTES, "--out", "/dev/null", cache=cache_dir, check=0)
+    tls = ["--tls-cert", str(certs / "server.crt"), "--tls-key", str(certs / "server.key")]
+    server = Server("--idle-timeout", TIMEOUT, *(tls if proto == "tls" else []), cache=cache_dir,
+                    listen=f"{link.server_ip}:0", prefix=link.run_in("server"))
+    cmd = [*link.run_in("client"), BIN, "client", "--connect", server.addr, "--bytes", BYTES,
+           "--timeout", TIMEOUT, "--cache-dir", cache_dir, "--json", "-", "-q", *extra]
+    if proto == "tls":
+        cmd += ["--proto", "tls", "--tls-insecure"]
+    client = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    link.wait_for_data("client", 4 * MiB)
+    return server, client
+
+
+def gave_up(client, fault_at):
+    out, err = client.communicate(timeout=60)
+    return time.monotonic() - fault_at, out, err
+
+
+def check_partial(out, err, rc, needle):
+    """The client failed with `needle` in its error and kept its figures up to the failure."""
+    needles = (needle,) if isinstance(needle, str) else needle
+    assert rc == 1, err
+    assert any(n in err for n in needles), err
+    doc = json.loads(out)
+    r = doc["results"][0]["runs"][0]
+    assert r["partial"] is True and any(n in r["error"] for n in needles), r
+    mine = r["sender"] or r["receiver"]
+    assert 4 * MiB <= mine["bytes"] < 64 * MiB, mine
+    assert mine["duration_ns"] > 0 and mine["cpu_s"] > 0 and mine["io_calls"] > 0, mine
+
+
+def server_failed(server, within):
+    """The server's log line for the broken session, within `within` seconds."""
+    line = server.read_line(timeout=within)
+    assert "failed:" in line or "aborted" in line, line
+    return line
+
+
+def serves_next(server, link, cache_dir, proto, extra):
+    cmd = [*link.run_in("client"), BIN, "client", "--connect", server.addr, "--bytes", "1M",
+           "--timeout", "10", "--cache-dir", cache_dir, "-q", *extra]
+    if proto == "tls":
+        cmd += ["--proto", "tls", "--tls-insecure"]
+    p = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert " ok: " in server.read_line(), server.lines
+
+
+ENGINES = [("blocking", []), ("epoll", []), ("uring", []), ("epoll-bio", ["--tls-io", "bio"])]
+
+
+def engine_args(engine, extra):
+    return ["--engine", engine.split("-")[0], *extra]
+
+
+@pytest.mark.parametrize("direction", ["send", "reverse"])
+@pytest.mark.parametrize("proto", ["tcp", "tls"])
+@pytest.mark.parametrize("engine,extra", ENGINES)
+def test_a_silent_link_ends_the_run_at_the_timeout(link, cache_dir, certs, engine, extra, proto,
+                                                   direction):
+    if extra and proto != "tls":
+        pytest.skip("the memory-BIO model is TLS only")
+    args = engine_args(engine, extra) + (["--reverse"] if direction == "reverse" else [])
+    server, client = start(link, cache_dir, certs, proto, args)
+    try:
+        link.go_silent()
+        fault_at = time.monotonic()
+        took, out, err = gave_up(client, fault_at)
+        check_partial(out, err, client.returncode, "timed out")
+        assert took < GIVE_UP_S, f"gave up after {took:.1f} s with --timeout {TIMEOUT}: {err}"
+        line = server_failed(server, GIVE_UP_S)
+        assert "timed out" in line, line
+        link.come_back()
+        serves_next(server, link, cache_dir, proto, args)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("engine", ["blocking", "epoll", "uring"])
+def test_a_reset_ends_the_run_at_once(link, cache_dir, certs, engine):
+    server, client = start(link, cache_dir, certs, "tcp", ["--engine", engine])
+    try:
+        link.reset(server.port)
+        took, out, err = gave_up(client, time.monotonic())
+        # The first call after the RST says so; calls already queued (io_uring) see EPIPE.
+        check_partial(out, err, client.returncode, ("reset by peer", "Broken pipe"))
+        assert took < 1.5, f"a reset took {took:.1f} s to end the run"
+        server_failed(server, 5)
+        serves_next(server, link, cache_dir, "tcp", ["--engine", engine])
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("link", [False], indirect=True, ids=["no-gso"])
+@pytest.mark.parametrize("engine", ["blocking", "epoll", "uring"])
+@pytest.mark.parametrize("direction", ["send", "reverse"])
+def test_an_mtu_black_hole_ends_the_run_at_the_timeout(link, cache_dir, certs, engine, direction):
+    # The receiver's end drops the sender's 9001-byte frames; small ACKs still pass.
+    receiver = "server" if direction == "send" else "client"
+    args = ["--engine", engine] + (["--reverse"] if direction == "reverse" else [])
+    server, client = start(link, cache_dir, certs, "tcp", args)
+    try:
+        link.lower_mtu(receiver)
+        took, out, err = gave_up(client, time.monotonic())
+        check_partial(out, err, client.returncode, "timed out")
+        assert took < GIVE_UP_S, f"gave up after {took:.1f} s with --timeout {TIMEOUT}: {err}"
+        server_failed(server, GIVE_UP_S)
+        link.restore_mtu(receiver)
+        serves_next(server, link, cache_dir, "tcp", args)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("engine", ["blocking", "epoll", "uring"])
+def test_the_server_host_vanishing_ends_the_run_at_the_timeout(link, cache_dir, certs, engine):
+    server, client = start(link, cache_dir, certs, "tcp", ["--engine", engine])
+    try:
+        link.remove_server_host()
+        took, out, err = gave_up(client, time.monotonic())
+        check_partial(out, err, client.returncode, "timed out")
+        assert took < GIVE_UP_S, f"gave up after {took:.1f} s with --timeout {TIMEOUT}: {err}"
+        # Its half of the link gone, the server gives the session up too and keeps running.
+        server_failed(server, GIVE_UP_S)
+        assert server.alive()
+    finally:
+        server.stop()
