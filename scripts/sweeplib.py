@@ -39,6 +39,56 @@ def load(sweep_dir, prog="sweeplib"):
     return manifest, rows
 
 
+# A side's summary figures (iobench's SideSummary) read from one run's side in the JSON.
+RUN_FIGURES = {
+    "bytes": lambda s: s["bytes"],
+    "wall_s": lambda s: s["duration_ns"] / 1e9,
+    **{k: (lambda s, k=k: s[k]) for k in (
+        "throughput_gbps", "throughput_mib_s", "cpu_user_s", "cpu_sys_s", "cpu_s",
+        "cpu_s_per_gib", "io_calls", "bytes_per_call")},
+    "syscalls": lambda s: s["syscalls"]["data_direction"],
+    "syscalls_total": lambda s: s["syscalls"]["total"],
+    "syscalls_per_mib": lambda s: s["syscalls"]["per_mib"],
+    "bytes_per_syscall": lambda s: s["syscalls"]["bytes_per_syscall"],
+    "records": lambda s: (s.get("tls") or {}).get(
+        "records_out" if s["role"] == "sender" else "records_in", 0),
+}
+# Taken from the counting run when there is one (--syscalls auto), as iobench does.
+COUNTED = ("syscalls", "syscalls_total", "syscalls_per_mib", "bytes_per_syscall")
+
+
+def stat(values):
+    return {"median": median(values), "min": min(values, default=0.0),
+            "max": max(values, default=0.0)}
+
+
+def summarize(result, side):
+    """A side's summary over a result's measured runs: median, min and max of each figure."""
+    sides = [r[side] for r in result["runs"] if r.get(side)]
+    out = {k: stat([f(s) for s in sides]) for k, f in RUN_FIGURES.items()}
+    counting = (result.get("counting_run") or {}).get(side)
+    if counting:
+        out.update({k: stat([RUN_FIGURES[k](counting)]) for k in COUNTED})
+    return out
+
+
+def merge_rounds(docs):
+    """One cell's JSON from its rounds (scripts/sweep --order round-robin|shuffle: one iobench
+    run per cell per round): the first round's document holding every round's measured runs,
+    numbered in round order, each marked with its round, and the summaries recomputed over
+    them; the syscall figures come from the first round's counting run."""
+    merged = json.loads(json.dumps(docs[0]))
+    for i, result in enumerate(merged["results"]):
+        runs = []
+        for rnd, doc in enumerate(docs, 1):
+            for run in doc["results"][i]["runs"]:
+                runs.append(dict(run, run=len(runs), round=rnd))
+        result["runs"] = runs
+        result["summary"] = {side: summarize(result, side) for side in ("sender", "receiver")}
+    merged["rounds"] = len(docs)
+    return merged
+
+
 def placement(cell, doc):
     """How a cell's two sides were placed on CPUs: 'unpinned', '--cpus 0', '--cpus 0,1', or
     'unrecorded' for a run from before iobench recorded it."""

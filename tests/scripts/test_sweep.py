@@ -388,10 +388,11 @@ def test_a_broken_cell_is_retried_and_its_partial_figures_kept(tmp_path):
     m = json.loads((d / "manifest.json").read_text())
     cell = m["cells"][0]
     assert m["retries"] == 2 and cell["status"] == "ok" and calls.read_text().strip() == "3"
-    assert [x["partial_file"] for x in cell["attempts"]] == [
-        "cells/tcp-blocking-c1-4k.failed1.json", "cells/tcp-blocking-c1-4k.failed2.json"]
-    assert "(attempt 2)" in cell["attempts"][1]["error"]
-    assert json.loads((d / cell["attempts"][0]["partial_file"]).read_text())[
+    attempts = cell["rounds"]["1"]["attempts"]
+    assert [x["partial_file"] for x in attempts] == [
+        "cells/tcp-blocking-c1-4k.r1.failed1.json", "cells/tcp-blocking-c1-4k.r1.failed2.json"]
+    assert "(attempt 2)" in attempts[1]["error"]
+    assert json.loads((d / attempts[0]["partial_file"]).read_text())[
         "results"][0]["runs"][0]["partial"] is True
     assert "ok after 2 failed attempt(s)" in p.stdout
 
@@ -405,7 +406,7 @@ def test_a_cell_still_broken_after_its_retries_fails_and_the_rerun_retries_it(tm
     # 4k: attempts 1, 2 fail; 8k: attempts 3, 4 fail.
     assert p.returncode == 1 and calls.read_text().strip() == "4", p.stdout + p.stderr
     assert "failed tcp-blocking-c1-4k (2 attempts): iobench: error:" in p.stdout
-    assert "partial figures in cells/tcp-blocking-c1-4k.failed1.json" in p.stdout
+    assert "partial figures in cells/tcp-blocking-c1-4k.r1.failed1.json" in p.stdout
     # Run again: only the failed cells run; the 5th call fails, the 6th and on succeed.
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -418,4 +419,53 @@ def test_a_refused_command_line_is_not_retried(tmp_path):
     p = sweep(tmp_path, "refused", "--proto", "tcp", "--bufs", "17m", "--retries", "3",
               "--backoff", "0", check=1)
     m = json.loads((tmp_path / "refused" / "manifest.json").read_text())
-    assert len(m["cells"][0]["attempts"]) == 1 and m["cells"][0]["attempts"][0]["exit_status"] == 2
+    attempts = m["cells"][0]["rounds"]["1"]["attempts"]
+    assert len(attempts) == 1 and attempts[0]["exit_status"] == 2
+
+
+def test_rounds_interleave_the_cells_and_merge_into_one_summary(tmp_path):
+    sweep(tmp_path, "rr", "--proto", "tcp", "--bufs", "4k,16k", "--repeat", "3", check=0)
+    d = tmp_path / "rr"
+    m = json.loads((d / "manifest.json").read_text())
+    ids = ["tcp-blocking-c1-4k", "tcp-blocking-c1-16k"]
+    assert m["order"] == "round-robin" and m["schedule"] == [ids] * 3
+    # Each round ran every cell once before the next round began.
+    when = sorted((f.stat().st_mtime_ns, f.name) for f in (d / "cells").glob("*.r?.json"))
+    assert [name for _, name in when] == [f"{c}.r{r}.json" for r in (1, 2, 3) for c in ids]
+    doc = json.loads((d / "cells" / "tcp-blocking-c1-4k.json").read_text())
+    result = doc["results"][0]
+    assert doc["rounds"] == 3 and [r["round"] for r in result["runs"]] == [1, 2, 3]
+    cpu = sorted(r["sender"]["cpu_s_per_gib"] for r in result["runs"])
+    assert result["summary"]["sender"]["cpu_s_per_gib"] == {
+        "median": cpu[1], "min": cpu[0], "max": cpu[2]}
+    # The counting run of round 1 gives the syscall figures; later rounds count nothing.
+    assert result["summary"]["sender"]["syscalls"]["median"] == 256  # 1M in 4K writes
+    rows = sweeplib.load(str(d))[1]
+    assert [r["runs"] for r in rows] == [3, 3]
+
+
+def test_shuffled_rounds_follow_the_seed(tmp_path):
+    args = ("--proto", "tcp", "--bufs", "1k,2k,4k,8k", "--repeat", "3", "--order", "shuffle")
+    sweep(tmp_path, "s1", *args, "--seed", "7", check=0)
+    sweep(tmp_path, "s2", *args, "--seed", "7", check=0)
+    m1, m2 = (json.loads((tmp_path / n / "manifest.json").read_text()) for n in ("s1", "s2"))
+    assert m1["seed"] == 7 and m1["schedule"] == m2["schedule"]
+    assert all(sorted(r) == sorted(m1["schedule"][0]) for r in m1["schedule"])
+    assert len({tuple(r) for r in m1["schedule"]}) > 1, "a shuffle that never reorders"
+
+
+@pytest.mark.parametrize("proto", ["tcp", "tls"])
+def test_summaries_recomputed_from_runs_match_iobench(tmp_path, proto):
+    # sweeplib.summarize (used to merge rounds) against iobench's own summary of the same runs.
+    out = tmp_path / "run.json"
+    subprocess.run([BIN, "--proto", proto, "--buf", "4k,16k", "--bytes", "1M", "--repeat", "3",
+                    "--json", str(out), "-q"], check=True, capture_output=True, timeout=120)
+    doc = json.loads(out.read_text())
+    for result in doc["results"]:
+        for side in ("sender", "receiver"):
+            mine, theirs = sweeplib.summarize(result, side), result["summary"][side]
+            assert mine.keys() == theirs.keys()
+            for k in theirs:
+                for st in ("median", "min", "max"):
+                    assert mine[k][st] == pytest.approx(theirs[k][st], rel=1e-9, abs=1e-12), \
+                        (side, k, st)
