@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <optional>
 
@@ -239,7 +240,13 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_flag("--no-nodelay", raw.no_nodelay, "Leave Nagle on (TCP_NODELAY is set by default)");
   app.add_flag("--reverse,-R", o.reverse, "Server sends, client receives");
   app.add_flag("--decompress", o.decompress, "Receiver decodes the zstd stream as it arrives");
-  app.add_option("--repeat", o.repeat, "Measured runs per buffer size (default 1)");
+  app.add_option("--repeat", raw.repeat,
+                 "Measured runs per buffer size (default 1), or auto: until CPU per GiB is known "
+                 "to --target-ci");
+  app.add_option("--max-repeat", raw.max_repeat, "--repeat auto: at most this many (default 30)");
+  app.add_option("--target-ci", raw.target_ci,
+                 "--repeat auto: the 95% interval of each side's median CPU per GiB, +-PCT of it "
+                 "(default 2%)");
   app.add_option("--warmup", o.warmup, "Unreported runs before the measured ones (default 0)");
   app.add_option("--json", o.json_path, "Write the JSON report to FILE ('-' = stdout)");
   app.add_option("--csv", o.csv_path, "Write CSV rows to FILE ('-' = stdout)");
@@ -256,6 +263,49 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                  "session)");
   add_tls_options(app, o.tls, raw);
 }
+
+namespace {
+
+// A whole number in lo..hi, or an error naming the option and the value.
+Result<int> parse_count(const std::string& text, const char* name, int lo, int hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+    return fail(fmt::format("invalid {} '{}': expected {}..{}", name, text, lo, hi));
+  return static_cast<int>(v);
+}
+
+// --repeat N, or auto with --max-repeat and --target-ci (refused without it).
+Status parse_repeat(ClientOptions& o, const RawClient& raw) {
+  o.repeat_auto = raw.repeat == "auto";
+  if (!o.repeat_auto) {
+    for (auto [text, name] : {std::pair{&raw.max_repeat, "--max-repeat"},
+                              {&raw.target_ci, "--target-ci"}})
+      if (!text->empty()) return fail(fmt::format("{} needs --repeat auto", name));
+    auto n = parse_count(raw.repeat, "--repeat", 1, 100000);
+    if (!n) return fail(fmt::format("invalid --repeat '{}': expected 1..100000 or auto", raw.repeat));
+    o.repeat = *n;
+    return {};
+  }
+  auto most = parse_count(raw.max_repeat.empty() ? "30" : raw.max_repeat, "--max-repeat",
+                          ClientOptions::kAutoMinRuns, 100000);
+  if (!most) return std::unexpected(most.error());
+  o.repeat = *most;
+  if (!raw.target_ci.empty()) {
+    std::string pct = raw.target_ci;
+    if (pct.ends_with('%')) pct.pop_back();
+    char* end = nullptr;
+    const double v = std::strtod(pct.c_str(), &end);
+    if (pct.empty() || *end != '\0' || !(v > 0 && v < 100))
+      return fail(fmt::format("invalid --target-ci '{}': expected a percentage in (0, 100), e.g. 2%",
+                              raw.target_ci));
+    o.target_ci = v / 100;
+  }
+  return {};
+}
+
+}  // namespace
 
 Status parse_cache_max(const std::string& text, uint64_t& max) {
   if (text.empty()) return {};
@@ -351,8 +401,7 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
     if (!v) return std::unexpected(v.error());
     *field = *v;
   }
-  if (o.repeat < 1 || o.repeat > 100000)
-    return fail(fmt::format("invalid --repeat '{}': expected 1..100000", o.repeat));
+  if (auto st = parse_repeat(o, raw); !st) return st;
   if (o.warmup < 0 || o.warmup > 100000)
     return fail(fmt::format("invalid --warmup '{}': expected 0..100000", o.warmup));
   for (auto [v, name] :

@@ -29,6 +29,7 @@ struct RawClient {
   std::string tls_io = "auto", ktls = "auto";
   std::map<std::string, std::string> described;  // enum fields of described structs, by flag
   std::vector<CLI::Option*> tls_options;
+  std::string repeat = "1", max_repeat, target_ci;
   CLI::Option* queue_depth = nullptr;
   CLI::Option* auth_token = nullptr;
   CLI::Option* verbose = nullptr;

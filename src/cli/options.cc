@@ -133,6 +133,8 @@ struct CommandLine {
   CLI::App* payload = nullptr;
   CLI::App* doctor = nullptr;
   CLI::App* protocol = nullptr;
+  CLI::App* compare = nullptr;
+  CompareCommand compare_cmd;
   bool version = false;
   bool manpage = false;  // hidden: the build writes iobench.1 with it
 
@@ -150,6 +152,13 @@ struct CommandLine {
     doctor = app.add_subcommand("doctor", "Print what this host offers a benchmark");
     protocol = app.add_subcommand(
         "protocol", "Print the control protocol's layout (JSON): version, every message's fields");
+    compare = app.add_subcommand(
+        "compare", "Compare two results files (or two sizes: FILE#16K FILE#64K), per figure");
+    compare->add_option("BASE", compare_cmd.base, "Results JSON, or FILE#SIZE")->required();
+    compare->add_option("NEW", compare_cmd.next, "Results JSON, or FILE#SIZE")->required();
+    compare->add_option("--json", compare_cmd.json_path, "Also write the comparison as JSON (-: stdout)");
+    compare->add_option("--alpha", compare_cmd.alpha,
+                        "Significance level of the Mann-Whitney U test (default 0.05)");
     app.add_flag("--version,-V", version, "Print iobench's version and protocol version, and exit");
     app.add_flag("--manpage", manpage, "Print the manual page (roff)")->group("");
   }
@@ -159,13 +168,20 @@ struct CommandLine {
   // The parsed command, validated.
   Result<Command> command() {
     // Loopback options typed before a subcommand would be silently ignored: refuse them.
-    if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed()) {
+    if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed() ||
+        compare->parsed()) {
       for (const CLI::Option* opt : app.get_options()) {
         if (opt->count() > 0)
           return fail(fmt::format("option {} must follow the subcommand", opt->get_name()));
       }
     }
     if (doctor->parsed()) return DoctorCommand{};
+    if (compare->parsed()) {
+      if (!(compare_cmd.alpha > 0 && compare_cmd.alpha < 1))
+        return fail(fmt::format("invalid --alpha '{}': expected a level in (0, 1), e.g. 0.05",
+                                compare_cmd.alpha));
+      return compare_cmd;
+    }
     if (server->parsed()) {
       if (auto s = validate_server(server_opts, server_raw); !s) return std::unexpected(s.error());
       return server_opts;

@@ -83,7 +83,12 @@ struct ClientOptions {
   bool nodelay = true;
   bool reverse = false;
   bool decompress = false;
-  int repeat = 1;
+  int repeat = 1;  // with repeat_auto: the most measured runs (--max-repeat)
+  // --repeat auto: measured runs until each side's CPU per GiB is known to within target_ci
+  // (the 95% bootstrap interval of the median, half-width over the median), from 5 runs on.
+  bool repeat_auto = false;
+  double target_ci = 0.02;
+  static constexpr int kAutoMinRuns = 5;
   int warmup = 0;
   std::string json_path;  // "-" is stdout
   std::string csv_path;
@@ -138,12 +143,19 @@ struct PayloadCommand {
 
 struct DoctorCommand {};
 
+// `iobench compare BASE NEW` (report/compare.h).
+struct CompareCommand {
+  std::string base, next;  // FILE or FILE#SIZE (a size's label: 16K, 64K, adaptive)
+  std::string json_path;   // also write the comparison as JSON ("-": stdout)
+  double alpha = 0.05;     // the test's significance level
+};
+
 struct HelpRequested {
   std::string text;
 };
 
-using Command =
-    std::variant<ClientOptions, ServerOptions, PayloadCommand, DoctorCommand, HelpRequested>;
+using Command = std::variant<ClientOptions, ServerOptions, PayloadCommand, DoctorCommand,
+                             CompareCommand, HelpRequested>;
 
 // Parses argv into a command. Every error is one line naming the bad value.
 Result<Command> parse_command_line(int argc, const char* const* argv);

@@ -211,6 +211,8 @@ json options_json(const Report& r) {
               {"reverse", o.reverse},
               {"decompress", o.decompress},
               {"repeat", o.repeat},
+              {"repeat_auto", o.repeat_auto},
+              {"target_ci", o.repeat_auto ? json(o.target_ci) : json(nullptr)},
               {"warmup", o.warmup},
               {"timeout_s", o.timeout_s},
               {"conns", o.conns},
@@ -322,6 +324,15 @@ json size_json(const Report& r, const SizeResults& size) {
                {{"sender", summary_json(summarize(size, true))},
                 {"receiver", summary_json(summarize(size, false))}}}};
   if (!r.crypto.empty()) out["tls_cost"] = tls_cost_json(r, size);
+  if (const auto& a = size.repeat_auto)
+    out["repeat_auto"] = {
+        {"runs", a->runs},
+        {"reached_target", a->reached},
+        {"sender_ci_rel", a->sender_ci},
+        {"receiver_ci_rel", a->receiver_ci},
+        {"method",
+         "half-width of the 95% percentile bootstrap interval of the median CPU per GiB, over "
+         "the median, after each measured run from the 5th; partial runs left out"}};
   return out;
 }
 

@@ -66,12 +66,24 @@ struct RunRecord {
   std::optional<TracerCounts> sender_tracer, receiver_tracer;
 };
 
+// --repeat auto: where a size's measured runs stopped, and how precisely each side's CPU per GiB
+// is known then (the half-width of the 95% bootstrap interval of the median, over the median).
+struct RepeatAuto {
+  int runs = 0;
+  double sender_ci = 0, receiver_ci = 0;
+  bool reached = false;  // both within --target-ci; otherwise --max-repeat ended the runs
+};
+
+// Computed over a size's measured runs that completed (partial ones left out).
+RepeatAuto repeat_auto_precision(const std::vector<RunRecord>& runs, double target);
+
 struct SizeResults {
   BufPair buf;
   std::vector<RunRecord> runs;
   // --syscalls auto: the one run (after the warm-ups) in which the kernel counted syscalls; the
   // measured runs then counted nothing, and the summary's syscall figures come from this one.
   std::optional<RunRecord> counting_run;
+  std::optional<RepeatAuto> repeat_auto;
   // The measured runs, then the counting run if there is one.
   std::vector<const RunRecord*> all_runs() const {
     std::vector<const RunRecord*> out;

@@ -3,6 +3,7 @@
 
 #include "cli/size.h"
 #include "report/report.h"
+#include "util/stats.h"
 
 namespace iobench {
 
@@ -94,6 +95,27 @@ SideSummary summarize(const SizeResults& size, bool sender) {
   s.syscalls_per_mib = stat_of({f.syscalls_per_mib});
   s.bytes_per_syscall = stat_of({f.bytes_per_syscall});
   return s;
+}
+
+RepeatAuto repeat_auto_precision(const std::vector<RunRecord>& runs, double target) {
+  RepeatAuto r;
+  std::vector<double> sender, receiver;
+  for (const RunRecord& run : runs) {
+    if (run.partial) continue;
+    sender.push_back(side_figures(run.sender).cpu_s_per_gib);
+    receiver.push_back(side_figures(run.receiver).cpu_s_per_gib);
+  }
+  r.runs = static_cast<int>(sender.size());
+  auto relative = [](const std::vector<double>& v) {
+    const double m = stats::median(v);
+    const stats::Interval ci = stats::median_ci(v);
+    return m > 0 ? (ci.high - ci.low) / 2 / m : 1.0;
+  };
+  r.sender_ci = relative(sender);
+  r.receiver_ci = relative(receiver);
+  r.reached = r.runs >= ClientOptions::kAutoMinRuns && r.sender_ci <= target &&
+              r.receiver_ci <= target;
+  return r;
 }
 
 std::string buf_label(const BufPair& b) {

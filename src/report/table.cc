@@ -226,6 +226,21 @@ std::string partial_lines(const Report& r) {
   return out;
 }
 
+// --repeat auto: per size, how many runs it took and how precisely CPU per GiB is known.
+std::string repeat_auto_lines(const Report& r) {
+  std::string out;
+  for (const auto& size : r.sizes) {
+    if (!size.repeat_auto) continue;
+    const RepeatAuto& a = *size.repeat_auto;
+    out += fmt::format(
+        "repeat auto: buf {} {} after {} runs: CPU per GiB known to +-{:.1f}% (sender), "
+        "+-{:.1f}% (receiver), target +-{:.1f}%\n",
+        buf_label(size.buf), a.reached ? "within the target" : "stopped at --max-repeat", a.runs,
+        a.sender_ci * 100, a.receiver_ci * 100, r.options.target_ci * 100);
+  }
+  return out;
+}
+
 // Where the network softirqs ran over each size's measured runs, per CPU (host-wide counters).
 std::string softirq_lines(const Report& r) {
   std::string out;
@@ -256,7 +271,11 @@ std::string render_table(const Report& r) {
                          ? std::string(name_of(o.send_engine))
                          : fmt::format("{} sender, {} receiver", name_of(o.send_engine),
                                        name_of(o.recv_engine)),
-                     r.payload_source, o.repeat, o.repeat > 1 ? " per size, medians" : "",
+                     r.payload_source,
+                     o.repeat_auto ? fmt::format("auto ({}..{})", ClientOptions::kAutoMinRuns,
+                                                 o.repeat)
+                                   : std::to_string(o.repeat),
+                     o.repeat > 1 ? " per size, medians" : "",
                      o.group() ? fmt::format(" | {} connections, totals per side", o.conns) : "");
   if (!r.sizes.empty() && !r.sizes.front().runs.empty()) {
     const auto& first = r.sizes.front().runs.front();
@@ -291,6 +310,7 @@ std::string render_table(const Report& r) {
                     summarize(size, false), tls, was_interrupted(r));
   }
   out += partial_lines(r);
+  out += repeat_auto_lines(r);
   out += softirq_lines(r);
   out += tls_cost_lines(r);
   return out + tracer_lines(r) + group_lines(r) + process_cpu_lines(r.processes);

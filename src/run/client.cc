@@ -277,7 +277,7 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
   if (series.counting_run) series.uncounted.syscalls = SyscallsMode::kOff;
   const int steps = o.warmup + o.repeat + (series.counting_run ? 1 : 0);
   for (const BufPair& buf : o.bufs) {
-    SizeResults size{buf, {}, std::nullopt};
+    SizeResults size{buf, {}, std::nullopt, std::nullopt};
     for (int i = 0; i < steps; ++i) {
       const Step step = step_of(o, i, steps, series.counting_run);
       auto rec = series.run(buf, step, i, report);
@@ -287,6 +287,12 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
         error = *stop;
         if (!size.runs.empty() || size.counting_run) report.sizes.push_back(std::move(size));
         return report;
+      }
+      // --repeat auto: once each side's CPU per GiB is known well enough, on to the counting
+      // run (if any) and the next size.
+      if (step.measured && o.repeat_auto) {
+        size.repeat_auto = repeat_auto_precision(size.runs, o.target_ci);
+        if (size.repeat_auto->reached) i = o.warmup + o.repeat - 1;
       }
     }
     report.sizes.push_back(std::move(size));

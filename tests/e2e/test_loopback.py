@@ -366,3 +366,22 @@ def test_measured_runs_under_auto_say_where_their_counts_are(cache_dir, extra):
     if "group" in run0:
         notes += [run0["group"][side]["syscalls"]["note"] for side in ("sender", "receiver")]
     assert all(n.startswith("kernel counts: this size's counting_run") for n in notes), notes
+
+
+def test_repeat_auto_stops_once_cpu_per_gib_is_known(cache_dir, tmp_path):
+    out = tmp_path / "auto.json"
+    # A target any five runs meet: exactly five, then the counting run.
+    p = run("--buf", "16k", "--bytes", "1M", "--repeat", "auto", "--target-ci", "99%", "--json",
+            out, cache=cache_dir, check=0)
+    size = json.loads(out.read_text())["results"][0]
+    assert len(size["runs"]) == 5 and size["counting_run"] is not None
+    assert size["repeat_auto"]["reached_target"] is True and size["repeat_auto"]["runs"] == 5
+    assert "repeat auto: buf 16K within the target after 5 runs" in p.stdout
+    # A target no run can meet: --max-repeat ends it, and the report says so.
+    p = run("--buf", "16k", "--bytes", "1M", "--repeat", "auto", "--target-ci", "0.00001%",
+            "--max-repeat", "6", "--syscalls", "off", "--json", out, cache=cache_dir, check=0)
+    doc = json.loads(out.read_text())
+    size = doc["results"][0]
+    assert len(size["runs"]) == 6 and size["repeat_auto"]["reached_target"] is False
+    assert doc["options"]["repeat_auto"] is True and doc["options"]["target_ci"] == pytest.approx(1e-7)
+    assert "repeat auto: buf 16K stopped at --max-repeat after 6 runs" in p.stdout

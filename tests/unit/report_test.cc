@@ -29,7 +29,7 @@ Report sample_report() {
   rep.mode = RunMode::kLoopback;
   rep.payload_source = "resp-v1 seed=1 level=3";
   for (const auto& b : rep.options.bufs) {
-    SizeResults s{b, {}, std::nullopt};
+    SizeResults s{b, {}, std::nullopt, std::nullopt};
     for (int i = 0; i < 3; ++i) {
       RunRecord r;
       r.run = i;
@@ -54,6 +54,42 @@ TEST(Report, DerivedFigures) {
   auto zero = side_figures(side(true, 0, 0, 0, 0));
   EXPECT_EQ(zero.throughput_gbps, 0);
   EXPECT_EQ(zero.bytes_per_call, 0);
+}
+
+// --repeat auto's stopping rule on runs whose CPU per GiB is known: identical runs are known
+// exactly, but not before the fifth; runs spread +-20% are not known to 2%.
+TEST(Report, RepeatAutoStopsWhenTheMedianIsKnownAndNotBeforeFiveRuns) {
+  auto runs_of = [](std::vector<int64_t> cpu_ns) {
+    std::vector<RunRecord> runs;
+    for (int64_t c : cpu_ns) {
+      RunRecord r;
+      r.sender = side(true, kGiB, 1'000'000'000, c, 1000);
+      r.receiver = side(false, kGiB, 1'000'000'000, c / 2, 1000);
+      runs.push_back(r);
+    }
+    return runs;
+  };
+  const RepeatAuto four = repeat_auto_precision(runs_of({500'000'000, 500'000'000, 500'000'000,
+                                                         500'000'000}),
+                                                0.02);
+  EXPECT_EQ(four.runs, 4);
+  EXPECT_DOUBLE_EQ(four.sender_ci, 0);
+  EXPECT_FALSE(four.reached);
+  std::vector<RunRecord> five = runs_of(std::vector<int64_t>(5, 500'000'000));
+  EXPECT_TRUE(repeat_auto_precision(five, 0.02).reached);
+  // A partial run does not count.
+  five.back().partial = true;
+  EXPECT_FALSE(repeat_auto_precision(five, 0.02).reached);
+  const RepeatAuto spread = repeat_auto_precision(
+      runs_of({400'000'000, 600'000'000, 450'000'000, 550'000'000, 500'000'000, 420'000'000,
+               580'000'000}),
+      0.02);
+  EXPECT_GT(spread.sender_ci, 0.02);
+  EXPECT_FALSE(spread.reached);
+  EXPECT_TRUE(repeat_auto_precision(runs_of({400'000'000, 600'000'000, 450'000'000, 550'000'000,
+                                             500'000'000, 420'000'000, 580'000'000}),
+                                    0.5)
+                  .reached);
 }
 
 TEST(Report, MedianMinMax) {
