@@ -1,7 +1,10 @@
 """Reading a sweep directory (results/<name>/) written by scripts/sweep: shared by plot and
 recommend, which know nothing of iobench's internals beyond its JSON."""
+import itertools
 import json
+import math
 import os
+import random
 import sys
 
 GiB = 1 << 30
@@ -33,6 +36,12 @@ def load(sweep_dir, prog="sweeplib"):
                 summary = result["summary"][side]
                 row[side] = {k: summary[k] for k in summary}
             row["group"] = group_summary(result)
+            # Each measured run's total CPU per GiB (sender + receiver of that run): what a
+            # comparison of two cells resamples.
+            row["total_cpu_runs"] = [
+                r["sender"]["cpu_s_per_gib"] + r["receiver"]["cpu_s_per_gib"]
+                for r in result["runs"] if r.get("sender") and r.get("receiver")
+                and not r.get("partial")]
             rows.append(row)
     rows.sort(key=lambda r: (r["proto"], r["engine"], r["conns"], r["label"] == "adaptive",
                              r["buf"]))
@@ -169,3 +178,67 @@ def size_label(n):
         if n % div == 0:
             return f"{n // div}{unit}"
     return str(n)
+
+
+# --- deciding between two cells: the statistics iobench compare uses (src/util/stats.cc) ------
+
+SEED = 0x10BE7C5  # fixed: the same runs give the same interval
+
+
+def ratio_ci(base, new, level=0.95, draws=4000):
+    """Percentile bootstrap interval of median(new) / median(base): (low, high)."""
+    if not base or not new or median(base) == 0:
+        return (0.0, 0.0)
+    rng = random.Random(SEED)
+    ratios = []
+    for _ in range(draws):
+        b = median([rng.choice(base) for _ in base])
+        if b:
+            ratios.append(median([rng.choice(new) for _ in new]) / b)
+    ratios.sort()
+
+    def pct(q):
+        at = q * (len(ratios) - 1)
+        lo = int(at)
+        hi = min(lo + 1, len(ratios) - 1)
+        return ratios[lo] + (ratios[hi] - ratios[lo]) * (at - lo)
+    return (pct((1 - level) / 2), pct(1 - (1 - level) / 2))
+
+
+def _u_counts(m, n):
+    """Arrangements of m + n distinct values whose U statistic (pairs where the first set's value
+    is the larger) is u, for u = 0..m*n."""
+    f = [[1] + [0] * (m * n) for _ in range(n + 1)]
+    for _ in range(m):
+        g = [[0] * (m * n + 1) for _ in range(n + 1)]
+        for j in range(n + 1):
+            for u in range(m * n + 1):
+                if u >= j:
+                    g[j][u] += f[j][u - j]
+                if j:
+                    g[j][u] += g[j - 1][u]
+        f = g
+    return f[n]
+
+
+def mann_whitney_p(a, b):
+    """Two-sided Mann-Whitney U p-value: exact without ties up to 30 values a side, else the
+    normal approximation with tie and continuity corrections."""
+    if not a or not b:
+        return 1.0
+    u = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a for y in b)
+    values = sorted(a + b)
+    ties = len(set(values)) < len(values)
+    m, n = len(a), len(b)
+    if not ties and m <= 30 and n <= 30:
+        counts = _u_counts(m, n)
+        total = sum(counts)
+        below = sum(c for k, c in enumerate(counts) if k <= u)
+        above = sum(c for k, c in enumerate(counts) if k >= u)
+        return min(1.0, 2 * min(below, above) / total)
+    tie_term = sum(t ** 3 - t for t in (len(list(g)) for _, g in itertools.groupby(values)))
+    var = m * n / 12 * ((m + n + 1) - tie_term / ((m + n) * (m + n - 1)))
+    if var <= 0:
+        return 1.0
+    z = max(abs(u - m * n / 2) - 0.5, 0) / math.sqrt(var)
+    return min(1.0, math.erfc(z / math.sqrt(2)))

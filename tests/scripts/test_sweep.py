@@ -93,8 +93,12 @@ def test_placement_is_an_axis_and_recorded(tmp_path):
     assert p.returncode != 0 and "invalid --cpus '0,x'" in p.stderr
 
 
+JITTER = [0.99, 1.0, 1.01, 0.995, 1.005]  # five runs within +-1% of the median
+
+
 def fake_sweep(tmp_path, cells):
-    """A sweep directory as scripts/sweep writes it, from (proto, buf, placement, cpu s/GiB)."""
+    """A sweep directory as scripts/sweep writes it, from (proto, buf, placement, cpu s/GiB):
+    the total CPU per GiB's median, its runs spread by JITTER, or a list of per-run totals."""
     d = tmp_path / "fake"
     (d / "cells").mkdir(parents=True)
     manifest = {"name": "fake", "command": "scripts/sweep fake", "iobench_commit": "0",
@@ -102,12 +106,15 @@ def fake_sweep(tmp_path, cells):
                 "finished": "y", "cells": []}
     ctx = {"cpu_model": "cpu", "cpus_online": 2, "kernel": "6.18", "libraries": {}}
     for i, (proto, buf, cpus, cpu) in enumerate(cells):
+        totals = cpu if isinstance(cpu, list) else [cpu * j for j in JITTER]
         stat = lambda v: {"median": v, "min": v, "max": v}  # noqa: E731
         side = {k: stat(1.0) for k in ("wall_s", "io_calls", "cpu_s", "syscalls")}
-        side["cpu_s_per_gib"] = stat(cpu / 2)
+        side["cpu_s_per_gib"] = stat(sweeplib.median(totals) / 2)
         s, r = (cpus, cpus) if isinstance(cpus, int) else cpus
+        runs = [{"sender": {"cpu_s_per_gib": t / 2}, "receiver": {"cpu_s_per_gib": t / 2}}
+                for t in totals]
         doc = {"context": ctx, "options": {"sender_cpu": s, "receiver_cpu": r},
-               "results": [{"send_buf_bytes": buf, "label": str(buf), "runs": [{}],
+               "results": [{"send_buf_bytes": buf, "label": str(buf), "runs": runs,
                             "summary": {"sender": side, "receiver": side}}]}
         name = f"cells/c{i}.json"
         (d / name).write_text(json.dumps(doc))
@@ -469,3 +476,48 @@ def test_summaries_recomputed_from_runs_match_iobench(tmp_path, proto):
                 for st in ("median", "min", "max"):
                     assert mine[k][st] == pytest.approx(theirs[k][st], rel=1e-9, abs=1e-12), \
                         (side, k, st)
+
+
+def test_a_knee_clear_of_the_noise_is_stated_with_its_confidence(tmp_path):
+    d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0), ("tcp", 16384, -1, 1.02),
+                              ("tcp", 65536, -1, 1.0), ("tcp", 262144, -1, 1.01)])
+    text = recommend(d)
+    assert "**Knee: 16K** (64K within 2.0% ± " in text, text
+    assert "distinguishable; 4K is 200.0% ± " in text and "% above 64K)" in text
+    assert "**One connection: 16K**" in text
+
+
+def test_a_knee_inside_the_noise_is_not_recommended_and_the_runs_needed_are_named(tmp_path):
+    # 8K's runs straddle the 5% tolerance above 16K: 2%..10% above.
+    d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0),
+                              ("tcp", 8192, -1, [1.02, 1.10, 1.04, 1.08, 1.06]),
+                              ("tcp", 16384, -1, 1.0), ("tcp", 65536, -1, 1.01)])
+    text = recommend(d)
+    assert "The smallest buffer within 5% of it is 16K" in text
+    assert "**no knee with confidence**: 8K is 6.0% ± " in text, text
+    assert "the 5% tolerance lies inside that noise; about " in text
+    assert "more runs per cell would tell" in text
+    assert "**One connection: no default from this sweep** — TCP: the knee is inside the noise" \
+        in text
+
+
+def test_one_run_per_cell_cannot_say_how_sure(tmp_path):
+    d = fake_sweep(tmp_path, [("tcp", 4096, -1, [3.0]), ("tcp", 16384, -1, [1.0]),
+                              ("tcp", 65536, -1, [0.99])])
+    text = recommend(d)
+    assert "1 run(s) per cell cannot say how sure a knee is" in text
+    assert "One connection: no default from this sweep" in text
+
+
+def test_statistics_on_samples_with_known_answers():
+    # Fully separated 5 vs 5: two of the C(10, 5) = 252 arrangements are as extreme.
+    assert sweeplib.mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert sweeplib.mann_whitney_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)
+    assert sweeplib.mann_whitney_p([1, 4, 6], [2, 3, 5, 7]) == pytest.approx(30 / 35)
+    assert sweeplib.mann_whitney_p([5] * 5, [5] * 5) == 1.0
+    assert sweeplib.mann_whitney_p([i // 2 for i in range(20)],
+                                   [100 + i // 2 for i in range(20)]) < 1e-6
+    assert sweeplib.ratio_ci([10] * 5, [20] * 5) == (2.0, 2.0)
+    low, high = sweeplib.ratio_ci([9, 10, 11, 10, 10.5, 9.5], [19, 21, 20, 22, 18, 20])
+    assert 1.5 < low < 2 < high < 2.5
+    assert (low, high) == sweeplib.ratio_ci([9, 10, 11, 10, 10.5, 9.5], [19, 21, 20, 22, 18, 20])
