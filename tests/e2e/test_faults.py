@@ -98,6 +98,9 @@ def test_server_killed_mid_transfer(server, cache_dir, reverse):
     assert "of 67108864 bytes" in err, err
     moved = int(err.split("client ")[1].split(":")[1].split(" of")[0])
     assert 0 < moved < 64 * MiB, err
+    # Reported like an interrupted run: this side's figures up to the failure, the server's n/a.
+    assert f"PARTIAL: buf 64 run 0 failed (" in out and f"after {moved} of 67108864 bytes" in out
+    assert "n/a   not reported: failed before the server sent its figures" in out, out
 
 
 def test_client_killed_mid_transfer_server_serves_next(server, cache_dir):

@@ -117,9 +117,11 @@ def test_a_silent_link_ends_the_run_at_the_timeout(link, cache_dir, certs, engin
         server.stop()
 
 
+@pytest.mark.parametrize("direction", ["send", "reverse"])
 @pytest.mark.parametrize("engine", ["blocking", "epoll", "uring"])
-def test_a_reset_ends_the_run_at_once(link, cache_dir, certs, engine):
-    server, client = start(link, cache_dir, certs, "tcp", ["--engine", engine])
+def test_a_reset_ends_the_run_at_once(link, cache_dir, certs, engine, direction):
+    args = ["--engine", engine] + (["--reverse"] if direction == "reverse" else [])
+    server, client = start(link, cache_dir, certs, "tcp", args)
     try:
         link.reset(server.port)
         took, out, err = gave_up(client, time.monotonic())
@@ -127,7 +129,7 @@ def test_a_reset_ends_the_run_at_once(link, cache_dir, certs, engine):
         check_partial(out, err, client.returncode, ("reset by peer", "Broken pipe"))
         assert took < 1.5, f"a reset took {took:.1f} s to end the run"
         server_failed(server, 5)
-        serves_next(server, link, cache_dir, "tcp", ["--engine", engine])
+        serves_next(server, link, cache_dir, "tcp", args)
     finally:
         server.stop()
 
