@@ -168,8 +168,9 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   if (d.follow) buf.follow(d.follow);
   const ProbeSample start = probe_now(d.thread_cpu);
   m.start_kernel();
-  Status sent = name_a_stall(s, engine.send(s, d.payload.first(d.bytes), buf, io));
+  Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
   m.stop_kernel();
+  sent = name_a_stall(s, std::move(sent));  // after the counters: its getsockopt is not data I/O
   if (d.data_done) d.data_done();
   me.buf_resizes = buf.resizes();
   // Counters stop before the acknowledgement is read: it is control traffic, not data.
@@ -202,8 +203,9 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   VerifierSink sink(verifier);
   const ProbeSample start = probe_now(d.thread_cpu);
   m.start_kernel();
-  Status got = name_a_stall(s, engine.recv(s, d.bytes, buf, sink, io));
+  Status got = engine.recv(s, d.bytes, buf, sink, io);
   m.stop_kernel();
+  got = name_a_stall(s, std::move(got));
   if (d.data_done) d.data_done();
   me.buf_resizes = buf.resizes();
   if (got) got = verifier.finish();
