@@ -7,12 +7,13 @@ import socket
 import ssl
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import BIN, ROOT, Server, hello_frame, run
+from conftest import BIN, ROOT, Server, hello_frame, pack_fields, proto_version, run
 
 MiB = 1 << 20
 
@@ -270,6 +271,56 @@ def test_alert_mid_stream_is_an_error(tls_server, certs, cache_dir):
     assert tls_server.alive()
     run("client", "--connect", tls_server.addr, "--proto", "tls", "--tls-ca",
         certs / "good" / "ca.crt", "--bytes", "256k", "-q", cache=cache_dir, check=0)
+
+
+def recv_exact(s, n):
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        assert chunk, "peer closed"
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("ending", ["close_notify", "fatal-alert"])
+def test_a_tls_alert_mid_stream_leaves_the_client_partial_figures(certs, ending):
+    # A TLS "server" that acknowledges the HELLO, streams 300000 bytes of a 1 MiB --reverse run,
+    # then ends the session with a close_notify, or a fatal alert in clear.
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs / "good" / "server.crt", certs / "good" / "server.key")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve():
+        conn, _ = listener.accept()
+        with ctx.wrap_socket(conn, server_side=True) as s:
+            head = recv_exact(s, 12)
+            recv_exact(s, struct.unpack("<I", head[8:12])[0])
+            ack = pack_fields("ACK", {"server_version": "fake"})
+            s.sendall(b"IOBC" + struct.pack("<HHI", proto_version(), 2, len(ack)) + ack)
+            s.sendall(b"\0" * 300000)
+            if ending == "close_notify":
+                try:
+                    s.unwrap()  # sends close_notify; the client's RESULT may upset Python
+                except (ssl.SSLError, OSError):
+                    pass
+            else:
+                os.write(s.fileno(), bytes([21, 3, 3, 0, 2, 2, 40]))  # handshake_failure
+            time.sleep(0.5)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    p = run("client", "--connect", f"127.0.0.1:{port}", "--proto", "tls", "--tls-insecure",
+            "--reverse", "--bytes", "1M", "--timeout", "5", "--syscalls", "off", "--json", "-",
+            "-q", timeout=60)
+    t.join(timeout=10)
+    listener.close()
+    assert p.returncode == 1, p.stderr
+    r = json.loads(p.stdout)["results"][0]["runs"][0]
+    assert r["partial"] is True and r["sender"] is None, r
+    assert r["receiver"]["bytes"] == 300000 and "300000 of 1048576" in r["error"], r
+    if ending == "close_notify":
+        assert "close_notify" in r["error"], r
 
 
 def test_server_refuses_uring_over_tls_socket_model(tls_server, certs):
