@@ -323,7 +323,13 @@ Result<std::optional<std::string>> UringEngine::recv_multishot(Stream& s, uint64
     const uint64_t size = buf.size();
     if (size != ms.ring().size()) {
       if (st = ms.stop(); !st) break;
-      if (!codec) got = ms.got();
+      // The old request's last completions may have brought the data phase's last records:
+      // they are opened before the next wait, which would otherwise wait for bytes already here.
+      if (codec) {
+        if (st = open_records(s, *codec, total, got, buf, sink, io); !st) break;
+      } else {
+        got = ms.got();
+      }
       if (got >= total) break;
       ms.use({});  // the buffer group is free again only once the old ring is unregistered
       auto next =

@@ -145,7 +145,9 @@ def test_an_mtu_black_hole_ends_the_run_at_the_timeout(link, cache_dir, certs, e
     try:
         link.lower_mtu(receiver)
         took, out, err = gave_up(client, time.monotonic())
-        check_partial(out, err, client.returncode, "timed out")
+        # Small segments still pass, so both sides' clocks run and the first to give up closes
+        # with data unread or unsent: its reset reaches the other, which then ends on that.
+        check_partial(out, err, client.returncode, ("timed out", "reset by peer", "Broken pipe"))
         assert took < GIVE_UP_S, f"gave up after {took:.1f} s with --timeout {TIMEOUT}: {err}"
         server_failed(server, GIVE_UP_S)
         link.restore_mtu(receiver)
