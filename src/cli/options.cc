@@ -12,6 +12,7 @@
 #include "cli/hints.h"
 #include "cli/manpage.h"
 #include "cli/size.h"
+#include "probe/proc_watch.h"
 #include "probe/syscall_counter.h"
 #include "proto/fields.h"
 
@@ -119,6 +120,54 @@ CLI::App* add_payload_command(CLI::App& app, PayloadCommand& c, RawPayload& raw)
   return payload;
 }
 
+CLI::App* add_watch_command(CLI::App& app, WatchCommand& c, std::vector<std::string>& raw) {
+  auto* w = app.add_subcommand(
+      "watch", "Count a live process's syscalls, I/O sizes and CPU (and its children's)");
+  raw.assign(3, "");
+  w->add_option("--pid,-p", c.pids, "A process to watch, with every child it forks (repeatable)")
+      ->required();
+  w->add_option("--duration,-d", raw[0], "End after this long (e.g. 30s); default: until Ctrl-C");
+  w->add_option("--until-exit", raw[1], "End when this process exits");
+  w->add_option("--interval", raw[2], "Sample /proc (CPU, descriptor kinds) this often (100ms)");
+  w->add_option("--json", c.json_path, "Also write the report as JSON (-: stdout)");
+  w->add_option("--csv", c.csv_path, "Also write the report as CSV (-: stdout)");
+  w->add_flag("-q,--quiet", c.quiet, "No table and no start line");
+  return w;
+}
+
+// A process that exists (a zombie counts as gone).
+Status check_pid(pid_t pid, const char* option) {
+  const auto st = read_proc_stat(pid);
+  if (pid <= 0 || !st || st->state == 'Z')
+    return fail(fmt::format("invalid {} {}: no such process", option, pid));
+  return {};
+}
+
+Status validate_watch(WatchCommand& c, const std::vector<std::string>& raw) {
+  for (pid_t p : c.pids)
+    if (auto st = check_pid(p, "--pid"); !st) return st;
+  if (!raw[0].empty()) {
+    auto d = parse_duration(raw[0], "--duration", 7 * 86400.0);
+    if (!d) return std::unexpected(d.error());
+    c.duration_s = *d;
+  }
+  if (!raw[1].empty()) {
+    char* end = nullptr;
+    const long pid = std::strtol(raw[1].c_str(), &end, 10);
+    if (end == raw[1].c_str() || *end != '\0' || pid <= 0 || pid > INT32_MAX)
+      return fail(fmt::format("invalid --until-exit '{}': expected a process id", raw[1]));
+    c.until_exit = static_cast<pid_t>(pid);
+    if (auto st = check_pid(c.until_exit, "--until-exit"); !st) return st;
+  }
+  if (!raw[2].empty()) {
+    auto d = parse_duration(raw[2], "--interval", 10.0);
+    if (!d) return std::unexpected(d.error());
+    if (*d < 0.01) return fail(fmt::format("invalid --interval '{}': at least 10ms", raw[2]));
+    c.interval_s = *d;
+  }
+  return {};
+}
+
 // Every command and option, declared once; command() validates the one that was used.
 struct CommandLine {
   CLI::App app{"iobench: network I/O buffer-size benchmark (TCP, replication payload)", "iobench"};
@@ -135,6 +184,9 @@ struct CommandLine {
   CLI::App* protocol = nullptr;
   CLI::App* compare = nullptr;
   CompareCommand compare_cmd;
+  CLI::App* watch = nullptr;
+  WatchCommand watch_cmd;
+  std::vector<std::string> watch_raw;  // --duration, --until-exit, --interval as typed
   bool version = false;
   bool manpage = false;  // hidden: the build writes iobench.1 with it
 
@@ -159,6 +211,7 @@ struct CommandLine {
     compare->add_option("--json", compare_cmd.json_path, "Also write the comparison as JSON (-: stdout)");
     compare->add_option("--alpha", compare_cmd.alpha,
                         "Significance level of the Mann-Whitney U test (default 0.05)");
+    watch = add_watch_command(app, watch_cmd, watch_raw);
     app.add_flag("--version,-V", version, "Print iobench's version and protocol version, and exit");
     app.add_flag("--manpage", manpage, "Print the manual page (roff)")->group("");
   }
@@ -169,13 +222,17 @@ struct CommandLine {
   Result<Command> command() {
     // Loopback options typed before a subcommand would be silently ignored: refuse them.
     if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed() ||
-        compare->parsed()) {
+        compare->parsed() || watch->parsed()) {
       for (const CLI::Option* opt : app.get_options()) {
         if (opt->count() > 0)
           return fail(fmt::format("option {} must follow the subcommand", opt->get_name()));
       }
     }
     if (doctor->parsed()) return DoctorCommand{};
+    if (watch->parsed()) {
+      if (auto st = validate_watch(watch_cmd, watch_raw); !st) return std::unexpected(st.error());
+      return watch_cmd;
+    }
     if (compare->parsed()) {
       if (!(compare_cmd.alpha > 0 && compare_cmd.alpha < 1))
         return fail(fmt::format("invalid --alpha '{}': expected a level in (0, 1), e.g. 0.05",

@@ -143,6 +143,16 @@ struct PayloadCommand {
 
 struct DoctorCommand {};
 
+// `iobench watch --pid PID...` (run/watch.cc).
+struct WatchCommand {
+  std::vector<pid_t> pids;  // the processes watched, with every child they fork meanwhile
+  double duration_s = 0;    // 0: until Ctrl-C, --until-exit or every watched process exits
+  pid_t until_exit = 0;     // end when this process exits
+  double interval_s = 0.1;  // /proc sampled this often (CPU, descriptor kinds)
+  std::string json_path, csv_path;
+  bool quiet = false;
+};
+
 // `iobench compare BASE NEW` (report/compare.h).
 struct CompareCommand {
   std::string base, next;  // FILE or FILE#SIZE (a size's label: 16K, 64K, adaptive)
@@ -155,7 +165,7 @@ struct HelpRequested {
 };
 
 using Command = std::variant<ClientOptions, ServerOptions, PayloadCommand, DoctorCommand,
-                             CompareCommand, HelpRequested>;
+                             CompareCommand, WatchCommand, HelpRequested>;
 
 // Parses argv into a command. Every error is one line naming the bad value.
 Result<Command> parse_command_line(int argc, const char* const* argv);

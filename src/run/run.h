@@ -46,6 +46,8 @@ int run_server_command(const ServerOptions& o);
 // With o.connect empty: loopback (forks a private server); otherwise two-host client.
 int run_client_command(const ClientOptions& o);
 int run_payload_command(const PayloadCommand& c);
+// Counts the processes' syscalls and I/O sizes until the end condition; prints the report.
+int run_watch_command(const WatchCommand& c);
 // Prints one line per host check; exits 0 (a missing feature is information, not an error).
 int run_doctor_command();
 

@@ -1,0 +1,69 @@
+// `iobench watch`'s kernel side: three hand-assembled eBPF programs that count, for a set of
+// processes and every process they fork after the watch starts, syscalls by number and the
+// result of each read- and write-family call by file descriptor.
+//
+// - raw sys_enter: counts the call per (tgid, number); for a read/write-family number notes the
+//   thread's call and its descriptor (read from the syscall's registers);
+// - raw sys_exit: takes that note and counts the result per (tgid, fd, number, result): a size,
+//   or -errno;
+// - tracepoint sched:sched_process_fork: a watched process's new child is watched from its first
+//   instruction (the tracepoint fires in the parent before the child is woken).
+//
+// Attached from open() until destruction. Like the session counter (probe/bpf_counter.h) it
+// needs root or CAP_BPF + CAP_PERFMON, and while attached every syscall of the machine takes the
+// kernel's traced entry path.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "util/result.h"
+
+namespace iobench {
+
+struct WatchCounts {
+  using CallKey = std::pair<pid_t, uint32_t>;                    // tgid, syscall number
+  using IoKey = std::tuple<pid_t, uint32_t, uint32_t, int64_t>;  // tgid, fd, number, result
+  std::map<CallKey, uint64_t> calls;
+  std::map<IoKey, uint64_t> io;     // result: bytes moved (>= 0) or -errno
+  std::map<pid_t, pid_t> watched;   // every watched id (processes and their threads) -> its root
+  uint64_t lost_calls = 0;          // counts the kernel could not store: a map was full
+  uint64_t lost_io = 0;
+};
+
+class BpfWatch {
+ public:
+  // The syscall numbers at or above this count together in its slot.
+  static constexpr uint32_t kOtherNumber = 511;
+  // Loads and attaches the programs; `tracefs` holds events/sched. The error names the refusal.
+  static Result<std::unique_ptr<BpfWatch>> open(const std::vector<pid_t>& roots,
+                                                const std::string& tracefs);
+  ~BpfWatch();
+  BpfWatch(const BpfWatch&) = delete;
+  BpfWatch& operator=(const BpfWatch&) = delete;
+
+  WatchCounts read() const;
+  // Only the watched ids (cheap: no counts read), id -> root.
+  std::map<pid_t, pid_t> read_watched() const;
+  // Stops following `id` (a thread of a watched process: its syscalls count under the tgid).
+  void forget(pid_t id);
+
+ private:
+  BpfWatch() = default;
+  Status load(const std::vector<pid_t>& roots, const std::string& tracefs);
+  Status attach_fork(const std::string& tracefs);
+  int watched_ = -1, calls_ = -1, io_nrs_ = -1, pending_ = -1, io_ = -1, lost_ = -1;
+  std::vector<int> progs_, links_;
+  size_t cpus_ = 1;
+};
+
+// The read- and write-family syscalls whose results the watch counts, by name.
+const std::vector<std::string>& watched_io_syscalls();
+
+}  // namespace iobench
