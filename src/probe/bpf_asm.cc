@@ -111,10 +111,16 @@ Result<int> load_program(bpf_prog_type type, const std::vector<bpf_insn>& insns)
   l.log_level = 1;
   const int fd = static_cast<int>(sys_bpf(BPF_PROG_LOAD, l));
   if (fd >= 0) return fd;
-  std::string why = refusal("bpf(BPF_PROG_LOAD)");
+  const int e = errno;
   log.resize(std::strlen(log.c_str()));
-  if (errno == EINVAL && !log.empty()) why += ": verifier: " + log.substr(0, 200);
-  return fail(why);
+  // The verifier refuses with EINVAL or EACCES and says why in its log; a missing privilege
+  // leaves the log empty.
+  if ((e == EINVAL || e == EACCES) && !log.empty()) {
+    const size_t tail = log.size() > 300 ? log.size() - 300 : 0;
+    return fail(fmt::format("bpf(BPF_PROG_LOAD): {}: verifier: {}", std::strerror(e),
+                            log.substr(tail)));
+  }
+  return fail(refusal("bpf(BPF_PROG_LOAD)"));
 }
 
 uint64_t read_percpu_sum(int map_fd, const void* key, size_t cpus) {

@@ -92,6 +92,15 @@ long syscall_number(const std::string& name) {
       {"sendfile", SYS_sendfile},
       {"splice", SYS_splice},
       {"openat", SYS_openat},
+      {"socket", SYS_socket},
+      {"accept4", SYS_accept4},
+#ifdef SYS_accept
+      {"accept", SYS_accept},
+#endif
+#ifdef SYS_pipe
+      {"pipe", SYS_pipe},
+#endif
+      {"pipe2", SYS_pipe2},
       {"close", SYS_close},
       {"fsync", SYS_fsync},
       {"fdatasync", SYS_fdatasync},

@@ -32,7 +32,10 @@ constexpr int32_t kArg0 = -1;
 constexpr int32_t kArg2 = -1;
 #endif
 
-// name, the argument holding the descriptor whose result we count (splice: the output)
+// name, the argument holding the descriptor whose result we count (splice: the output). The
+// calls that make a descriptor are counted too, for the kind of what they made (where no sample
+// of /proc saw it): openat, socket, accept, accept4 by their result; pipe and pipe2 by the two
+// descriptors they write (counted as results of 0 on each).
 struct IoSyscall {
   const char* name;
   int32_t fd_arg_offset;
@@ -44,7 +47,6 @@ const std::vector<IoSyscall>& io_syscalls() {
       {"pread64", kArg0},  {"pwrite64", kArg0}, {"sendfile", kArg0}, {"splice", kArg2}};
   return all;
 }
-
 constexpr uint8_t kStW = BPF_ST | BPF_MEM | BPF_W;
 constexpr uint8_t kStDw = BPF_ST | BPF_MEM | BPF_DW;
 constexpr uint8_t kStxW = BPF_STX | BPF_MEM | BPF_W;
@@ -56,7 +58,7 @@ constexpr uint8_t kJne = BPF_JMP | BPF_JNE | BPF_K;
 constexpr uint8_t kJa = BPF_JMP | BPF_JA;
 
 struct Maps {
-  int watched, calls, io_nrs, pending, io, lost;
+  int watched, calls, io_nrs, pending, io, lost, fdkind;
 };
 
 // Per-CPU hash map[key at fp + key_off] += 1, inserting the entry at 1 when absent. A full map
@@ -119,25 +121,92 @@ std::vector<bpf_insn> enter_program(const Maps& m) {
   p.stack_addr(BPF_REG_2, -28);
   p.call(BPF_FUNC_map_lookup_elem);
   p.jump(kJeq, BPF_REG_0, 0, "out");
-  p.op(kLdxW, BPF_REG_9, BPF_REG_0, 0, 0);  // the fd argument's offset in pt_regs, plus one
+  // io_nrs value: what the call makes (a WatchKind, 0 for I/O) << 16 | argument offset + 1.
+  p.op(kLdxW, BPF_REG_9, BPF_REG_0, 0, 0);
   p.jump(kJeq, BPF_REG_9, 0, "out");
+  p.mov_reg(BPF_REG_1, BPF_REG_9);
+  p.op(BPF_ALU64 | BPF_RSH | BPF_K, BPF_REG_1, 0, 0, 16);
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -36, 0);
+  p.op(BPF_ALU64 | BPF_AND | BPF_K, BPF_REG_9, 0, 0, 0xffff);
   p.op(bpf::kAddImm, BPF_REG_9, 0, 0, -1);
   p.op(kLdxDw, BPF_REG_3, BPF_REG_6, 0, 0);  // regs
   p.op(BPF_ALU64 | BPF_ADD | BPF_X, BPF_REG_3, BPF_REG_9, 0, 0);
-  p.stack_addr(BPF_REG_1, -40);
+  p.stack_addr(BPF_REG_1, -48);  // pending value {u64 argument, u32 nr, u32 kind} at fp-48
   p.mov_imm(BPF_REG_2, 8);
   p.call(BPF_FUNC_probe_read_kernel);
   p.jump(kJne, BPF_REG_0, 0, "out");
-  p.op(kStxW, BPF_REG_10, BPF_REG_7, -36, 0);  // pending value {fd, nr} at fp-40
-  p.op(kStxW, BPF_REG_10, BPF_REG_8, -44, 0);  // key: the thread id (pid_tgid's low half)
+  p.op(kStxW, BPF_REG_10, BPF_REG_7, -40, 0);
+  p.op(kStxW, BPF_REG_10, BPF_REG_8, -52, 0);  // key: the thread id (pid_tgid's low half)
   p.load_map(BPF_REG_1, m.pending);
-  p.stack_addr(BPF_REG_2, -44);
-  p.stack_addr(BPF_REG_3, -40);
+  p.stack_addr(BPF_REG_2, -52);
+  p.stack_addr(BPF_REG_3, -48);
   p.mov_imm(BPF_REG_4, BPF_ANY);
   p.call(BPF_FUNC_map_update_elem);
   p.label("out");
   p.exit0();
   return p.finish();
+}
+
+// fdkind[{tgid, fd at fp-12}] = the kind at fp-8.
+void set_kind(Program& p, const Maps& m) {
+  p.load_map(BPF_REG_1, m.fdkind);
+  p.stack_addr(BPF_REG_2, -16);
+  p.stack_addr(BPF_REG_3, -8);
+  p.mov_imm(BPF_REG_4, BPF_ANY);
+  p.call(BPF_FUNC_map_update_elem);
+}
+
+// A descriptor-making call that succeeded (result in r1, the argument in r7): the kind of each
+// descriptor it made, from now on.
+void made_descriptors(Program& p, const Maps& m) {
+  p.jump(BPF_JMP | BPF_JSLT | BPF_K, BPF_REG_1, 0, "out");
+  p.op(kLdxW, BPF_REG_2, BPF_REG_10, -8, 0);
+  p.jump(kJeq, BPF_REG_2, static_cast<int32_t>(WatchKind::kPipe), "pipe");
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -12, 0);  // the new descriptor is the result
+  set_kind(p, m);
+  p.jump(kJa, 0, 0, "out");
+  p.label("pipe");  // pipe, pipe2: the two descriptors are in the array argument
+  p.stack_addr(BPF_REG_1, -56);
+  p.mov_imm(BPF_REG_2, 8);
+  p.mov_reg(BPF_REG_3, BPF_REG_7);
+  p.call(BPF_FUNC_probe_read_user);
+  p.jump(kJne, BPF_REG_0, 0, "out");
+  for (const int16_t at : {int16_t{-56}, int16_t{-52}}) {
+    p.op(kLdxW, BPF_REG_1, BPF_REG_10, at, 0);
+    p.op(kStxW, BPF_REG_10, BPF_REG_1, -12, 0);
+    set_kind(p, m);
+  }
+  p.jump(kJa, 0, 0, "out");
+}
+
+// An I/O call's result, counted with the kind its descriptor was made as while watched (by the
+// process, or else by its root before the fork); 0 when made before the watch.
+void count_io(Program& p, const Maps& m) {
+  p.op(kStxW, BPF_REG_10, BPF_REG_7, -40, 0);  // io key {tgid, fd, nr, result, kind} at fp-44
+  p.op(kStxW, BPF_REG_10, BPF_REG_7, -12, 0);
+  p.op(kStxW, BPF_REG_10, BPF_REG_9, -36, 0);
+  p.op(kStW, BPF_REG_10, 0, -28, 0);
+  p.load_map(BPF_REG_1, m.fdkind);
+  p.stack_addr(BPF_REG_2, -16);
+  p.call(BPF_FUNC_map_lookup_elem);
+  p.jump(kJne, BPF_REG_0, 0, "kind");
+  p.op(kLdxW, BPF_REG_1, BPF_REG_10, -16, 0);  // the root's, for an inherited descriptor
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -20, 0);
+  p.load_map(BPF_REG_1, m.watched);
+  p.stack_addr(BPF_REG_2, -20);
+  p.call(BPF_FUNC_map_lookup_elem);
+  p.jump(kJeq, BPF_REG_0, 0, "count");
+  p.op(kLdxW, BPF_REG_1, BPF_REG_0, 0, 0);
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -16, 0);
+  p.load_map(BPF_REG_1, m.fdkind);
+  p.stack_addr(BPF_REG_2, -16);
+  p.call(BPF_FUNC_map_lookup_elem);
+  p.jump(kJeq, BPF_REG_0, 0, "count");
+  p.label("kind");
+  p.op(kLdxW, BPF_REG_1, BPF_REG_0, 0, 0);
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -28, 0);
+  p.label("count");
+  count_in(p, m.io, -44, m, 1, "io");
 }
 
 // raw sys_exit (ctx: struct pt_regs *regs, long ret).
@@ -151,19 +220,24 @@ std::vector<bpf_insn> exit_program(const Maps& m) {
   p.stack_addr(BPF_REG_2, -4);
   p.call(BPF_FUNC_map_lookup_elem);
   p.jump(kJeq, BPF_REG_0, 0, "out");
-  p.op(kLdxW, BPF_REG_7, BPF_REG_0, 0, 0);  // fd
-  p.op(kLdxW, BPF_REG_9, BPF_REG_0, 4, 0);  // nr
+  p.op(kLdxDw, BPF_REG_7, BPF_REG_0, 0, 0);  // the argument: a descriptor, or pipe's array
+  p.op(kLdxW, BPF_REG_9, BPF_REG_0, 8, 0);   // nr
+  p.op(kLdxW, BPF_REG_1, BPF_REG_0, 12, 0);  // what it makes (0: I/O)
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -8, 0);
   p.load_map(BPF_REG_1, m.pending);
   p.stack_addr(BPF_REG_2, -4);
   p.call(BPF_FUNC_map_delete_elem);
-  p.mov_reg(BPF_REG_1, BPF_REG_8);  // io key {tgid, fd, nr, result} at fp-24
+  p.mov_reg(BPF_REG_1, BPF_REG_8);  // the tgid, in the kind key (fp-16) and the io key (fp-44)
   p.op(BPF_ALU64 | BPF_RSH | BPF_K, BPF_REG_1, 0, 0, 32);
-  p.op(kStxW, BPF_REG_10, BPF_REG_1, -24, 0);
-  p.op(kStxW, BPF_REG_10, BPF_REG_7, -20, 0);
-  p.op(kStxW, BPF_REG_10, BPF_REG_9, -16, 0);
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -16, 0);
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -44, 0);
   p.op(kLdxDw, BPF_REG_1, BPF_REG_6, 8, 0);  // the result: -errno keeps its low 32 bits
-  p.op(kStxW, BPF_REG_10, BPF_REG_1, -12, 0);
-  count_in(p, m.io, -24, m, 1, "io");
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -32, 0);
+  p.op(kLdxW, BPF_REG_2, BPF_REG_10, -8, 0);
+  p.jump(kJeq, BPF_REG_2, 0, "io");
+  made_descriptors(p, m);
+  p.label("io");
+  count_io(p, m);
   p.label("out");
   p.exit0();
   return p.finish();
@@ -242,6 +316,14 @@ const std::vector<std::string>& watched_io_syscalls() {
   return names;
 }
 
+const std::vector<std::pair<std::string, WatchKind>>& opening_syscalls() {
+  static const std::vector<std::pair<std::string, WatchKind>> all = {
+      {"openat", WatchKind::kFile},   {"socket", WatchKind::kSocket},
+      {"accept", WatchKind::kSocket}, {"accept4", WatchKind::kSocket},
+      {"pipe", WatchKind::kPipe},     {"pipe2", WatchKind::kPipe}};
+  return all;
+}
+
 Result<std::unique_ptr<BpfWatch>> BpfWatch::open(const std::vector<pid_t>& roots,
                                                  const std::string& tracefs) {
   if (kArg0 < 0) return fail("watch reads descriptors from pt_regs: known for x86_64 and aarch64");
@@ -259,17 +341,22 @@ Status BpfWatch::load(const std::vector<pid_t>& roots, const std::string& tracef
   } maps[] = {{&watched_, BPF_MAP_TYPE_HASH, 4, 4, 8192},
               {&calls_, BPF_MAP_TYPE_PERCPU_HASH, 8, 8, 16384},
               {&io_nrs_, BPF_MAP_TYPE_ARRAY, 4, 4, kOtherNumber + 1},
-              {&pending_, BPF_MAP_TYPE_LRU_HASH, 4, 8, 16384},
-              {&io_, BPF_MAP_TYPE_PERCPU_HASH, 16, 8, 65536},
+              {&pending_, BPF_MAP_TYPE_LRU_HASH, 4, 16, 16384},
+              {&io_, BPF_MAP_TYPE_PERCPU_HASH, 20, 8, 65536},
+              {&fdkind_, BPF_MAP_TYPE_HASH, 8, 4, 65536},
               {&lost_, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 2}};
   for (const auto& m : maps) {
     auto fd = bpf::create_map(m.type, m.key, m.value, m.entries);
     if (!fd) return std::unexpected(fd.error());
     *m.fd = *fd;
   }
-  for (const IoSyscall& s : io_syscalls()) {
-    const long nr = syscall_number(s.name);
-    const uint32_t value = static_cast<uint32_t>(s.fd_arg_offset + 1);
+  std::vector<std::pair<std::string, uint32_t>> numbers;  // name, io_nrs value
+  for (const IoSyscall& s : io_syscalls())
+    numbers.emplace_back(s.name, static_cast<uint32_t>(s.fd_arg_offset + 1));
+  for (const auto& [name, kind] : opening_syscalls())
+    numbers.emplace_back(name, static_cast<uint32_t>(kind) << 16 | static_cast<uint32_t>(kArg0 + 1));
+  for (const auto& [name, value] : numbers) {
+    const long nr = syscall_number(name);
     const uint32_t key = static_cast<uint32_t>(nr);
     if (nr >= 0 && !update(io_nrs_, &key, &value, BPF_ANY))
       return fail(bpf::refusal("bpf(BPF_MAP_UPDATE_ELEM, io numbers)"));
@@ -279,7 +366,7 @@ Status BpfWatch::load(const std::vector<pid_t>& roots, const std::string& tracef
     if (!update(watched_, &id, &id, BPF_ANY))
       return fail(bpf::refusal("bpf(BPF_MAP_UPDATE_ELEM, watched)"));
   }
-  const Maps m{watched_, calls_, io_nrs_, pending_, io_, lost_};
+  const Maps m{watched_, calls_, io_nrs_, pending_, io_, lost_, fdkind_};
   // The fork tracepoint first: a child forked between the two would otherwise go unseen.
   if (auto st = attach_fork(tracefs); !st) return st;
   for (const auto& [name, insns] : {std::pair{"sys_exit", exit_program(m)},
@@ -305,7 +392,7 @@ Status BpfWatch::attach_fork(const std::string& tracefs) {
   const int child_pid = field_offset(dir + "/format", "child_pid");
   if (!(id_file >> id) || child_pid < 0)
     return fail(fmt::format("no sched:sched_process_fork tracepoint under {}", tracefs));
-  const Maps m{watched_, calls_, io_nrs_, pending_, io_, lost_};
+  const Maps m{watched_, calls_, io_nrs_, pending_, io_, lost_, fdkind_};
   auto prog = bpf::load_program(BPF_PROG_TYPE_TRACEPOINT,
                                 fork_program(m, static_cast<int16_t>(child_pid)));
   if (!prog) return std::unexpected(prog.error());
@@ -328,7 +415,7 @@ Status BpfWatch::attach_fork(const std::string& tracefs) {
 BpfWatch::~BpfWatch() {
   for (int fd : links_) ::close(fd);
   for (int fd : progs_) ::close(fd);
-  for (int fd : {watched_, calls_, io_nrs_, pending_, io_, lost_})
+  for (int fd : {watched_, calls_, io_nrs_, pending_, io_, lost_, fdkind_})
     if (fd >= 0) ::close(fd);
 }
 
@@ -351,12 +438,11 @@ WatchCounts BpfWatch::read() const {
   c.watched = read_watched();
   for (const auto& k : keys_of(calls_, 8))
     c.calls[{at<pid_t>(k, 0), at<uint32_t>(k, 4)}] = bpf::read_percpu_sum(calls_, k.data(), cpus_);
-  for (const auto& k : keys_of(io_, 16)) {
-    const int64_t result = at<int32_t>(k, 12) < 0 && at<int32_t>(k, 12) >= -4095
-                               ? at<int32_t>(k, 12)
-                               : static_cast<int64_t>(at<uint32_t>(k, 12));
-    c.io[{at<pid_t>(k, 0), at<uint32_t>(k, 4), at<uint32_t>(k, 8), result}] =
-        bpf::read_percpu_sum(io_, k.data(), cpus_);
+  for (const auto& k : keys_of(io_, 20)) {
+    const auto low = at<int32_t>(k, 12);
+    const int64_t result = low < 0 && low >= -4095 ? low : static_cast<int64_t>(at<uint32_t>(k, 12));
+    c.io[{at<pid_t>(k, 0), at<uint32_t>(k, 4), at<uint32_t>(k, 8), result,
+          static_cast<WatchKind>(at<uint32_t>(k, 16))}] = bpf::read_percpu_sum(io_, k.data(), cpus_);
   }
   for (uint32_t slot : {0u, 1u}) {
     const uint64_t n = bpf::read_percpu_sum(lost_, &slot, cpus_);

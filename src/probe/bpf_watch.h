@@ -4,8 +4,9 @@
 //
 // - raw sys_enter: counts the call per (tgid, number); for a read/write-family number notes the
 //   thread's call and its descriptor (read from the syscall's registers);
-// - raw sys_exit: takes that note and counts the result per (tgid, fd, number, result): a size,
-//   or -errno;
+// - raw sys_exit: takes that note and counts the result per (tgid, fd, number, result, kind): a
+//   size or -errno, and what the descriptor was made as if that happened while watched (openat,
+//   socket, accept, pipe are followed for it; a child's inherited descriptor takes its root's);
 // - tracepoint sched:sched_process_fork: a watched process's new child is watched from its first
 //   instruction (the tracepoint fires in the parent before the child is woken).
 //
@@ -27,9 +28,14 @@
 
 namespace iobench {
 
+// What a descriptor was made as while watched (openat: a file; socket, accept: a socket; pipe);
+// kBefore: made before the watch began (its kind comes from /proc).
+enum class WatchKind : uint32_t { kBefore = 0, kFile = 1, kPipe = 2, kSocket = 3 };
+
 struct WatchCounts {
-  using CallKey = std::pair<pid_t, uint32_t>;                    // tgid, syscall number
-  using IoKey = std::tuple<pid_t, uint32_t, uint32_t, int64_t>;  // tgid, fd, number, result
+  using CallKey = std::pair<pid_t, uint32_t>;  // tgid, syscall number
+  // tgid, fd, number, result, what the descriptor was made as at the time
+  using IoKey = std::tuple<pid_t, uint32_t, uint32_t, int64_t, WatchKind>;
   std::map<CallKey, uint64_t> calls;
   std::map<IoKey, uint64_t> io;     // result: bytes moved (>= 0) or -errno
   std::map<pid_t, pid_t> watched;   // every watched id (processes and their threads) -> its root
@@ -58,12 +64,14 @@ class BpfWatch {
   BpfWatch() = default;
   Status load(const std::vector<pid_t>& roots, const std::string& tracefs);
   Status attach_fork(const std::string& tracefs);
-  int watched_ = -1, calls_ = -1, io_nrs_ = -1, pending_ = -1, io_ = -1, lost_ = -1;
+  int watched_ = -1, calls_ = -1, io_nrs_ = -1, pending_ = -1, io_ = -1, lost_ = -1, fdkind_ = -1;
   std::vector<int> progs_, links_;
   size_t cpus_ = 1;
 };
 
 // The read- and write-family syscalls whose results the watch counts, by name.
 const std::vector<std::string>& watched_io_syscalls();
+// The calls whose new descriptors' kinds the watch follows.
+const std::vector<std::pair<std::string, WatchKind>>& opening_syscalls();
 
 }  // namespace iobench

@@ -17,8 +17,9 @@ namespace {
 // read/write-family calls a real server makes (sendfile, splice, pread64, pwrite64), and what a
 // full sync does around them (fork, wait, open, fsync, close).
 const std::vector<std::string>& sync_syscalls() {
-  static const std::vector<std::string> names = {"openat", "close", "fsync", "fdatasync", "clone",
-                                                 "clone3", "wait4", "epoll_ctl"};
+  static const std::vector<std::string> names = {
+      "openat", "close", "fsync", "fdatasync", "clone", "clone3", "wait4",
+      "epoll_ctl", "socket", "accept", "accept4", "pipe", "pipe2"};
   return names;
 }
 
@@ -70,6 +71,17 @@ WatchIo& io_entry(WatchProcess& p, const std::string& kind, const std::string& f
   return p.io.back();
 }
 
+// The kind an I/O result is reported under: what the kernel saw the descriptor made as; a
+// socket or a descriptor made before the watch as /proc showed it.
+std::string kind_of(WatchKind made, const std::string* sampled) {
+  if (made == WatchKind::kFile) return "file";
+  if (made == WatchKind::kPipe) return "pipe";
+  if (made == WatchKind::kSocket)
+    return sampled && (*sampled == "tcp" || *sampled == "udp" || *sampled == "unix") ? *sampled
+                                                                                      : "socket";
+  return sampled ? *sampled : "unknown";
+}
+
 }  // namespace
 
 std::vector<WatchProcess> watch_processes(const WatchCounts& counts,
@@ -97,12 +109,14 @@ std::vector<WatchProcess> watch_processes(const WatchCounts& counts,
     named[key.first][it == named_syscalls().end() ? "other" : it->second] += n;
   }
   for (const auto& [key, n] : counts.io) {
-    const auto& [tgid, fd, nr, result] = key;
+    const auto& [tgid, fd, nr, result, made] = key;
     const auto name = named_syscalls().find(nr);
     if (name == named_syscalls().end()) continue;
-    std::string kind = "unknown";
+    const std::string* sampled = nullptr;
     if (const auto k = kinds.find(tgid); k != kinds.end())
-      if (const auto f = k->second.find(static_cast<int>(fd)); f != k->second.end()) kind = f->second;
+      if (const auto f = k->second.find(static_cast<int>(fd)); f != k->second.end())
+        sampled = &f->second;
+    const std::string kind = kind_of(made, sampled);
     WatchIo& io = io_entry(process(tgid), kind, is_write(name->second) ? "write" : "read");
     io.calls += n;
     io.sizes[result] += n;

@@ -53,12 +53,14 @@ size_t sample(BpfWatch& w, Samples& s) {
   return running;
 }
 
-// A child's descriptor it was never seen with takes the kind its root had for that number
-// (a forked child starts with its parent's descriptors).
+// A child never sampled while running (it lived between two samples) takes the kinds its root
+// had (a forked child starts with its parent's descriptors). A child sampled at least once keeps
+// what it was seen with: it may have closed and reused a number. Descriptors made while watched
+// carry their kind from the kernel anyway (BpfWatch).
 void inherit_kinds(const WatchCounts& counts, Samples& s) {
   for (const auto& [id, root] : counts.watched) {
-    if (id == root || !s.kinds.contains(root)) continue;
-    for (const auto& [fd, kind] : s.kinds[root]) s.kinds[id].emplace(fd, kind);
+    if (id == root || s.kinds.contains(id) || !s.kinds.contains(root)) continue;
+    s.kinds[id] = s.kinds[root];
   }
 }
 

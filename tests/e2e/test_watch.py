@@ -1,0 +1,199 @@
+"""iobench watch on live processes: a program whose I/O is known (descriptor kinds, a child it
+forks) and a real Redis full sync, disk-based and diskless; bad input and refusals."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import BIN, run
+from test_loopback import without_caps
+from test_payload_redis import free_port
+
+MiB = 1 << 20
+
+# Opens a TCP connection to itself and a pipe, waits for the watch's first samples, writes 10 x
+# 1000 bytes to the socket, forks a child that writes 3 x 4096 bytes to the pipe, and lingers.
+KNOWN = r"""
+import os, socket, sys, time
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+cli = socket.create_connection(srv.getsockname()); peer, _ = srv.accept()
+r, w = os.pipe()
+print("ready", flush=True)
+sys.stdin.readline()
+time.sleep(0.3)
+for _ in range(10):
+    os.write(cli.fileno(), b"x" * 1000)
+pid = os.fork()
+if pid == 0:
+    for _ in range(3):
+        os.write(w, b"y" * 4096)
+    time.sleep(0.3)
+    os._exit(0)
+os.waitpid(pid, 0)
+time.sleep(0.3)
+"""
+
+
+def watch(*args, timeout=60):
+    return subprocess.run([BIN, "watch", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def io_of(proc, kind, family):
+    return next((io for io in proc["io"] if io["fd_kind"] == kind and io["family"] == family), None)
+
+
+@pytest.fixture
+def known_program():
+    p = subprocess.Popen([sys.executable, "-c", KNOWN], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    yield p
+    p.kill()
+    p.wait()
+
+
+def test_watch_counts_a_known_program_and_its_child(known_program):
+    p = subprocess.Popen([BIN, "watch", "--pid", str(known_program.pid), "--until-exit",
+                          str(known_program.pid), "--json", "-"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # attached, and /proc sampled at least once
+    known_program.stdin.write("go\n")
+    known_program.stdin.flush()
+    out, err = p.communicate(timeout=30)
+    if p.returncode == 1 and "needs root" in err:
+        pytest.skip(f"eBPF refused here: {err.strip()}")
+    assert p.returncode == 0, err
+    doc = json.loads(out)
+    assert doc["kind"] == "watch" and "context" in doc and "cpu" in doc["sources"]
+    w = doc["watch"]
+    assert w["ended_by"] == f"pid {known_program.pid} exited", w["ended_by"]
+    root, child = w["processes"][0], w["processes"][1]
+    assert root["pid"] == known_program.pid and root["origin"] == "--pid"
+    tcp = io_of(root, "tcp", "write")
+    assert tcp and tcp["calls"] == 10 and tcp["bytes"] == 10_000, root["io"]
+    assert tcp["sizes"] == [{"result": 1000, "calls": 10}]
+    assert child["root"] == root["pid"] and child["origin"] == "forked"
+    pipe = io_of(child, "pipe", "write")
+    assert pipe and pipe["calls"] == 3 and pipe["bytes"] == 3 * 4096, child["io"]
+    assert root["syscalls"]["write"] >= 10 and child["syscalls"]["write"] == 3
+    assert root["cpu_s"] > 0
+
+
+def test_watch_writes_csv_and_a_table(known_program, tmp_path):
+    csv = tmp_path / "w.csv"
+    p = subprocess.Popen([BIN, "watch", "--pid", str(known_program.pid), "--duration", "3s",
+                          "--csv", str(csv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    known_program.stdin.write("go\n")
+    known_program.stdin.flush()
+    out, err = p.communicate(timeout=30)
+    if p.returncode == 1 and "needs root" in err:
+        pytest.skip(f"eBPF refused here: {err.strip()}")
+    assert p.returncode == 0, err
+    assert "ended by every watched process exited" in out or "ended by --duration" in out, out
+    assert "tcp    write        10 calls" in out, out
+    rows = csv.read_text().splitlines()
+    assert rows[0].startswith("pid,root,comm,cpu_s")
+    assert any(",tcp,write,10,10000," in r for r in rows), rows
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "--pid is required"),
+    (["--pid", "0"], "invalid --pid 0: no such process"),
+    (["--pid", "4194999"], "invalid --pid 4194999: no such process"),
+    (["--pid", "self", "--duration", "soon"], "invalid --duration 'soon'"),
+    (["--pid", "self", "--until-exit", "x1"], "invalid --until-exit 'x1'"),
+    (["--pid", "self", "--interval", "1ms"], "invalid --interval '1ms': at least 10ms"),
+])
+def test_watch_refuses_bad_input_in_one_line(args, message):
+    args = [str(os.getpid()) if a == "self" else a for a in args]
+    p = watch(*args)
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_watch_without_privilege_says_what_it_needs():
+    p = subprocess.run([*without_caps("bpf", "sys_admin", "perfmon"), BIN, "watch", "--pid",
+                        str(os.getpid()), "--duration", "1s"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 1, p.stderr
+    assert "needs root, or CAP_BPF and CAP_PERFMON" in p.stderr, p.stderr
+
+
+def redis_ready(port):
+    for _ in range(100):
+        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
+        if r.stdout.strip() == "PONG":
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"redis-server on {port} did not answer")
+
+
+def redis(port, directory, *extra):
+    directory.mkdir()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", str(directory), *extra],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    redis_ready(port)
+    return p
+
+
+@pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli"),
+                    reason="redis-server or redis-cli not installed (scripts/setup installs them)")
+@pytest.mark.parametrize("diskless", ["no", "yes"])
+def test_watch_sees_a_real_redis_full_sync(tmp_path, diskless):
+    pport, rport = free_port(), free_port()
+    primary = redis(pport, tmp_path / "primary", "--repl-diskless-sync", diskless,
+                    "--repl-diskless-sync-delay", "0", "--rdbcompression", "no",
+                    "--enable-debug-command", "yes")
+    replica = redis(rport, tmp_path / "replica")
+    w = None
+    try:
+        subprocess.run(["redis-cli", "-p", str(pport), "DEBUG", "POPULATE", "16000", "key", "1000"],
+                       check=True, capture_output=True)
+        w = subprocess.Popen([BIN, "watch", "--pid", str(primary.pid), "--pid", str(replica.pid),
+                              "--duration", "60s", "--json", "-"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        subprocess.run(["redis-cli", "-p", str(rport), "REPLICAOF", "127.0.0.1", str(pport)],
+                       check=True, capture_output=True)
+        for _ in range(300):
+            info = subprocess.run(["redis-cli", "-p", str(rport), "INFO", "replication"],
+                                  capture_output=True, text=True).stdout
+            if "master_link_status:up" in info:
+                break
+            time.sleep(0.1)
+        assert "master_link_status:up" in info, info
+        w.send_signal(2)
+        out, err = w.communicate(timeout=30)
+    finally:
+        if w and w.poll() is None:
+            w.kill()
+        for p in (primary, replica):
+            p.kill()
+            p.wait()
+    if w.returncode == 1 and "needs root" in err:
+        pytest.skip(f"eBPF refused here: {err.strip()}")
+    assert w.returncode == 0, err
+    procs = json.loads(out)["watch"]["processes"]
+    by_pid = {p["pid"]: p for p in procs}
+    main, rep = by_pid[primary.pid], by_pid[replica.pid]
+    children = [p for p in procs if p["root"] == primary.pid and p["pid"] != primary.pid]
+    assert children, "the primary's save child was not followed"
+    # The dataset (16000 x 1000 bytes, uncompressed) crosses the primary's socket in 16K writes.
+    sent = io_of(main, "tcp", "write")
+    assert sent and sent["bytes"] >= 15 * MiB, main["io"]
+    top = max(sent["sizes"], key=lambda s: s["calls"])
+    assert top["result"] == 16384, sent["sizes"]
+    got = io_of(rep, "tcp", "read")
+    assert got and got["bytes"] >= sent["bytes"] - 4096, rep["io"]
+    # Disk-based: the child writes the RDB file; diskless: it writes the pipe the parent reads.
+    child_kind = "pipe" if diskless == "yes" else "file"
+    written = io_of(children[0], child_kind, "write")
+    assert written and written["bytes"] >= 15 * MiB, [(io["fd_kind"], io["family"], io["bytes"]) for io in children[0]["io"]]
+    assert main["reaped_children_cpu_s"] is not None
