@@ -85,7 +85,9 @@ std::string render_manpage(const CLI::App& app, const std::string& version) {
       "payload)\n"
       ".SH SYNOPSIS\n.B iobench\n[\\fIOPTIONS\\fR]\n.br\n.B iobench client \\-\\-connect "
       "\\fIHOST:PORT\\fR [\\fIOPTIONS\\fR]\n.br\n.B iobench server\n[\\fIOPTIONS\\fR]\n.br\n"
-      ".B iobench payload\n[\\fIOPTIONS\\fR]\n.br\n.B iobench doctor\n"
+      ".B iobench payload\n[\\fIOPTIONS\\fR]\n.br\n.B iobench doctor\n.br\n"
+      ".B iobench compare\n\\fIBASE\\fR \\fINEW\\fR\n.br\n"
+      ".B iobench watch \\-\\-pid \\fIPID\\fR [\\fIOPTIONS\\fR]\n"
       ".SH DESCRIPTION\n"
       "Without a subcommand, iobench streams the payload over loopback to a private server it "
       "starts, once per buffer size, and prints both sides' wall time, throughput, CPU and "
@@ -114,6 +116,9 @@ std::string render_manpage(const CLI::App& app, const std::string& version) {
       ".TP\n.B iobench server \\-\\-listen 0.0.0.0:5210 \\-\\-auth-token T\n"
       "On one host; then on another:\n"
       ".B iobench client \\-\\-connect HOST:5210 \\-\\-auth-token T \\-\\-buf 16k\n"
+      ".TP\n.B iobench watch \\-\\-pid $(pidof valkey-server) \\-\\-json sync.json\n"
+      "A live primary's syscalls, write sizes per descriptor kind and CPU, with the child it forks "
+      "for a full sync, until Ctrl-C.\n"
       ".SH SEE ALSO\niperf3(1), netperf(1), strace(1), perf-stat(1). The README and docs/ "
       "of the source tree say how each figure is measured.\n";
   return out;

@@ -125,9 +125,10 @@ CLI::App* add_watch_command(CLI::App& app, WatchCommand& c, std::vector<std::str
       "watch", "Count a live process's syscalls, I/O sizes and CPU (and its children's)");
   raw.assign(3, "");
   w->add_option("--pid,-p", c.pids, "A process to watch, with every child it forks (repeatable)")
-      ->required();
+      ->required()
+      ->type_name("PID");
   w->add_option("--duration,-d", raw[0], "End after this long (e.g. 30s); default: until Ctrl-C");
-  w->add_option("--until-exit", raw[1], "End when this process exits");
+  w->add_option("--until-exit", raw[1], "End when this process exits")->type_name("PID");
   w->add_option("--interval", raw[2], "Sample /proc (CPU, descriptor kinds) this often (100ms)");
   w->add_option("--json", c.json_path, "Also write the report as JSON (-: stdout)");
   w->add_option("--csv", c.csv_path, "Also write the report as CSV (-: stdout)");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "probe/bpf_watch.h"
 #include "probe/syscall_counter.h"
 
 namespace {
@@ -111,12 +112,24 @@ class EmptyProgram {
 // own counter (perf tracepoints stay registered while open, so an open one would tax the uncounted
 // runs too).
 std::unique_ptr<iobench::SyscallCounter> counter_for(benchmark::State& state, int64_t kind) {
-  if (kind == 0 || kind == 4) return nullptr;
+  if (kind == 0 || kind >= 4) return nullptr;
   auto c = std::make_unique<iobench::SyscallCounter>(kind == 1 ? iobench::CounterKind::kTracepoints
                                                      : kind == 2 ? iobench::CounterKind::kBpf
                                                                  : iobench::CounterKind::kTaskIo);
   if (!c->available()) state.SkipWithError(c->reason().c_str());
   return c;
+}
+
+// `iobench watch` on this process (5) or on another one (6: what every unwatched process of the
+// machine pays while a watch runs: the traced entry and exit paths plus a map lookup).
+std::unique_ptr<iobench::BpfWatch> watch_for(benchmark::State& state, int64_t kind) {
+  if (kind != 5 && kind != 6) return nullptr;
+  auto w = iobench::BpfWatch::open({kind == 5 ? getpid() : getppid()}, iobench::find_tracefs());
+  if (!w) {
+    state.SkipWithError(w.error().message.c_str());
+    return nullptr;
+  }
+  return std::move(*w);
 }
 
 void tcp_loopback(benchmark::State& state, int64_t kind) {
@@ -137,6 +150,8 @@ void tcp_loopback(benchmark::State& state, int64_t kind) {
   set_buffers(server->get());
   std::optional<EmptyProgram> empty;
   if (kind == 4 && !empty.emplace(state).ok()) return;
+  auto watch = watch_for(state, kind);
+  if ((kind == 5 || kind == 6) && !watch) return;
   auto counter = counter_for(state, kind);
   if (counter && !counter->available()) return;
   if (counter) counter->start();
@@ -146,7 +161,8 @@ void tcp_loopback(benchmark::State& state, int64_t kind) {
 
 void BM_TcpLoopbackWriteRead(benchmark::State& state) { tcp_loopback(state, 0); }
 // The same with the kernel's syscall counters on (arg 2: 1 perf tracepoints, 2 bpf, 3 task I/O
-// accounting, 4 the empty program): the cost of counting a real transfer.
+// accounting, 4 the empty program, 5 `iobench watch` on it, 6 a watch on another process): the
+// cost of counting a real transfer.
 void BM_TcpLoopbackWriteReadCounted(benchmark::State& state) {
   tcp_loopback(state, state.range(1));
 }
@@ -156,18 +172,21 @@ void BM_TcpLoopbackWriteReadCounted(benchmark::State& state) {
 // Powers of two from 64 B to 64 KiB (1K, 4K, 8K, 16K and 64K among them).
 BENCHMARK(BM_SocketpairWriteRead)->RangeMultiplier(2)->Range(64, 64 << 10);
 BENCHMARK(BM_TcpLoopbackWriteRead)->RangeMultiplier(2)->Range(64, 64 << 10);
-BENCHMARK(BM_TcpLoopbackWriteReadCounted)->ArgsProduct({{1 << 10, 64 << 10}, {1, 2, 3, 4}});
+BENCHMARK(BM_TcpLoopbackWriteReadCounted)->ArgsProduct({{1 << 10, 64 << 10}, {1, 2, 3, 4, 5, 6}});
 
 namespace {
 
 // What kernel counting adds to each syscall: the cheapest syscall (write to a bad descriptor),
 // uncounted (arg 0), with the perf tracepoint group enabled (1), the bpf counter (2), task I/O
 // accounting (3: a write to a bad descriptor fails before the kernel counts it, so the row shows
-// that having it read costs nothing) or an empty program on sys_enter (4: the floor above).
+// that having it read costs nothing), an empty program on sys_enter (4: the floor above), or
+// `iobench watch` on this process (5: its result counted on exit too) or on another (6).
 void BM_SyscallWithCounting(benchmark::State& state) {
   const int64_t kind = state.range(0);
   std::optional<EmptyProgram> empty;
   if (kind == 4 && !empty.emplace(state).ok()) return;
+  auto watch = watch_for(state, kind);
+  if ((kind == 5 || kind == 6) && !watch) return;
   auto counter = counter_for(state, kind);
   if (counter && !counter->available()) return;
   if (counter) counter->start();
@@ -183,4 +202,4 @@ void BM_SyscallWithCounting(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_SyscallWithCounting)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Arg(4);
+BENCHMARK(BM_SyscallWithCounting)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Arg(4)->Arg(5)->Arg(6);

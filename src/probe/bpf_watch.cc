@@ -57,6 +57,12 @@ constexpr uint8_t kJeq = BPF_JMP | BPF_JEQ | BPF_K;
 constexpr uint8_t kJne = BPF_JMP | BPF_JNE | BPF_K;
 constexpr uint8_t kJa = BPF_JMP | BPF_JA;
 
+// watched: tgid -> its root, and when it was forked (a root: 0), in CLOCK_MONOTONIC ns.
+struct WatchedValue {
+  uint32_t root, pad;
+  uint64_t forked_ns;
+};
+
 struct Maps {
   int watched, calls, io_nrs, pending, io, lost, fdkind;
 };
@@ -147,22 +153,27 @@ std::vector<bpf_insn> enter_program(const Maps& m) {
   return p.finish();
 }
 
-// fdkind[{tgid, fd at fp-12}] = the kind at fp-8.
+// fdkind[{tgid, fd at fp-12}] = {kind, 0, made_ns} at fp-80.
 void set_kind(Program& p, const Maps& m) {
   p.load_map(BPF_REG_1, m.fdkind);
   p.stack_addr(BPF_REG_2, -16);
-  p.stack_addr(BPF_REG_3, -8);
+  p.stack_addr(BPF_REG_3, -80);
   p.mov_imm(BPF_REG_4, BPF_ANY);
   p.call(BPF_FUNC_map_update_elem);
 }
 
 // A descriptor-making call that succeeded (result in r1, the argument in r7): the kind of each
-// descriptor it made, from now on.
+// descriptor it made, and when, from now on.
 void made_descriptors(Program& p, const Maps& m) {
   p.jump(BPF_JMP | BPF_JSLT | BPF_K, BPF_REG_1, 0, "out");
+  p.mov_reg(BPF_REG_9, BPF_REG_1);
+  p.call(BPF_FUNC_ktime_get_ns);
+  p.op(kStxDw, BPF_REG_10, BPF_REG_0, -72, 0);
+  p.op(kStW, BPF_REG_10, 0, -76, 0);
   p.op(kLdxW, BPF_REG_2, BPF_REG_10, -8, 0);
+  p.op(kStxW, BPF_REG_10, BPF_REG_2, -80, 0);
   p.jump(kJeq, BPF_REG_2, static_cast<int32_t>(WatchKind::kPipe), "pipe");
-  p.op(kStxW, BPF_REG_10, BPF_REG_1, -12, 0);  // the new descriptor is the result
+  p.op(kStxW, BPF_REG_10, BPF_REG_9, -12, 0);  // the new descriptor is the result
   set_kind(p, m);
   p.jump(kJa, 0, 0, "out");
   p.label("pipe");  // pipe, pipe2: the two descriptors are in the array argument
@@ -179,8 +190,9 @@ void made_descriptors(Program& p, const Maps& m) {
   p.jump(kJa, 0, 0, "out");
 }
 
-// An I/O call's result, counted with the kind its descriptor was made as while watched (by the
-// process, or else by its root before the fork); 0 when made before the watch.
+// An I/O call's result, counted with the kind its descriptor was made as while watched: by the
+// process, or (a forked child's inherited descriptor) by its root before the fork — copied to the
+// child at first use, as the root may reuse the number later. 0: made before the watch.
 void count_io(Program& p, const Maps& m) {
   p.op(kStxW, BPF_REG_10, BPF_REG_7, -40, 0);  // io key {tgid, fd, nr, result, kind} at fp-44
   p.op(kStxW, BPF_REG_10, BPF_REG_7, -12, 0);
@@ -190,18 +202,31 @@ void count_io(Program& p, const Maps& m) {
   p.stack_addr(BPF_REG_2, -16);
   p.call(BPF_FUNC_map_lookup_elem);
   p.jump(kJne, BPF_REG_0, 0, "kind");
-  p.op(kLdxW, BPF_REG_1, BPF_REG_10, -16, 0);  // the root's, for an inherited descriptor
+  p.op(kLdxW, BPF_REG_1, BPF_REG_10, -16, 0);
   p.op(kStxW, BPF_REG_10, BPF_REG_1, -20, 0);
   p.load_map(BPF_REG_1, m.watched);
   p.stack_addr(BPF_REG_2, -20);
   p.call(BPF_FUNC_map_lookup_elem);
   p.jump(kJeq, BPF_REG_0, 0, "count");
-  p.op(kLdxW, BPF_REG_1, BPF_REG_0, 0, 0);
+  p.op(kLdxW, BPF_REG_1, BPF_REG_0, 0, 0);   // the root
+  p.op(kLdxDw, BPF_REG_7, BPF_REG_0, 8, 0);  // when this process was forked (a root: 0)
   p.op(kStxW, BPF_REG_10, BPF_REG_1, -16, 0);
   p.load_map(BPF_REG_1, m.fdkind);
   p.stack_addr(BPF_REG_2, -16);
   p.call(BPF_FUNC_map_lookup_elem);
   p.jump(kJeq, BPF_REG_0, 0, "count");
+  p.op(kLdxDw, BPF_REG_1, BPF_REG_0, 8, 0);  // made after the fork: not what was inherited
+  p.jump_reg(BPF_JMP | BPF_JGT | BPF_X, BPF_REG_1, BPF_REG_7, "count");
+  p.mov_reg(BPF_REG_9, BPF_REG_0);
+  p.mov_reg(BPF_REG_1, BPF_REG_8);
+  p.op(BPF_ALU64 | BPF_RSH | BPF_K, BPF_REG_1, 0, 0, 32);
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -16, 0);
+  p.load_map(BPF_REG_1, m.fdkind);
+  p.stack_addr(BPF_REG_2, -16);
+  p.mov_reg(BPF_REG_3, BPF_REG_9);
+  p.mov_imm(BPF_REG_4, BPF_ANY);
+  p.call(BPF_FUNC_map_update_elem);
+  p.mov_reg(BPF_REG_0, BPF_REG_9);
   p.label("kind");
   p.op(kLdxW, BPF_REG_1, BPF_REG_0, 0, 0);
   p.op(kStxW, BPF_REG_10, BPF_REG_1, -28, 0);
@@ -248,13 +273,16 @@ std::vector<bpf_insn> fork_program(const Maps& m, int16_t child_pid_offset) {
   Program p;
   p.mov_reg(BPF_REG_6, BPF_REG_1);
   only_watched(p, m);
-  p.op(kLdxW, BPF_REG_1, BPF_REG_0, 0, 0);  // the parent's root
-  p.op(kStxW, BPF_REG_10, BPF_REG_1, -8, 0);
+  p.op(kLdxW, BPF_REG_1, BPF_REG_0, 0, 0);  // value {the parent's root, 0, now} at fp-24
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -24, 0);
+  p.op(kStW, BPF_REG_10, 0, -20, 0);
+  p.call(BPF_FUNC_ktime_get_ns);
+  p.op(kStxDw, BPF_REG_10, BPF_REG_0, -16, 0);
   p.op(kLdxW, BPF_REG_1, BPF_REG_6, child_pid_offset, 0);
-  p.op(kStxW, BPF_REG_10, BPF_REG_1, -12, 0);
+  p.op(kStxW, BPF_REG_10, BPF_REG_1, -28, 0);
   p.load_map(BPF_REG_1, m.watched);
-  p.stack_addr(BPF_REG_2, -12);
-  p.stack_addr(BPF_REG_3, -8);
+  p.stack_addr(BPF_REG_2, -28);
+  p.stack_addr(BPF_REG_3, -24);
   p.mov_imm(BPF_REG_4, BPF_NOEXIST);
   p.call(BPF_FUNC_map_update_elem);
   p.label("out");
@@ -338,12 +366,12 @@ Status BpfWatch::load(const std::vector<pid_t>& roots, const std::string& tracef
     int* fd;
     bpf_map_type type;
     uint32_t key, value, entries;
-  } maps[] = {{&watched_, BPF_MAP_TYPE_HASH, 4, 4, 8192},
+  } maps[] = {{&watched_, BPF_MAP_TYPE_HASH, 4, 16, 8192},
               {&calls_, BPF_MAP_TYPE_PERCPU_HASH, 8, 8, 16384},
               {&io_nrs_, BPF_MAP_TYPE_ARRAY, 4, 4, kOtherNumber + 1},
               {&pending_, BPF_MAP_TYPE_LRU_HASH, 4, 16, 16384},
               {&io_, BPF_MAP_TYPE_PERCPU_HASH, 20, 8, 65536},
-              {&fdkind_, BPF_MAP_TYPE_HASH, 8, 4, 65536},
+              {&fdkind_, BPF_MAP_TYPE_HASH, 8, 16, 65536},
               {&lost_, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 2}};
   for (const auto& m : maps) {
     auto fd = bpf::create_map(m.type, m.key, m.value, m.entries);
@@ -363,7 +391,8 @@ Status BpfWatch::load(const std::vector<pid_t>& roots, const std::string& tracef
   }
   for (pid_t root : roots) {
     const uint32_t id = static_cast<uint32_t>(root);
-    if (!update(watched_, &id, &id, BPF_ANY))
+    const WatchedValue value{id, 0, 0};
+    if (!update(watched_, &id, &value, BPF_ANY))
       return fail(bpf::refusal("bpf(BPF_MAP_UPDATE_ELEM, watched)"));
   }
   const Maps m{watched_, calls_, io_nrs_, pending_, io_, lost_, fdkind_};
@@ -422,13 +451,13 @@ BpfWatch::~BpfWatch() {
 std::map<pid_t, pid_t> BpfWatch::read_watched() const {
   std::map<pid_t, pid_t> watched;
   for (const auto& k : keys_of(watched_, 4)) {
-    uint32_t root = 0;
+    WatchedValue value{};
     bpf_attr a{};
     a.map_fd = static_cast<uint32_t>(watched_);
     a.key = reinterpret_cast<uint64_t>(k.data());
-    a.value = reinterpret_cast<uint64_t>(&root);
+    a.value = reinterpret_cast<uint64_t>(&value);
     if (bpf::sys_bpf(BPF_MAP_LOOKUP_ELEM, a) == 0)
-      watched[at<pid_t>(k, 0)] = static_cast<pid_t>(root);
+      watched[at<pid_t>(k, 0)] = static_cast<pid_t>(value.root);
   }
   return watched;
 }

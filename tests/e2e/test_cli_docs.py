@@ -33,7 +33,7 @@ def test_the_man_page_has_every_option_help_shows():
     page = run("--manpage").stdout
     assert page.startswith(".TH IOBENCH 1")
     plain = page.replace("\\-", "-")
-    for sub in ["", "server", "payload"]:
+    for sub in ["", "server", "payload", "watch", "compare"]:
         helped = options_in(run(*([sub] if sub else []), "--help").stdout) - {"--help"}
         missing = helped - options_in(plain)
         assert not missing, f"{sub or 'iobench'}: {sorted(missing)} not in the man page"
