@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BIN, run
+from conftest import BIN, ROOT, run
 from test_loopback import without_caps
 from test_payload_redis import free_port
 
@@ -125,33 +125,35 @@ def test_watch_without_privilege_says_what_it_needs():
     assert "needs root, or CAP_BPF and CAP_PERFMON" in p.stderr, p.stderr
 
 
-def redis_ready(port):
+VALKEY = os.environ.get("IOBENCH_VALKEY", str(ROOT / "build" / "valkey" / "valkey-server"))
+
+
+def server_ready(port):
     for _ in range(100):
         r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
         if r.stdout.strip() == "PONG":
             return
         time.sleep(0.1)
-    raise AssertionError(f"redis-server on {port} did not answer")
+    raise AssertionError(f"the server on {port} did not answer")
 
 
-def redis(port, directory, *extra):
+def start_server(binary, port, directory, *extra):
     directory.mkdir()
-    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+    p = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                           "--appendonly", "no", "--dir", str(directory), *extra],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    redis_ready(port)
+    server_ready(port)
     return p
 
 
-@pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli"),
-                    reason="redis-server or redis-cli not installed (scripts/setup installs them)")
-@pytest.mark.parametrize("diskless", ["no", "yes"])
-def test_watch_sees_a_real_redis_full_sync(tmp_path, diskless):
+def watched_full_sync(tmp_path, binary, primary_args, replica_args):
+    """A primary with 16,000 keys of 1,000 bytes syncs a new replica under `iobench watch`;
+    returns (the watch's processes, primary pid, replica pid)."""
     pport, rport = free_port(), free_port()
-    primary = redis(pport, tmp_path / "primary", "--repl-diskless-sync", diskless,
-                    "--repl-diskless-sync-delay", "0", "--rdbcompression", "no",
-                    "--enable-debug-command", "yes")
-    replica = redis(rport, tmp_path / "replica")
+    primary = start_server(binary, pport, tmp_path / "primary", "--repl-diskless-sync-delay", "0",
+                           "--rdbcompression", "no", "--enable-debug-command", "yes",
+                           *primary_args)
+    replica = start_server(binary, rport, tmp_path / "replica", *replica_args)
     w = None
     try:
         subprocess.run(["redis-cli", "-p", str(pport), "DEBUG", "POPULATE", "16000", "key", "1000"],
@@ -180,20 +182,48 @@ def test_watch_sees_a_real_redis_full_sync(tmp_path, diskless):
     if w.returncode == 1 and "needs root" in err:
         pytest.skip(f"eBPF refused here: {err.strip()}")
     assert w.returncode == 0, err
-    procs = json.loads(out)["watch"]["processes"]
+    return json.loads(out)["watch"]["processes"], primary.pid, replica.pid
+
+
+def check_sync(procs, primary, replica, writer_kind, writer_is_child):
+    """The dataset (16,000 x 1,000 bytes, uncompressed) crossed the socket in 16K writes, from
+    the main thread or from the save child; the child wrote `writer_kind` (file, pipe, tcp)."""
     by_pid = {p["pid"]: p for p in procs}
-    main, rep = by_pid[primary.pid], by_pid[replica.pid]
-    children = [p for p in procs if p["root"] == primary.pid and p["pid"] != primary.pid]
+    main, rep = by_pid[primary], by_pid[replica]
+    children = [p for p in procs if p["root"] == primary and p["pid"] != primary]
     assert children, "the primary's save child was not followed"
-    # The dataset (16000 x 1000 bytes, uncompressed) crosses the primary's socket in 16K writes.
-    sent = io_of(main, "tcp", "write")
-    assert sent and sent["bytes"] >= 15 * MiB, main["io"]
+    socket_writer = children[0] if writer_is_child else main
+    sent = io_of(socket_writer, "tcp", "write")
+    assert sent and sent["bytes"] >= 15 * MiB, socket_writer["io"]
     top = max(sent["sizes"], key=lambda s: s["calls"])
     assert top["result"] == 16384, sent["sizes"]
     got = io_of(rep, "tcp", "read")
     assert got and got["bytes"] >= sent["bytes"] - 4096, rep["io"]
-    # Disk-based: the child writes the RDB file; diskless: it writes the pipe the parent reads.
-    child_kind = "pipe" if diskless == "yes" else "file"
-    written = io_of(children[0], child_kind, "write")
-    assert written and written["bytes"] >= 15 * MiB, [(io["fd_kind"], io["family"], io["bytes"]) for io in children[0]["io"]]
+    written = io_of(children[0], writer_kind, "write")
+    assert written and written["bytes"] >= 15 * MiB, [
+        (io["fd_kind"], io["family"], io["bytes"]) for io in children[0]["io"]]
     assert main["reaped_children_cpu_s"] is not None
+    return sent
+
+
+@pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli"),
+                    reason="redis-server or redis-cli not installed (scripts/setup installs them)")
+@pytest.mark.parametrize("diskless", ["no", "yes"])
+def test_watch_sees_a_real_redis_full_sync(tmp_path, diskless):
+    procs, primary, replica = watched_full_sync(
+        tmp_path, "redis-server", ["--repl-diskless-sync", diskless], [])
+    # Disk-based: the child writes the RDB file; diskless: the pipe its parent forwards.
+    check_sync(procs, primary, replica, "pipe" if diskless == "yes" else "file", False)
+
+
+@pytest.mark.skipif(not os.access(VALKEY, os.X_OK) or not shutil.which("redis-cli"),
+                    reason=f"{VALKEY} or redis-cli missing (scripts/setup runs scripts/install-valkey)")
+def test_watch_sees_a_real_valkey_dual_channel_sync(tmp_path):
+    # Dual-channel: the save child writes the RDB to the replica's socket itself.
+    dual = ["--dual-channel-replication-enabled", "yes", "--repl-diskless-sync", "yes"]
+    procs, primary, replica = watched_full_sync(tmp_path, VALKEY, dual, dual[:2])
+    sent = check_sync(procs, primary, replica, "tcp", True)
+    # Each 16K write is followed by a short one: the pattern `iobench watch` was built to see.
+    short = sum(s["calls"] for s in sent["sizes"] if 0 < s["result"] < 4096)
+    full = next(s["calls"] for s in sent["sizes"] if s["result"] == 16384)
+    assert short >= full // 2, sent["sizes"]
