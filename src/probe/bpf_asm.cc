@@ -77,6 +77,14 @@ const std::vector<bpf_insn>& Program::finish() {
   return insns_;
 }
 
+void update_from_stack(Program& p, int map_fd, int16_t key_off, int16_t value_off, int32_t flags) {
+  p.load_map(BPF_REG_1, map_fd);
+  p.stack_addr(BPF_REG_2, key_off);
+  p.stack_addr(BPF_REG_3, value_off);
+  p.mov_imm(BPF_REG_4, flags);
+  p.call(BPF_FUNC_map_update_elem);
+}
+
 void increment(Program& p, int map_fd, int16_t key_off, const std::string& done) {
   p.load_map(BPF_REG_1, map_fd);
   p.stack_addr(BPF_REG_2, key_off);

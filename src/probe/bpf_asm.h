@@ -54,6 +54,9 @@ class Program {
   std::map<std::string, size_t> labels_;
 };
 
+// map[key at fp + key_off] = value at fp + value_off (flags: BPF_ANY, BPF_NOEXIST).
+void update_from_stack(Program& p, int map_fd, int16_t key_off, int16_t value_off, int32_t flags);
+
 // *(u64*)map[key at fp + key_off] += 1, when the entry exists (array maps: always).
 void increment(Program& p, int map_fd, int16_t key_off, const std::string& done);
 

@@ -77,11 +77,7 @@ void count_in(Program& p, int map, int16_t key_off, const Maps& m, int32_t lost_
   p.call(BPF_FUNC_map_lookup_elem);
   p.jump(kJne, BPF_REG_0, 0, add);
   p.op(kStDw, BPF_REG_10, 0, -64, 1);  // the new entry's value
-  p.load_map(BPF_REG_1, map);
-  p.stack_addr(BPF_REG_2, key_off);
-  p.stack_addr(BPF_REG_3, -64);
-  p.mov_imm(BPF_REG_4, BPF_NOEXIST);
-  p.call(BPF_FUNC_map_update_elem);
+  bpf::update_from_stack(p, map, key_off, -64, BPF_NOEXIST);
   p.jump(kJeq, BPF_REG_0, 0, done);
   p.load_map(BPF_REG_1, map);  // another CPU inserted it first, or the map is full
   p.stack_addr(BPF_REG_2, key_off);
@@ -143,11 +139,7 @@ std::vector<bpf_insn> enter_program(const Maps& m) {
   p.jump(kJne, BPF_REG_0, 0, "out");
   p.op(kStxW, BPF_REG_10, BPF_REG_7, -40, 0);
   p.op(kStxW, BPF_REG_10, BPF_REG_8, -52, 0);  // key: the thread id (pid_tgid's low half)
-  p.load_map(BPF_REG_1, m.pending);
-  p.stack_addr(BPF_REG_2, -52);
-  p.stack_addr(BPF_REG_3, -48);
-  p.mov_imm(BPF_REG_4, BPF_ANY);
-  p.call(BPF_FUNC_map_update_elem);
+  bpf::update_from_stack(p, m.pending, -52, -48, BPF_ANY);
   p.label("out");
   p.exit0();
   return p.finish();
@@ -155,11 +147,7 @@ std::vector<bpf_insn> enter_program(const Maps& m) {
 
 // fdkind[{tgid, fd at fp-12}] = {kind, 0, made_ns} at fp-80.
 void set_kind(Program& p, const Maps& m) {
-  p.load_map(BPF_REG_1, m.fdkind);
-  p.stack_addr(BPF_REG_2, -16);
-  p.stack_addr(BPF_REG_3, -80);
-  p.mov_imm(BPF_REG_4, BPF_ANY);
-  p.call(BPF_FUNC_map_update_elem);
+  bpf::update_from_stack(p, m.fdkind, -16, -80, BPF_ANY);
 }
 
 // A descriptor-making call that succeeded (result in r1, the argument in r7): the kind of each
@@ -280,11 +268,7 @@ std::vector<bpf_insn> fork_program(const Maps& m, int16_t child_pid_offset) {
   p.op(kStxDw, BPF_REG_10, BPF_REG_0, -16, 0);
   p.op(kLdxW, BPF_REG_1, BPF_REG_6, child_pid_offset, 0);
   p.op(kStxW, BPF_REG_10, BPF_REG_1, -28, 0);
-  p.load_map(BPF_REG_1, m.watched);
-  p.stack_addr(BPF_REG_2, -28);
-  p.stack_addr(BPF_REG_3, -24);
-  p.mov_imm(BPF_REG_4, BPF_NOEXIST);
-  p.call(BPF_FUNC_map_update_elem);
+  bpf::update_from_stack(p, m.watched, -28, -24, BPF_NOEXIST);
   p.label("out");
   p.exit0();
   return p.finish();

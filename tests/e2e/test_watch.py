@@ -57,18 +57,22 @@ def known_program():
     p.wait()
 
 
-def test_watch_counts_a_known_program_and_its_child(known_program):
-    p = subprocess.Popen([BIN, "watch", "--pid", str(known_program.pid), "--until-exit",
-                          str(known_program.pid), "--json", "-"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+def watch_known(program, *args):
+    """Watches the known program with `args` while it runs; returns the watch's stdout."""
+    p = subprocess.Popen([BIN, "watch", "--pid", str(program.pid), *map(str, args)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)  # attached, and /proc sampled at least once
-    known_program.stdin.write("go\n")
-    known_program.stdin.flush()
+    program.stdin.write("go\n")
+    program.stdin.flush()
     out, err = p.communicate(timeout=30)
     if p.returncode == 1 and "needs root" in err:
         pytest.skip(f"eBPF refused here: {err.strip()}")
     assert p.returncode == 0, err
-    doc = json.loads(out)
+    return out
+
+
+def test_watch_counts_a_known_program_and_its_child(known_program):
+    doc = json.loads(watch_known(known_program, "--until-exit", known_program.pid, "--json", "-"))
     assert doc["kind"] == "watch" and "context" in doc and "cpu" in doc["sources"]
     w = doc["watch"]
     assert w["ended_by"] == f"pid {known_program.pid} exited", w["ended_by"]
@@ -86,15 +90,7 @@ def test_watch_counts_a_known_program_and_its_child(known_program):
 
 def test_watch_writes_csv_and_a_table(known_program, tmp_path):
     csv = tmp_path / "w.csv"
-    p = subprocess.Popen([BIN, "watch", "--pid", str(known_program.pid), "--duration", "3s",
-                          "--csv", str(csv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
-    known_program.stdin.write("go\n")
-    known_program.stdin.flush()
-    out, err = p.communicate(timeout=30)
-    if p.returncode == 1 and "needs root" in err:
-        pytest.skip(f"eBPF refused here: {err.strip()}")
-    assert p.returncode == 0, err
+    out = watch_known(known_program, "--duration", "3s", "--csv", csv)
     assert "ended by every watched process exited" in out or "ended by --duration" in out, out
     assert "tcp    write        10 calls" in out, out
     rows = csv.read_text().splitlines()
