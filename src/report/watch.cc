@@ -58,6 +58,7 @@ void set_cpu(WatchProcess& p, const CpuSamples& s, bool root, long ticks_per_s) 
         ticks_s(last.cutime + last.cstime - first.cutime - first.cstime, ticks_per_s);
   p.comm = last.comm;
   p.exited = last.state == 'Z';
+  p.cpu_complete = s.complete;
 }
 
 WatchIo& io_entry(WatchProcess& p, const std::string& kind, const std::string& family) {

@@ -31,6 +31,9 @@ struct WatchProcess {
   // Its own CPU over the watch (a child: its whole life): exact from its CPU clock when it was
   // last sampled, the user/sys split from /proc ticks.
   double cpu_s = 0, cpu_user_s = 0, cpu_sys_s = 0;
+  // False when the process vanished between two samples: its CPU is up to its last sample (a
+  // child's whole life is then in its root's reaped_children_cpu_s, once reaped).
+  bool cpu_complete = false;
   // A root: CPU of the children it reaped during the watch (cutime + cstime grew by this).
   double reaped_children_cpu_s = 0;
   uint64_t syscalls_total = 0;
@@ -52,6 +55,7 @@ struct WatchReport {
 // CPU samples of one process: the first (at the watch's start for a root) and the last seen.
 struct CpuSamples {
   std::optional<ProcStat> first, last;
+  bool complete = false;  // last holds the final times: seen exited (a zombie) or at the end
 };
 
 // Builds the report's processes from the kernel's counts, the descriptor kinds seen (tgid ->

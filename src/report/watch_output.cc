@@ -47,7 +47,8 @@ void print_watch_table(const WatchReport& r) {
     fmt::print("\npid {} ({}){}{}\n", p.pid, p.comm.empty() ? "?" : p.comm,
                p.pid == p.root ? "" : fmt::format(", forked by the watched tree of {}", p.root),
                p.exited ? ", exited" : "");
-    fmt::print("  CPU {:.3f} s (user {:.2f} s, sys {:.2f} s)", p.cpu_s, p.cpu_user_s, p.cpu_sys_s);
+    fmt::print("  CPU {:.3f} s (user {:.2f} s, sys {:.2f} s){}", p.cpu_s, p.cpu_user_s, p.cpu_sys_s,
+               p.cpu_complete ? "" : ", up to its last sample (it ended between two)");
     if (p.pid == p.root)
       fmt::print("; children reaped during the watch {:.2f} s", p.reaped_children_cpu_s);
     fmt::print("\n  syscalls {}:", p.syscalls_total);
@@ -86,7 +87,7 @@ nlohmann::json watch_json(const WatchReport& r) {
     for (const auto& [name, n] : p.syscalls) calls[name] = n;
     procs.push_back({{"pid", p.pid}, {"root", p.root}, {"origin", origin(p)}, {"comm", p.comm},
                      {"exited", p.exited}, {"cpu_s", p.cpu_s}, {"cpu_user_s", p.cpu_user_s},
-                     {"cpu_sys_s", p.cpu_sys_s},
+                     {"cpu_sys_s", p.cpu_sys_s}, {"cpu_complete", p.cpu_complete},
                      {"reaped_children_cpu_s", p.pid == p.root ? nlohmann::json(p.reaped_children_cpu_s)
                                                                : nlohmann::json(nullptr)},
                      {"syscalls_total", p.syscalls_total}, {"syscalls", calls}, {"io", io}});

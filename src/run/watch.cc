@@ -34,7 +34,7 @@ struct Samples {
 
 // Samples every watched process; a watched id that is a thread is forgotten (its calls count
 // under its process). Returns how many watched processes are still running.
-size_t sample(BpfWatch& w, Samples& s) {
+size_t sample(BpfWatch& w, Samples& s, bool final = false) {
   size_t running = 0;
   for (const auto& [id, root] : w.read_watched()) {
     const auto st = read_proc_stat(id);
@@ -46,6 +46,7 @@ size_t sample(BpfWatch& w, Samples& s) {
     CpuSamples& c = s.cpu[id];
     if (!c.first) c.first = st;
     c.last = st;
+    c.complete = final || st->state == 'Z';
     if (st->state == 'Z') continue;
     ++running;
     for (const auto& [fd, kind] : descriptor_kinds(id, s.sockets)) s.kinds[id][fd] = kind;
@@ -113,7 +114,7 @@ int run_watch_command(const WatchCommand& c) {
     fmt::print(stderr, "iobench: watching {} (Ctrl-C ends the watch)\n", command_line(c).substr(14));
   WatchReport r;
   r.ended_by = watch_until_end(c, **w, s, t0);
-  sample(**w, s);
+  sample(**w, s, true);
   const WatchCounts counts = (*w)->read();
   w->reset();  // detached: the machine's syscalls leave the traced path
   r.duration_s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -126,12 +126,13 @@ TEST(WatchReport, GroupsByProcessKindAndDirection) {
   first.utime = 100, last.utime = 150, first.stime = 10, last.stime = 30;
   first.cutime = 5, last.cutime = 205;
   first.cpu_ns = 1'000'000'000, last.cpu_ns = 1'700'000'000;
-  cpu[10] = {first, last};
+  cpu[10] = {first, last, true};
   const auto ps = watch_processes(sample_counts(), kinds, cpu, {10}, 100);
   ASSERT_EQ(ps.size(), 2u);
   const WatchProcess& root = ps[0];
   EXPECT_EQ(root.pid, 10);
   EXPECT_DOUBLE_EQ(root.cpu_s, 0.7);  // the CPU clock, exact
+  EXPECT_TRUE(root.cpu_complete);
   EXPECT_DOUBLE_EQ(root.cpu_user_s, 0.5);
   EXPECT_DOUBLE_EQ(root.cpu_sys_s, 0.2);
   EXPECT_DOUBLE_EQ(root.reaped_children_cpu_s, 2.0);
@@ -156,6 +157,7 @@ TEST(WatchReport, GroupsByProcessKindAndDirection) {
   EXPECT_EQ(child.pid, 11);
   EXPECT_EQ(child.root, 10);
   EXPECT_EQ(child.comm, "valkey-server");  // never sampled: its parent's name
+  EXPECT_FALSE(child.cpu_complete);
   ASSERT_EQ(child.io.size(), 1u);
   EXPECT_EQ(child.io[0].kind, "pipe");
   EXPECT_EQ(child.io[0].bytes, 2u * 65536);
