@@ -11,6 +11,7 @@
 #include "cli/engine_options.h"
 #include "cli/size.h"
 #include "probe/syscall_counter.h"
+#include "run/write_pattern.h"
 
 namespace iobench {
 namespace {
@@ -233,6 +234,9 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--buf-min", raw.buf_min, "--buf adaptive: smallest buffer (default 4K)");
   app.add_option("--buf-max", raw.buf_max, "--buf adaptive: largest buffer (default 64K)");
   app.add_option("--send-buf", raw.send_buf, "Sender buffer size(s), overrides --buf");
+  app.add_option("--write-pattern", o.write_pattern,
+                 "The client's writes follow a pattern, e.g. 16384+tail:1-17, 16384,836 or "
+                 "@watch.json (an `iobench watch --json` report): a real primary's writes");
   app.add_option("--recv-buf", raw.recv_buf, "Receiver buffer size(s), overrides --buf");
   add_payload_options(app, o.payload, raw.payload);
   app.add_option("--sndbuf", raw.sndbuf, "SO_SNDBUF to request on both sockets (default: kernel)");
@@ -365,6 +369,23 @@ Status parse_bufs(ClientOptions& o, const RawClient& raw) {
   return {};
 }
 
+// --write-pattern shapes this process's writes: the client must be the sender, on an engine that
+// asks for a size at every write, one connection, one row.
+Status validate_write_pattern(const ClientOptions& o) {
+  if (o.write_pattern.empty()) return {};
+  if (auto p = WritePattern::parse(o.write_pattern, o.payload.seed); !p)
+    return std::unexpected(p.error());
+  if (o.reverse) return fail("--write-pattern shapes the client's writes: not with --reverse");
+  if (o.send_engine == EngineKind::kUring)
+    return fail("--write-pattern needs a sender engine that writes one call at a time: "
+                "--engine blocking or epoll");
+  if (o.group()) return fail("--write-pattern runs one connection: not with --conns or adaptive");
+  if (o.bufs.size() != 1)
+    return fail("--write-pattern replaces the sender's size: give at most one --buf (the "
+                "receiver's)");
+  return {};
+}
+
 }  // namespace
 
 Status validate_client(ClientOptions& o, RawClient& raw) {
@@ -414,7 +435,7 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
         o.payload.file));
   if (o.json_path == "-" && o.csv_path == "-")
     return fail("--json - and --csv - cannot both write to stdout");
-  return {};
+  return validate_write_pattern(o);
 }
 
 }  // namespace iobench

@@ -17,7 +17,8 @@ struct Group {
 // The client's options by what a user is deciding when they reach for them.
 const std::array kClientGroups{
     Group{"Sizes",
-          {"--buf", "--send-buf", "--recv-buf", "--bytes", "--budget", "--buf-min", "--buf-max"}},
+          {"--buf", "--send-buf", "--recv-buf", "--bytes", "--budget", "--buf-min", "--buf-max",
+           "--write-pattern"}},
     Group{"Transport",
           {"--proto", "--reverse", "--sndbuf", "--rcvbuf", "--no-nodelay", "--auth-token",
            "--timeout", "--hello-timeout"}},

@@ -112,6 +112,8 @@ struct ClientOptions {
   uint64_t budget = 256 * kKiB;     // --buf adaptive: buffer memory per side over all connections
   uint64_t buf_min = 4 * kKiB;
   uint64_t buf_max = 64 * kKiB;
+  // --write-pattern: the client's writes follow this (run/write_pattern.h) instead of one size.
+  std::string write_pattern;
   bool group() const {
     return conns > 1 || std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
   }

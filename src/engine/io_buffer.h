@@ -21,6 +21,14 @@ class BufferSizeSource {
   virtual uint64_t adopt(uint64_t from, uint64_t to) = 0;
 };
 
+// A sender's sizes that change at every write (--write-pattern): unlike a followed size, not a
+// buffer being resized. Engines that ask the size once per write call (blocking, epoll) follow it.
+class WriteSizeSequence {
+ public:
+  virtual ~WriteSizeSequence() = default;
+  virtual uint64_t next() = 0;
+};
+
 class IoBuffer {
  public:
   // `backed`: holds memory of the current size (a receiver's buffer); a sender's buffer is a
@@ -28,10 +36,13 @@ class IoBuffer {
   IoBuffer(uint64_t bytes, bool backed);
   // From now on, size() follows `source` (not owned; must outlive the buffer's use).
   void follow(BufferSizeSource* source);
+  // From now on, each size() is the sequence's next (a sender's buffer only).
+  void use_sequence(WriteSizeSequence* sequence) { sequence_ = sequence; }
 
   // The size for the next call; adopts the source's current size first (reallocating the
   // memory of a backed buffer, touched so the next call does not page-fault on it).
   uint64_t size() {
+    if (sequence_) return sequence_->next();
     if (source_) {
       const uint64_t t = source_->target();
       if (t != size_) adopt(t);
@@ -52,6 +63,7 @@ class IoBuffer {
   bool backed_;
   std::unique_ptr<std::byte[]> mem_;
   BufferSizeSource* source_ = nullptr;
+  WriteSizeSequence* sequence_ = nullptr;
   uint64_t resizes_ = 0;
 };
 

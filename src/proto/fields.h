@@ -89,6 +89,8 @@ void describe(Self& r, V&& v) {
   v(Field{"mtu_bytes"}, r.mtu_bytes);
   v(Field{"nodelay"}, r.nodelay);
   v(Field{"notsent_lowat"}, r.notsent_lowat);
+  v(Field{.name = "segs_out", .summed = true}, r.segs_out);
+  v(Field{.name = "segs_in", .summed = true}, r.segs_in);
   v(Field{"engine"}, r.engine);
   v(Field{"error"}, r.error);
   v(Field{.name = "sys_reads", .summed = true}, r.sys_reads);

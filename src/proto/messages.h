@@ -29,15 +29,17 @@ inline constexpr std::string_view kNotIobenchPeer = "not an iobench peer";
 inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'}, std::byte{'B'},
                                                  std::byte{'C'}};
 // 2: PROGRESS. 3: HELLO carries the engine tuning as one block and the server's CPU; RESULT
-// the placement. 4: the tuning's notsent_lowat, and RESULT the socket's. Peers of different
+// the placement. 4: the tuning's notsent_lowat, and RESULT the socket's. 5: RESULT the TCP
+// segments sent and received during the data phase. Peers of different
 // versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 4;
+inline constexpr uint16_t kVersion = 5;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 2> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 3> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
+    {5, 0x7d91a990b6094162},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -113,6 +115,10 @@ struct SideResult {
   int64_t mtu_bytes = 0;
   bool nodelay = false;
   uint32_t notsent_lowat = 0;  // TCP_NOTSENT_LOWAT on the socket (0: not set)
+  // TCP segments this side's socket sent and received during the data phase (TCP_INFO): a
+  // sender's until the receiver's RESULT arrived, a receiver's until its last byte.
+  uint64_t segs_out = 0;
+  uint64_t segs_in = 0;
   std::string engine;
   std::string error;  // empty on success
   // Underneath the engine's calls: syscalls issued by the Stream and, for TLS, records.

@@ -65,6 +65,7 @@ const std::array kColumns{
     Column{"io_calls", [](const Row& r) { return plain(r.side.io_calls); }},
     Column{"bytes_per_call", [](const Row& r) { return fixed(r.f.bytes_per_call, 1); }},
     Column{"short_writes", [](const Row& r) { return plain(r.side.short_writes); }},
+    Column{"segs_out", [](const Row& r) { return plain(r.side.segs_out); }},
     Column{"voluntary_ctxsw", [](const Row& r) { return plain(r.side.vol_ctxsw); }},
     Column{"involuntary_ctxsw", [](const Row& r) { return plain(r.side.invol_ctxsw); }},
     Column{"sndbuf_bytes", [](const Row& r) { return plain(r.side.sndbuf_bytes); }},

@@ -83,77 +83,117 @@ std::string kind_of(WatchKind made, const std::string* sampled) {
   return sampled ? *sampled : "unknown";
 }
 
+bool is_process(pid_t id, const CpuSamples& samples) {
+  if (!samples.last.has_value()) return false;
+  return samples.last.value().tgid == id;
+}
+
+// The report's processes, built from the kernel's counts in steps.
+class ProcessTable {
+ public:
+  ProcessTable(const WatchCounts& counts, const std::map<pid_t, std::map<int, std::string>>& kinds)
+      : counts_(counts), kinds_(kinds) {}
+
+  WatchProcess& process(pid_t pid) {
+    WatchProcess& p = by_pid_[pid];
+    if (p.pid == 0) {
+      p.pid = pid;
+      const auto w = counts_.watched.find(pid);
+      p.root = w == counts_.watched.end() ? pid : w->second;
+    }
+    return p;
+  }
+
+  void add_calls() {
+    for (const auto& [key, n] : counts_.calls) {
+      WatchProcess& p = process(key.first);
+      p.syscalls_total += n;
+      const auto it = named_syscalls().find(key.second);
+      named_[key.first][it == named_syscalls().end() ? "other" : it->second] += n;
+    }
+  }
+
+  void add_io() {
+    for (const auto& entry : counts_.io) add_result(entry.first, entry.second);
+  }
+
+  void set_cpu_and_names(const std::map<pid_t, CpuSamples>& cpu, long ticks_per_s) {
+    for (auto& [pid, p] : by_pid_)
+      if (const auto c = cpu.find(pid); c != cpu.end())
+        set_cpu(p, c->second, p.root == pid, ticks_per_s);
+    // A child never sampled (it lived between two samples) still bears its parent's name.
+    for (auto& [pid, p] : by_pid_)
+      if (p.comm.empty() && by_pid_.contains(p.root)) p.comm = by_pid_[p.root].comm;
+  }
+
+  // Named calls most frequent first ("other" last), I/O by bytes; roots in --pid order, each
+  // followed by its children.
+  std::vector<WatchProcess> take(const std::vector<pid_t>& roots) {
+    std::vector<WatchProcess> out;
+    for (auto& [pid, p] : by_pid_) {
+      std::vector<std::pair<std::string, uint64_t>> calls(named_[pid].begin(), named_[pid].end());
+      std::stable_sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) {
+        return (a.first == "other") < (b.first == "other") ||
+               ((a.first == "other") == (b.first == "other") && a.second > b.second);
+      });
+      p.syscalls = std::move(calls);
+      std::sort(p.io.begin(), p.io.end(), [](const WatchIo& a, const WatchIo& b) {
+        return a.bytes != b.bytes ? a.bytes > b.bytes : a.calls > b.calls;
+      });
+      out.push_back(std::move(p));
+    }
+    auto rank = [&](const WatchProcess& p) {
+      return std::find(roots.begin(), roots.end(), p.root) - roots.begin();
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const WatchProcess& a, const WatchProcess& b) {
+      if (rank(a) != rank(b)) return rank(a) < rank(b);
+      return (a.pid != a.root) < (b.pid != b.root);
+    });
+    return out;
+  }
+
+ private:
+  void add_result(const WatchCounts::IoKey& key, uint64_t n) {
+    const pid_t tgid = std::get<0>(key);
+    const auto fd = static_cast<int>(std::get<1>(key));
+    const int64_t result = std::get<3>(key);
+    const auto name = named_syscalls().find(std::get<2>(key));
+    if (name == named_syscalls().end()) return;
+    const std::string* sampled = nullptr;
+    if (const auto k = kinds_.find(tgid); k != kinds_.end())
+      if (const auto f = k->second.find(fd); f != k->second.end()) sampled = &f->second;
+    WatchIo& io = io_entry(process(tgid), kind_of(std::get<4>(key), sampled),
+                           is_write(name->second) ? "write" : "read");
+    io.calls += n;
+    io.sizes[result] += n;
+    io.descriptors[fd] += n;
+    if (result < 0) io.errors += n;
+    if (result == 0) io.zero += n;
+    if (result > 0) io.bytes += static_cast<uint64_t>(result) * n;
+  }
+
+  const WatchCounts& counts_;
+  const std::map<pid_t, std::map<int, std::string>>& kinds_;
+  std::map<pid_t, WatchProcess> by_pid_;
+  std::map<pid_t, std::map<std::string, uint64_t>> named_;
+};
+
 }  // namespace
 
 std::vector<WatchProcess> watch_processes(const WatchCounts& counts,
                                           const std::map<pid_t, std::map<int, std::string>>& kinds,
                                           const std::map<pid_t, CpuSamples>& cpu,
                                           const std::vector<pid_t>& roots, long ticks_per_s) {
-  std::map<pid_t, WatchProcess> by_pid;
-  auto process = [&](pid_t pid) -> WatchProcess& {
-    WatchProcess& p = by_pid[pid];
-    if (p.pid == 0) {
-      p.pid = pid;
-      const auto w = counts.watched.find(pid);
-      p.root = w == counts.watched.end() ? pid : w->second;
-    }
-    return p;
-  };
-  for (pid_t r : roots) process(r);
-  for (const auto& [id, root] : counts.watched)
-    if (cpu.contains(id) && cpu.at(id).last && cpu.at(id).last->tgid == id) process(id);
-  std::map<pid_t, std::map<std::string, uint64_t>> named;
-  for (const auto& [key, n] : counts.calls) {
-    WatchProcess& p = process(key.first);
-    p.syscalls_total += n;
-    const auto it = named_syscalls().find(key.second);
-    named[key.first][it == named_syscalls().end() ? "other" : it->second] += n;
-  }
-  for (const auto& [key, n] : counts.io) {
-    const auto& [tgid, fd, nr, result, made] = key;
-    const auto name = named_syscalls().find(nr);
-    if (name == named_syscalls().end()) continue;
-    const std::string* sampled = nullptr;
-    if (const auto k = kinds.find(tgid); k != kinds.end())
-      if (const auto f = k->second.find(static_cast<int>(fd)); f != k->second.end())
-        sampled = &f->second;
-    const std::string kind = kind_of(made, sampled);
-    WatchIo& io = io_entry(process(tgid), kind, is_write(name->second) ? "write" : "read");
-    io.calls += n;
-    io.sizes[result] += n;
-    io.descriptors[static_cast<int>(fd)] += n;
-    if (result < 0) io.errors += n;
-    if (result == 0) io.zero += n;
-    if (result > 0) io.bytes += static_cast<uint64_t>(result) * n;
-  }
-  for (auto& [pid, p] : by_pid)
-    if (const auto c = cpu.find(pid); c != cpu.end())
-      set_cpu(p, c->second, p.root == pid, ticks_per_s);
-  // A child never sampled (it lived between two samples) still bears its parent's name.
-  for (auto& [pid, p] : by_pid)
-    if (p.comm.empty() && by_pid.contains(p.root)) p.comm = by_pid[p.root].comm;
-  std::vector<WatchProcess> out;
-  for (auto& [pid, p] : by_pid) {
-    std::vector<std::pair<std::string, uint64_t>> calls(named[pid].begin(), named[pid].end());
-    std::stable_sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) {
-      return (a.first == "other") < (b.first == "other") ||
-             ((a.first == "other") == (b.first == "other") && a.second > b.second);
-    });
-    p.syscalls = std::move(calls);
-    std::sort(p.io.begin(), p.io.end(), [](const WatchIo& a, const WatchIo& b) {
-      return a.bytes != b.bytes ? a.bytes > b.bytes : a.calls > b.calls;
-    });
-    out.push_back(std::move(p));
-  }
-  // Roots first, in --pid order, each followed by its children.
-  std::stable_sort(out.begin(), out.end(), [&](const WatchProcess& a, const WatchProcess& b) {
-    auto rank = [&](const WatchProcess& p) {
-      return std::find(roots.begin(), roots.end(), p.root) - roots.begin();
-    };
-    if (rank(a) != rank(b)) return rank(a) < rank(b);
-    return (a.pid != a.root) < (b.pid != b.root);
-  });
-  return out;
+  ProcessTable t(counts, kinds);
+  for (pid_t r : roots) t.process(r);
+  // Every watched id that /proc showed is a process (not a thread).
+  for (const auto& entry : cpu)
+    if (counts.watched.contains(entry.first) && is_process(entry.first, entry.second))
+      t.process(entry.first);
+  t.add_calls();
+  t.add_io();
+  t.set_cpu_and_names(cpu, ticks_per_s);
+  return t.take(roots);
 }
 
 std::vector<std::pair<int64_t, uint64_t>> top_sizes(const WatchIo& io, double share, size_t max) {

@@ -66,6 +66,10 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   }
   const proto::Hello hello = make_hello(o, buf);
   SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
+  if (plan.data.is_sender) {
+    plan.data.write_pattern = o.write_pattern;
+    plan.data.pattern_seed = o.payload.seed;
+  }
   auto session = open_session(o, server, tls_ctx, hello, plan, engine, payload);
   if (!session) return std::unexpected(session.error());
   Stream& stream = *session->stream;

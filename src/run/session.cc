@@ -11,6 +11,8 @@
 #include "probe/placement.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
+#include "net/tcp_segments.h"
+#include "run/write_pattern.h"
 #include "tls/tls.h"
 
 namespace iobench {
@@ -102,7 +104,8 @@ class PhaseMeasure {
         me_(me),
         lease_(d.kernel_syscalls ? CounterLease::try_take() : CounterLease{}),
         kernel_(lease_.held() ? &process_syscall_counter() : nullptr),
-        before_(s.counters()) {
+        before_(s.counters()),
+        segments_before_(tcp_segments(s.fd())) {
     me.syscalls_source = SyscallSource::kCounted;
     me.cpu_scope = d.thread_cpu ? "thread" : "process";
     if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
@@ -135,6 +138,12 @@ class PhaseMeasure {
   void stop_kernel() {
     if (kernel_) take_kernel_counts(kernel_->stop(), me_);
   }
+  // The segments the socket sent and received since the phase was set up.
+  void take_segments() {
+    const TcpSegments d = tcp_segments(s_.fd()) - segments_before_;
+    me_.segs_out = d.out;
+    me_.segs_in = d.in;
+  }
   // The Stream's syscalls and records, and the CPUs the thread was seen on.
   void take_stream_and_placement() {
     const StreamCounters c = s_.counters() - before_;
@@ -152,6 +161,7 @@ class PhaseMeasure {
   CounterLease lease_;
   SyscallCounter* kernel_;
   StreamCounters before_;
+  TcpSegments segments_before_;
   std::optional<ThreadPin> pin_;
   CpuSamples seen_;
 };
@@ -166,6 +176,16 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   me.decoded_bytes = d.payload_decoded_bytes;
   IoBuffer buf(d.buf_bytes, false);
   if (d.follow) buf.follow(d.follow);
+  std::optional<WritePattern> pattern;  // read (a watch report, maybe) before the clock starts
+  if (!d.write_pattern.empty()) {
+    auto p = WritePattern::parse(d.write_pattern, d.pattern_seed);
+    if (!p) {
+      out.error = me.error = p.error().message;
+      return;
+    }
+    pattern.emplace(std::move(*p));
+    buf.use_sequence(&*pattern);
+  }
   const ProbeSample start = probe_now(d.thread_cpu);
   m.start_kernel();
   Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
@@ -178,6 +198,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   Result<proto::SideResult> peer =
       sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
   fill_probe(me, probe_now(d.thread_cpu) - start);
+  m.take_segments();  // every data segment has left once the receiver's RESULT is here
   take_io_counts(io, me);
   if (!peer) {
     me.error = peer.error().message;
@@ -211,6 +232,7 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   if (got) got = verifier.finish();
   fill_probe(me, probe_now(d.thread_cpu) - start);
   m.take_stream_and_placement();
+  m.take_segments();
   take_io_counts(io, me);
   me.xxh3 = verifier.xxh3();
   me.decoded = d.decompress;

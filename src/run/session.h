@@ -37,6 +37,9 @@ struct DataPhase {
   int cpu = -1;  // --cpus: the CPU the data phase runs on (-1: the thread's own set)
   // Set: the buffer size follows this source (adaptive mode, or a fixed size in a group run).
   BufferSizeSource* follow = nullptr;
+  // Set (a sender): each write's size follows this --write-pattern, drawn with pattern_seed.
+  std::string write_pattern;
+  uint64_t pattern_seed = 1;
   // Called as soon as the engine returns, before the result exchange: the connection is no
   // longer live.
   std::function<void()> data_done;

@@ -38,18 +38,28 @@ def test_small_syncs_beside_the_model(tmp_path):
         # The whole RDB crossed the socket, and the model streamed as many bytes.
         assert real["socket_bytes"] >= c["rdb_bytes"], (key, real)
         assert real["writes"] > 0 and model["writes"] > 0 and real["transfer_s"] > 0, (key, real)
-        assert real["writer_cpu_s_per_gib"] > 0, (key, real)
+        # A main thread's CPU clock is exact; a save child that ended between two samples is
+        # known to the tick (10 ms), which a 2 MB sync may not reach.
+        assert real["writer_cpu_s_per_gib"] > 0 or real["writer"] == "save child", (key, real)
         assert isinstance(c["gaps"], list) and set(c["ratios"]) >= {"writes", "bytes_per_write"}
     # Disk-based syncs write the file out of the main thread; dual-channel's child writes itself.
     assert cells[("redis", "tcp", "disk")]["real"]["writer"] == "main thread"
     if ("valkey", "tcp", "dual") in cells:
-        assert cells[("valkey", "tcp", "dual")]["real"]["writer"] == "save child"
+        dual = cells[("valkey", "tcp", "dual")]
+        assert dual["real"]["writer"] == "save child"
+        # Replayed, the child's 16K-then-overshoot writes take more calls than whole chunks.
+        assert dual["pattern"]["writes"] > 1.2 * dual["model"]["writes"], dual
+    for c in cells.values():
+        assert c["pattern"]["segments_out"] > 0 and "--write-pattern @watch.json" in c["pattern"]["command"]
     report = (out / "report.md").read_text()
     assert "## Gaps over 10%" in report and "redis 7." in report
     assert "dual-channel replication is Valkey's" in report
-    assert report.count("\n| redis") + report.count("\n| valkey") == len(cells)
+    table = report.split("## Gaps")[0]
+    assert table.count("\n| redis") + table.count("\n| valkey") == len(cells)
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert sum(r["kind"] == "model" for r in rows) == len(cells) == sum(r["kind"] == "real" for r in rows)
+    assert sum(r["kind"] == "pattern" for r in rows) == len(cells)
+    assert "## The real pattern, priced" in report
     assert (out / "plots" / "writes.png").is_file()
     assert doc["command"].startswith("scripts/replication-sync --rdb 2M")
 

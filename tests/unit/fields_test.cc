@@ -109,9 +109,10 @@ TEST(Fields, SummedFieldsAreCountsAndAddUp) {
     if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
       ADD_FAILURE() << f.name << " is marked summed but is not a u64 count";
   });
-  EXPECT_EQ(summed.size(), 15u) << fmt::format("{}", fmt::join(summed, ","));
+  EXPECT_EQ(summed.size(), 17u) << fmt::format("{}", fmt::join(summed, ","));
   EXPECT_EQ(total.bytes, 2 * one.bytes);
   EXPECT_EQ(total.uring_cqes, 2 * one.uring_cqes);
+  EXPECT_EQ(total.segs_out, 2 * one.segs_out);
   EXPECT_EQ(total.xxh3, 0u);  // a checksum is not a count
   add_summed(total, total, 0);
   EXPECT_EQ(total.bytes, 0u);

@@ -1,0 +1,16 @@
+#include "net/tcp_segments.h"
+
+#include <linux/tcp.h>  // tcp_info with tcpi_segs_out/in (glibc's lacks them)
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+namespace iobench {
+
+TcpSegments tcp_segments(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return {};
+  return {info.tcpi_segs_out, info.tcpi_segs_in};
+}
+
+}  // namespace iobench
