@@ -75,7 +75,39 @@ def test_small_syncs_beside_the_model(tmp_path):
     (["--servers", "redis,memcached"], "invalid --servers 'redis,memcached'"),
     (["--rdb", "lots"], "invalid size 'lots'"),
     (["--repeat", "0"], "invalid --repeat 0"),
+    (["--netns-mtu", "100"], "invalid --netns-mtu 100"),
+    (["--where", "moon"], "invalid choice: 'moon'"),
 ])
 def test_bad_input_is_one_line(args, message):
     p = subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and message in p.stderr, p.stderr
+
+
+def netns_unavailable():
+    if os.geteuid() != 0:
+        return "needs root (ip netns, tc)"
+    probe = subprocess.run(["ip", "netns", "add", "iobrsprobe"], capture_output=True, text=True)
+    subprocess.run(["ip", "netns", "del", "iobrsprobe"], capture_output=True)
+    return None if probe.returncode == 0 else f"ip netns refused: {probe.stderr.strip()}"
+
+
+@pytest.mark.skipif(netns_unavailable() is not None, reason=str(netns_unavailable()))
+@pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli"),
+                    reason="redis-server or redis-cli missing (scripts/setup installs them)")
+def test_syncs_over_the_emulated_link(tmp_path):
+    # Primary and replica in their own namespaces over a rate-capped veth, MTU 9001; the model
+    # crosses the same kind of link (scripts/netns-link).
+    out = tmp_path / "out"
+    p = subprocess.run([SCRIPT, "--where", "netns", "--netns-rate", "1gbit", "--servers", "redis",
+                        "--modes", "disk,diskless", "--proto", "tcp", "--rdb", "2M", "--repeat",
+                        "1", "--price-rounds", "1", "--iobench", BIN, "--out", str(out),
+                        "--cache-dir", str(tmp_path / "cache")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["where"] == "netns" and doc["netns"] == {"rate": "1gbit", "mtu": 9001}
+    assert len(doc["cells"]) == 2
+    for c in doc["cells"]:
+        assert c["real"]["socket_bytes"] >= c["rdb_bytes"] and c["model"]["writes"] > 0, c
+    leftover = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "iobrs" not in leftover, leftover
