@@ -43,6 +43,7 @@ def test_small_syncs_beside_the_model(tmp_path):
         # known to the tick (10 ms), which a 2 MB sync may not reach.
         assert real["writer_cpu_s_per_gib"] > 0 or real["writer"] == "save child", (key, real)
         assert isinstance(c["gaps"], list) and set(c["ratios"]) >= {"writes", "bytes_per_write"}
+        assert real["write_histogram"].get("16384..32767", 0) > 0, real["write_histogram"]
     # Disk-based syncs write the file out of the main thread; dual-channel's child writes itself.
     assert cells[("redis", "tcp", "disk")]["real"]["writer"] == "main thread"
     if ("valkey", "tcp", "dual") in cells:
