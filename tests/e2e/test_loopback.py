@@ -370,13 +370,15 @@ def test_measured_runs_under_auto_say_where_their_counts_are(cache_dir, extra):
 
 def test_repeat_auto_stops_once_cpu_per_gib_is_known(cache_dir, tmp_path):
     out = tmp_path / "auto.json"
-    # A target any five runs meet: exactly five, then the counting run.
-    p = run("--buf", "16k", "--bytes", "1M", "--repeat", "auto", "--target-ci", "99%", "--json",
+    # A target almost any five runs meet: it stops there (on a shared, noisy machine one wild run
+    # can widen five runs' interval past it; then it stops as soon as the target is met).
+    p = run("--buf", "16k", "--bytes", "8M", "--repeat", "auto", "--target-ci", "99%", "--json",
             out, cache=cache_dir, check=0)
     size = json.loads(out.read_text())["results"][0]
-    assert len(size["runs"]) == 5 and size["counting_run"] is not None
-    assert size["repeat_auto"]["reached_target"] is True and size["repeat_auto"]["runs"] == 5
-    assert "repeat auto: buf 16K within the target after 5 runs" in p.stdout
+    n = len(size["runs"])
+    assert 5 <= n <= 20 and size["counting_run"] is not None
+    assert size["repeat_auto"]["reached_target"] is True and size["repeat_auto"]["runs"] == n
+    assert f"repeat auto: buf 16K within the target after {n} runs" in p.stdout
     # A target no run can meet: --max-repeat ends it, and the report says so.
     p = run("--buf", "16k", "--bytes", "1M", "--repeat", "auto", "--target-ci", "0.00001%",
             "--max-repeat", "6", "--syscalls", "off", "--json", out, cache=cache_dir, check=0)
