@@ -57,11 +57,20 @@ def known_program():
     p.wait()
 
 
+def attached(watch):
+    """Waits for the watch's start line: its programs are attached from then on."""
+    line = watch.stderr.readline()
+    if "needs root" in line:
+        pytest.skip(f"eBPF refused here: {line.strip()}")
+    assert "iobench: watching" in line, line + watch.stderr.read()
+
+
 def watch_known(program, *args):
     """Watches the known program with `args` while it runs; returns the watch's stdout."""
     p = subprocess.Popen([BIN, "watch", "--pid", str(program.pid), *map(str, args)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)  # attached, and /proc sampled at least once
+    attached(p)
+    time.sleep(0.3)  # /proc sampled at least once
     program.stdin.write("go\n")
     program.stdin.flush()
     out, err = p.communicate(timeout=30)
@@ -157,7 +166,7 @@ def watched_full_sync(tmp_path, binary, primary_args, replica_args):
         w = subprocess.Popen([BIN, "watch", "--pid", str(primary.pid), "--pid", str(replica.pid),
                               "--duration", "60s", "--json", "-"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        time.sleep(0.5)
+        attached(w)
         subprocess.run(["redis-cli", "-p", str(rport), "REPLICAOF", "127.0.0.1", str(pport)],
                        check=True, capture_output=True)
         for _ in range(300):
