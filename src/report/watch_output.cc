@@ -16,11 +16,12 @@ std::string size_label(int64_t size) {
 }
 
 std::string sizes_line(const WatchIo& io) {
+  const auto top = top_sizes(io, 0.9, 8);
   std::string s;
-  for (const auto& [size, n] : top_sizes(io, 0.9, 8))
+  for (const auto& [size, n] : top)
     s += fmt::format("{}{}: {}", s.empty() ? "" : ", ", size_label(size), n);
-  if (io.sizes.size() > top_sizes(io, 0.9, 8).size())
-    s += fmt::format(" (+{} other sizes)", io.sizes.size() - top_sizes(io, 0.9, 8).size());
+  if (io.sizes.size() > top.size())
+    s += fmt::format(" (+{} other sizes)", io.sizes.size() - top.size());
   return s;
 }
 
