@@ -11,7 +11,6 @@
 #include "cli/engine_options.h"
 #include "cli/size.h"
 #include "probe/syscall_counter.h"
-#include "run/write_pattern.h"
 
 namespace iobench {
 namespace {
@@ -73,6 +72,7 @@ Status parse_named(ClientOptions& o, const RawClient& raw) {
         set_named(o.recv_engine, "--recv-engine", recv),
         set_named(o.syscalls, "--syscalls", raw.syscalls),
         set_named(o.tls.io, "--tls-io", raw.tls_io), set_named(o.tls.ktls, "--ktls", raw.ktls),
+        set_named(o.fanout, "--fanout", raw.fanout),
         parse_described(o.tuning, raw.described)})
     if (!st) return st;
   return {};
@@ -226,6 +226,10 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
       app.add_option("--auth-token", o.auth_token,
                      "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)");
   app.add_option("--stagger", raw.stagger, "Start connection i at i x this (e.g. 50ms)");
+  app.add_option("--fanout", raw.fanout,
+                 "One writer thread streams to all --conns replicas, as a primary's full sync: "
+                 "connset (blocking, each chunk to each in turn) or event-loop (epoll, the "
+                 "slowest paces all); off (default)");
   raw.queue_depth = app.get_option("--qd");
   app.add_option("--bytes-spread", o.bytes_spread,
                  "Shorten each connection by a seeded random fraction up to this (0..0.9)");
@@ -369,23 +373,6 @@ Status parse_bufs(ClientOptions& o, const RawClient& raw) {
   return {};
 }
 
-// --write-pattern shapes this process's writes: the client must be the sender, on an engine that
-// asks for a size at every write, one connection, one row.
-Status validate_write_pattern(const ClientOptions& o) {
-  if (o.write_pattern.empty()) return {};
-  if (auto p = WritePattern::parse(o.write_pattern, o.payload.seed); !p)
-    return std::unexpected(p.error());
-  if (o.reverse) return fail("--write-pattern shapes the client's writes: not with --reverse");
-  if (o.send_engine == EngineKind::kUring)
-    return fail("--write-pattern needs a sender engine that writes one call at a time: "
-                "--engine blocking or epoll");
-  if (o.group()) return fail("--write-pattern runs one connection: not with --conns or adaptive");
-  if (o.bufs.size() != 1)
-    return fail("--write-pattern replaces the sender's size: give at most one --buf (the "
-                "receiver's)");
-  return {};
-}
-
 }  // namespace
 
 Status validate_client(ClientOptions& o, RawClient& raw) {
@@ -406,6 +393,7 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
   if (auto st = parse_cpus(raw.cpus, o); !st) return st;
   if (auto st = parse_bufs(o, raw); !st) return st;
   if (auto st = validate_conns(o, raw); !st) return st;
+  if (auto st = validate_fanout(o); !st) return st;
   if (auto st = refuse_no_effect(o, {.queue_depth = raw.queue_depth->count() > 0,
                                      .auth_token = raw.auth_token->count() > 0,
                                      .stagger = !raw.stagger.empty(),

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "probe/placement.h"
+#include "run/write_pattern.h"
 
 namespace iobench {
 
@@ -79,6 +80,45 @@ Status refuse_no_effect(const ClientOptions& o, const TypedOptions& typed) {
     return fail(
         "--verbose logs the loopback server's lines: `iobench client` has none (read the "
         "server's own log)");
+  return {};
+}
+
+// --write-pattern shapes this process's writes: the client must be the sender, on an engine that
+// asks for a size at every write, one connection, one row.
+Status validate_write_pattern(const ClientOptions& o) {
+  if (o.write_pattern.empty()) return {};
+  if (auto p = WritePattern::parse(o.write_pattern, o.payload.seed); !p)
+    return std::unexpected(p.error());
+  if (o.reverse) return fail("--write-pattern shapes the client's writes: not with --reverse");
+  if (o.send_engine == EngineKind::kUring)
+    return fail("--write-pattern needs a sender engine that writes one call at a time: "
+                "--engine blocking or epoll");
+  if (o.group()) return fail("--write-pattern runs one connection: not with --conns or adaptive");
+  if (o.bufs.size() != 1)
+    return fail("--write-pattern replaces the sender's size: give at most one --buf (the "
+                "receiver's)");
+  return {};
+}
+
+
+Status validate_fanout(const ClientOptions& o) {
+  if (o.fanout == FanoutShape::kOff) return {};
+  const std::string_view shape = name_of(o.fanout);
+  if (o.reverse)
+    return fail(fmt::format("--fanout {} makes the client the primary writing to --conns "
+                            "replicas: not with --reverse",
+                            shape));
+  if (o.fanout == FanoutShape::kConnset && o.send_engine != EngineKind::kBlocking)
+    return fail(fmt::format(
+        "--fanout connset writes with blocking sockets (Valkey's rioConnsetWrite), not --engine "
+        "{}: use --fanout event-loop for an event loop",
+        name_of(o.send_engine)));
+  if (o.fanout == FanoutShape::kEventLoop && o.send_engine != EngineKind::kEpoll)
+    return fail(fmt::format(
+        "--fanout event-loop waits for writable replicas on epoll: give --engine (or "
+        "--send-engine) epoll, not {}",
+        name_of(o.send_engine)));
+  if (o.tuning.zerocopy) return fail("--zerocopy is not used by the --fanout writer");
   return {};
 }
 

@@ -29,4 +29,11 @@ struct TypedOptions {
 // as the engine checks refuse --sqpoll without uring.
 Status refuse_no_effect(const ClientOptions& o, const TypedOptions& typed);
 
+// --write-pattern shapes the client's writes: the client must be the sender, on an engine that
+// asks for a size at every write, one connection, one row.
+Status validate_write_pattern(const ClientOptions& o);
+
+// --fanout: the client writes (no --reverse), with the engine its shape waits on.
+Status validate_fanout(const ClientOptions& o);
+
 }  // namespace iobench

@@ -69,6 +69,17 @@ inline bool attaches_tool(SyscallsMode m) {
 // The kernel counter a mode opens (kAuto for the modes that open none of their own).
 CounterKind counter_kind_of(SyscallsMode m);
 
+// --fanout: one writer thread streams the payload to every connection (a primary's full sync to
+// N replicas), in one of the two shapes real primaries use (docs/fanout.md).
+enum class FanoutShape { kOff, kConnset, kEventLoop };
+template <>
+struct Names<FanoutShape> {
+  static constexpr std::array table{
+      std::pair{FanoutShape::kOff, std::string_view{"off"}},
+      std::pair{FanoutShape::kConnset, std::string_view{"connset"}},
+      std::pair{FanoutShape::kEventLoop, std::string_view{"event-loop"}}};
+};
+
 struct ClientOptions {
   Proto proto = Proto::kTcp;
   EngineKind engine = EngineKind::kBlocking;
@@ -114,8 +125,9 @@ struct ClientOptions {
   uint64_t buf_max = 64 * kKiB;
   // --write-pattern: the client's writes follow this (run/write_pattern.h) instead of one size.
   std::string write_pattern;
+  FanoutShape fanout = FanoutShape::kOff;  // --fanout: the client is a primary, --conns replicas
   bool group() const {
-    return conns > 1 || std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
+    return conns > 1 || fanout != FanoutShape::kOff || std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
   }
 };
 

@@ -171,7 +171,8 @@ json group_json(const GroupRecord& g, bool client_sends) {
             {"slowest_conn", f.slowest_conn},
             {"aggregate_gbps", f.aggregate_gbps}}},
           {"sender", group_side_json(g.sender, g.sender_known)},
-          {"receiver", group_side_json(g.receiver, g.receiver_known)}};
+          {"receiver", group_side_json(g.receiver, g.receiver_known)},
+          {"fanout", fanout_json(g)}};
 }
 
 json stat_json(const Stat& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
@@ -224,6 +225,7 @@ json options_json(const Report& r) {
               {"stagger_s", o.stagger_s},
               {"bytes_spread", o.bytes_spread},
               {"write_pattern", o.write_pattern.empty() ? json(nullptr) : json(o.write_pattern)},
+              {"fanout", name_of(o.fanout)},
               {"budget_bytes", o.budget},
               {"buf_min_bytes", o.buf_min},
               {"buf_max_bytes", o.buf_max},

@@ -29,6 +29,33 @@ struct Stat {
   double median = 0, min = 0, max = 0;
 };
 
+// --fanout: one replica as the writer saw it. Times are since the writer's first chunk.
+struct FanoutReplica {
+  int64_t joined_ns = 0;     // its first chunk
+  int64_t done_ns = 0;       // its last byte written (or when it was dropped)
+  uint64_t lag_max_bytes = 0;  // the most it was behind the replica furthest ahead, at a chunk
+  uint64_t stalls = 0;       // event-loop: writes that would block; connset: writes over 1 ms
+  int64_t stall_ns = 0;      // event-loop: time it kept the chunk open; connset: in its writes
+  bool dropped = false;      // the writer gave up on it (no progress for --timeout)
+  std::string drop_reason;
+};
+
+// --fanout: the writer thread's own figures (its CPU is exact: CLOCK_THREAD_CPUTIME_ID).
+struct FanoutWriterFigures {
+  FanoutShape shape = FanoutShape::kOff;
+  std::string engine;             // how it waits: "blocking" (connset), "epoll", "uring"
+  uint32_t replicas = 0;          // that joined
+  uint32_t dropped = 0;
+  int64_t wall_ns = 0;            // first chunk to the last replica done
+  int64_t cpu_ns = 0, user_us = 0, sys_us = 0;
+  uint64_t chunks = 0;            // rounds: one chunk to every live replica
+  uint64_t writes = 0;            // write calls, all replicas
+  uint64_t waits = 0;             // epoll_wait / io_uring waits
+  uint64_t delivered_bytes = 0;   // the sum over replicas
+  uint64_t peak_chunk_bytes = 0;  // the largest chunk written
+  uint32_t peak_live = 0;
+};
+
 // One connection of a --conns run.
 struct ConnRecord {
   uint32_t index = 0;
@@ -36,6 +63,7 @@ struct ConnRecord {
   int64_t start_ns = 0;                               // its data phase start, since the run's start
   std::optional<proto::SideResult> sender, receiver;  // absent where it never got that far
   std::string error;                                  // empty: moved and verified
+  std::optional<FanoutReplica> fanout;                // --fanout: as the writer saw it
 };
 
 struct GroupRecord {
@@ -43,6 +71,7 @@ struct GroupRecord {
   proto::GroupResult sender, receiver;                // each side's whole-run figures
   bool sender_known = false, receiver_known = false;  // the server's side may be unreachable
   std::string error;                                  // empty: every connection verified
+  std::optional<FanoutWriterFigures> fanout;               // --fanout: the writer thread
 };
 
 struct RunRecord {
@@ -167,6 +196,19 @@ struct GroupFigures {
   double aggregate_gbps = 0;  // all bytes received over the receiver side's run time
 };
 GroupFigures group_figures(const GroupRecord& g);
+
+// --fanout: the writer's derived figures over its replicas.
+struct FanoutFigures {
+  double cpu_s_per_gib_delivered = 0;  // the writer thread's CPU over N x bytes delivered
+  double cpu_us_per_chunk = 0;         // ... over its rounds (one chunk to every live replica)
+  double last_done_s = 0;              // the first chunk to the last replica done
+  double slowest_s = 0;                // the slowest replica's time to complete
+  uint32_t slowest = 0;                // and its index
+};
+FanoutFigures fanout_figures(const GroupRecord& g);
+// The table's lines for a --fanout run (empty without one) and its JSON block.
+std::string fanout_lines(const GroupRecord& g);
+nlohmann::json fanout_json(const GroupRecord& g);
 
 // "16K", "4K/64K" (sender/receiver differ) or "adaptive".
 std::string buf_label(const BufPair& b);

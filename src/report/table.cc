@@ -187,6 +187,7 @@ std::string group_lines(const Report& r) {
           group_side_line(g.sender, g.sender_known, "sender", client_sends ? "client" : "server");
       out += group_side_line(g.receiver, g.receiver_known, "receiver",
                              client_sends ? "server" : "client");
+      out += fanout_lines(g);
       out += fmt::format("  {:>5} {:>11} {:>9} {:>8} {:>7} {:>9} {:>9}  {}\n", "conn", "bytes",
                          "start_ms", "time_s", "Gbit/s", "s_resize", "r_resize", "status");
       for (const ConnRecord& c : g.conns) {

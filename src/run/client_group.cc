@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "proto/fields.h"
 #include "run/client_internal.h"
+#include "run/fanout.h"
 #include "run/group.h"
 #include "run/session.h"
 
@@ -129,7 +130,14 @@ struct GroupRun {
   int64_t t0;
   GroupRecord g;
   std::vector<std::optional<proto::GroupResult>> theirs;  // the server side's, per connection
+  FanoutWriter* fanout;  // --fanout: the one thread that writes every connection's data
 };
+
+// Connection i's engine: its own, or under --fanout its share of the writer's.
+Result<std::unique_ptr<Engine>> connection_engine(GroupRun& r, uint32_t i, const SidePlan& plan) {
+  if (r.fanout) return r.fanout->engine_for(i);
+  return make_engine(plan.engine, plan.engine_options);
+}
 
 // Connection i: started at its stagger, one session as a member of the run's group, verified on
 // its own; then the server side's whole-run figures.
@@ -147,11 +155,12 @@ void run_connection(GroupRun& r, uint32_t i) {
   hello.bytes = r.lengths[i];
   hello.payload_bytes = o.payload.bytes;
   SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
-  auto engine = make_engine(plan.engine, plan.engine_options);
+  auto engine = connection_engine(r, i, plan);
   auto session = engine ? open_session(o, r.server, r.tls, hello, plan, **engine, r.payload)
                         : Result<ClientSession>(std::unexpected(engine.error()));
   if (!session) {
     c.error = session.error().message;
+    if (r.fanout) r.fanout->leave(i);
     r.mine.end(false);
     return;
   }
@@ -161,6 +170,7 @@ void run_connection(GroupRun& r, uint32_t i) {
   Stream& data_stream = breaking ? static_cast<Stream&>(*breaking) : stream;
   c.start_ns = monotonic_ns() - r.t0;
   const SideOutcome ended = run_side(data_stream, stream, **engine, plan, &r.mine, i);
+  if (r.fanout) r.fanout->leave(i);
   const SessionOutcome& out = ended.session;
   (client_sends ? c.sender : c.receiver) = out.mine;
   if (out.peer) (client_sends ? c.receiver : c.sender) = *out.peer;
@@ -214,14 +224,22 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
                  o.syscalls != SyscallsMode::kOff, o.conns);
   std::random_device rd;
   const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
+  std::optional<FanoutWriter> fanout;
+  if (o.fanout != FanoutShape::kOff)
+    fanout.emplace(o.fanout, o.send_engine, o.conns, o.stagger_s == 0, o.timeout_s);
   GroupRun r{o,        server,         buf, payload, tls_ctx, mine, conn_lengths(o),
-             group_id, monotonic_ns(), {},  {}};
+             group_id, monotonic_ns(), {},  {},      fanout ? &*fanout : nullptr};
   r.g.conns.resize(o.conns);
   r.theirs.resize(o.conns);
   std::vector<std::thread> threads;
   threads.reserve(o.conns);
   for (uint32_t i = 0; i < o.conns; ++i) threads.emplace_back(run_connection, std::ref(r), i);
   for (std::thread& t : threads) t.join();
+  if (fanout) {
+    fanout->finish();
+    r.g.fanout = fanout->figures();
+    for (uint32_t i = 0; i < o.conns; ++i) r.g.conns[i].fanout = fanout->replica(i);
+  }
   return group_record(r, mine.wait(0));
 }
 
