@@ -190,15 +190,16 @@ void FanoutWriter::run() {
     if (loop_) loop_->round(live_, counts_);
     ++fig_.chunks;
     lock.lock();
-    const auto done = std::ranges::remove_if(live_, [](const FanoutReplicaState* r) {
-      return r->finished;
+    // The finished move to the end, in order (remove_if would leave that end unspecified).
+    const auto done = std::ranges::stable_partition(live_, [](const FanoutReplicaState* r) {
+      return !r->finished;
     });
-    for (FanoutReplicaState* r : std::ranges::subrange(done.begin(), live_.end())) {
+    for (FanoutReplicaState* r : done) {
       if (!r->fig.dropped) r->fig.done_ns = monotonic_ns();
       if (shape_ == FanoutShape::kEventLoop) (void)r->stream->set_nonblocking(false);
       r->released = true;
     }
-    if (done.begin() != live_.end()) cv_.notify_all();
+    if (!done.empty()) cv_.notify_all();
     live_.erase(done.begin(), done.end());
   }
   if (started) stop_clock();
