@@ -18,6 +18,7 @@
 #include "run/fanout.h"
 #include "run/group.h"
 #include "run/session.h"
+#include "run/test_hooks.h"
 
 namespace iobench {
 namespace {
@@ -33,39 +34,6 @@ std::vector<uint64_t> conn_lengths(const ClientOptions& o) {
     n = std::max(n - cut, kMinBytes);
   }
   return out;
-}
-
-// Fault injection for the tests (IOBENCH_TEST_BREAK_CONN=INDEX:BYTES): connection INDEX's
-// socket is shut down once BYTES have been written, as if its peer had vanished mid-stream.
-class BreakingStream final : public Stream {
- public:
-  BreakingStream(Stream& inner, uint64_t after) : inner_(inner), left_(after) {}
-  IoResult read(std::span<std::byte> buf) override { return inner_.read(buf); }
-  IoResult write(std::span<const std::byte> buf) override {
-    if (left_ == 0) {
-      ::shutdown(inner_.fd(), SHUT_RDWR);
-      return {IoResult::State::kError, 0, EPIPE};
-    }
-    IoResult r = inner_.write(buf.first(std::min<uint64_t>(buf.size(), left_)));
-    if (r.ok()) left_ -= r.bytes;
-    return r;
-  }
-  int fd() const override { return inner_.fd(); }
-  Proto proto() const override { return inner_.proto(); }
-  StreamCounters counters() const override { return inner_.counters(); }
-  std::string describe(const IoResult& r) const override { return inner_.describe(r); }
-  void close() override { inner_.close(); }
-
- private:
-  Stream& inner_;
-  uint64_t left_;
-};
-
-std::optional<uint64_t> break_after(uint32_t index) {
-  const char* env = std::getenv("IOBENCH_TEST_BREAK_CONN");
-  unsigned long long i = 0, n = 0;
-  if (!env || std::sscanf(env, "%llu:%llu", &i, &n) != 2 || i != index) return std::nullopt;
-  return n;
 }
 
 // Waits for the server's GROUP on a connection whose own exchange completed.
@@ -165,9 +133,8 @@ void run_connection(GroupRun& r, uint32_t i) {
     return;
   }
   Stream& stream = *session->stream;
-  std::optional<BreakingStream> breaking;
-  if (auto n = break_after(i)) breaking.emplace(stream, *n);
-  Stream& data_stream = breaking ? static_cast<Stream&>(*breaking) : stream;
+  const std::unique_ptr<Stream> breaking = client_fault(stream, i);
+  Stream& data_stream = breaking ? *breaking : stream;
   c.start_ns = monotonic_ns() - r.t0;
   const SideOutcome ended = run_side(data_stream, stream, **engine, plan, &r.mine, i);
   if (r.fanout) r.fanout->leave(i);

@@ -30,7 +30,10 @@ Result<std::optional<Payload>> loopback_payload(const ClientOptions& o) {
 ServerConfig loopback_config(const ClientOptions& o, const HostPort& server) {
   ServerConfig cfg;
   cfg.options.listen = server.str();
-  cfg.options.idle_timeout_s = o.timeout_s;
+  // --fanout: a writer blocked on one replica starves the others; they wait twice its send
+  // timeout (as a replica's repl-timeout outlasts one stalled write), so the writer's timeout
+  // decides which replica is dropped.
+  cfg.options.idle_timeout_s = o.fanout == FanoutShape::kOff ? o.timeout_s : 2 * o.timeout_s;
   cfg.local_payload = o.payload;
   cfg.log = o.verbose;
   cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);

@@ -27,6 +27,7 @@
 #include "run/plan.h"
 #include "run/run.h"
 #include "run/server_state.h"
+#include "run/test_hooks.h"
 #include "run/session.h"
 #include "tls/tls.h"
 
@@ -317,8 +318,9 @@ void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, Serv
     return s.log("failed: " + st.error().message);
   if (auto st = set_io_timeout(s.fd, cfg.options.idle_timeout_s); !st)
     return s.log("failed: " + st.error().message);
-  const SideOutcome ended =
-      run_side(*s.stream, *s.stream, *p.engine, p.plan, p.group.get(), hello->conn_index);
+  const std::unique_ptr<Stream> stalling = server_fault(*s.stream, hello->conn_index);
+  const SideOutcome ended = run_side(stalling ? *stalling : *s.stream, *s.stream, *p.engine, p.plan,
+                                     p.group.get(), hello->conn_index);
   // Every connection of a group gets the server side's figures once the last one has ended.
   if (p.group && ended.session.error.empty())
     (void)send_message(*s.stream, p.group->wait(cfg.options.idle_timeout_s));
