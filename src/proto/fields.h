@@ -40,6 +40,7 @@ void describe(Self& h, V&& v) {
   v(Field{"group_id"}, h.group_id);
   v(Field{"payload_bytes"}, h.payload_bytes);
   v(Field{"adaptive"}, h.adaptive);
+  v(Field{"fanout"}, h.fanout);
   v(Field{"budget"}, h.budget);
   v(Field{"buf_min"}, h.buf_min);
   v(Field{"buf_max"}, h.buf_max);

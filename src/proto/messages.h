@@ -33,13 +33,14 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // segments sent and received during the data phase. Peers of different
 // versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 5;
+inline constexpr uint16_t kVersion = 6;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 3> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 4> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
+    {6, 0x19d783e0710d6542},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -83,6 +84,9 @@ struct Hello {
   uint64_t payload_bytes = 0;  // the payload this connection's `bytes` are a prefix of (0: same)
   // --buf adaptive: the server side's buffer follows the live count within these limits.
   bool adaptive = false;
+  // --fanout: this connection is a replica of the client's one writer thread (a group even
+  // when it is the only one).
+  bool fanout = false;
   uint64_t budget = 0;
   uint64_t buf_min = 0;
   uint64_t buf_max = 0;

@@ -22,14 +22,19 @@ FanoutFigures fanout_figures(const GroupRecord& g) {
   if (w.delivered_bytes > 0)
     f.cpu_s_per_gib_delivered = seconds(w.cpu_ns) / (static_cast<double>(w.delivered_bytes) / kGiBytes);
   if (w.chunks > 0) f.cpu_us_per_chunk = static_cast<double>(w.cpu_ns) / 1e3 / static_cast<double>(w.chunks);
+  double slowest_stall = -1;
   for (const ConnRecord& c : g.conns) {
     if (!c.fanout) continue;
     const double done = seconds(c.fanout->done_ns);
     f.last_done_s = std::max(f.last_done_s, done);
+    // Replicas paced by one finish together: within a millisecond, the one that held the
+    // chunks open longest is the slowest.
     const double took = seconds(c.fanout->done_ns - c.fanout->joined_ns);
-    if (took >= f.slowest_s) {
-      f.slowest_s = took;
+    const double stall = seconds(c.fanout->stall_ns);
+    if (took > f.slowest_s + 1e-3 || (took >= f.slowest_s - 1e-3 && stall > slowest_stall)) {
+      f.slowest_s = std::max(f.slowest_s, took);
       f.slowest = c.index;
+      slowest_stall = stall;
     }
   }
   return f;

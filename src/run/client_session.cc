@@ -64,6 +64,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.auth_token = o.auth_token;
   hello.conns = o.conns;
   hello.adaptive = buf.adaptive;
+  hello.fanout = o.fanout != FanoutShape::kOff;
   if (buf.adaptive) {
     hello.budget = o.budget;
     hello.buf_min = o.buf_min;

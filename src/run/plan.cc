@@ -13,7 +13,7 @@ SideChoice server_choice(const proto::Hello& h, double idle_timeout_s) {
 SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
   SidePlan p;
   const bool sends = side == Side::kClient ? h.client_sends : !h.client_sends;
-  p.grouped = h.conns > 1 || h.adaptive;
+  p.grouped = h.conns > 1 || h.adaptive || h.fanout;
   p.engine = mine.engine;
   p.engine_options = side_engine_options(h.tuning, sends, mine.timeout_s);
   p.socket = {h.sndbuf_bytes, h.rcvbuf_bytes, h.nodelay};

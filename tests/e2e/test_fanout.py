@@ -1,0 +1,158 @@
+"""--fanout: one writer thread streams the payload to N replica connections, in the two shapes
+real primaries use. Every replica's bytes and checksum are verified; a replica that stops
+reading stalls the run as the real shape does (connset: the writer times out on it and drops
+it; event-loop: the others wait, bounded by --timeout) and the report names it."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import BIN, run
+
+KiB, MiB = 1 << 10, 1 << 20
+
+SHAPES = [("connset", ["--engine", "blocking"]), ("event-loop", ["--send-engine", "epoll"])]
+
+
+def fanout_run(cache, *args, check=0, env=None):
+    cmd = [BIN, *map(str, args), "--json", "-", "-q", "--cache-dir", cache]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, **(env or {})))
+    assert p.returncode == check, f"rc={p.returncode}\n{p.stderr}"
+    doc = json.loads(p.stdout)
+    return doc["results"][0]["runs"][0], p
+
+
+@pytest.mark.parametrize("shape,engine", SHAPES)
+@pytest.mark.parametrize("proto", ["tcp", "tls"])
+@pytest.mark.parametrize("n", [1, 3])
+def test_every_replica_gets_the_whole_stream_from_one_writer(cache_dir, shape, engine, proto, n):
+    run0, _ = fanout_run(cache_dir, "--fanout", shape, *engine, "--proto", proto, "--conns", n,
+                         "--bytes", "4M", "--buf", "16k")
+    g = run0["group"]
+    assert g["error"] == ""
+    assert len(g["conns"]) == n
+    for c in g["conns"]:
+        assert c["ok"], c
+        assert c["sender"]["bytes"] == c["receiver"]["bytes"] == 4 * MiB
+        assert c["sender"]["xxh3"] == c["receiver"]["xxh3"]
+    f = g["fanout"]
+    assert f["shape"] == shape and f["replicas"] == n and f["dropped"] == 0
+    assert f["engine"] == ("blocking" if shape == "connset" else "epoll")
+    assert f["delivered_bytes"] == n * 4 * MiB
+    # One round per 16K chunk: every replica is written each chunk before the next.
+    assert f["chunks"] == 4 * MiB // (16 * KiB)
+    assert f["peak_chunk_bytes"] == 16 * KiB
+    assert f["writes"] >= n * f["chunks"]
+    assert f["writer_cpu_s"] > 0
+    assert f["writer_cpu_s_per_gib_delivered"] == pytest.approx(
+        f["writer_cpu_s"] / (f["delivered_bytes"] / (1 << 30)))
+    for r in f["replicas_detail"]:
+        assert r["joined"] and not r["dropped"]
+        assert r["lag_max_bytes"] == 0, "same start, same chunks: no replica is ahead"
+        assert r["done_s"] <= f["wall_s"] + 1e-6
+    # The sender's calls per connection are the writer's writes to it.
+    assert sum(c["sender"]["io_calls"] for c in g["conns"]) == f["writes"]
+
+
+def test_adaptive_chunks_follow_the_live_replicas(cache_dir):
+    # Replicas of different lengths leave one by one: the chunk grows as the live count falls.
+    run0, _ = fanout_run(cache_dir, "--fanout", "connset", "--conns", 4, "--bytes", "8M",
+                         "--bytes-spread", "0.6", "--buf", "adaptive", "--budget", "64k",
+                         "--buf-min", "4k", "--buf-max", "64k")
+    g = run0["group"]
+    assert all(c["ok"] for c in g["conns"])
+    lives = [p["live"] for p in g["sender"]["live_timeline"]]
+    assert max(lives) == 4 and lives[-1] == 0
+    assert g["fanout"]["peak_chunk_bytes"] == 64 * KiB  # the last replica alone
+    sizes = {p["live"]: p["buf_bytes"] for p in g["sender"]["live_timeline"] if p["live"]}
+    assert sizes[4] == 16 * KiB
+    assert g["fanout"]["delivered_bytes"] == sum(c["bytes"] for c in g["conns"])
+
+
+def test_staggered_replicas_join_behind_and_the_lag_is_reported(cache_dir):
+    run0, _ = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", "epoll",
+                         "--conns", 3, "--bytes", "64M", "--buf", "16k", "--stagger", "3ms")
+    g = run0["group"]
+    assert all(c["ok"] for c in g["conns"])
+    d = {r["index"]: r for r in g["fanout"]["replicas_detail"]}
+    assert d[0]["lag_max_bytes"] == 0
+    assert d[0]["joined_s"] == 0
+    assert d[0]["joined_s"] < d[1]["joined_s"] < d[2]["joined_s"]
+    # A replica arriving while the first is still being written starts from byte 0 behind it.
+    for j in (1, 2):
+        if d[j]["joined_s"] < d[0]["done_s"]:
+            assert d[j]["lag_max_bytes"] > 0, d[j]
+        assert d[j]["lag_max_bytes"] <= 64 * MiB
+
+
+def test_connset_drops_a_replica_that_stops_reading(cache_dir):
+    # Replica 1 stops reading after 1 MB for 6 s; the writer's blocking write to it times out
+    # after --timeout 2 and it is dropped; the others complete (they waited meanwhile).
+    run0, p = fanout_run(cache_dir, "--fanout", "connset", "--conns", 3, "--bytes", "64M",
+                         "--buf", "16k", "--timeout", "2", check=1,
+                         env={"IOBENCH_TEST_STALL_CONN": "1:1000000:6"})
+    g = run0["group"]
+    assert "1 of 3 connections failed; connection 1: fan-out writer dropped replica 1" in p.stderr
+    assert [c["ok"] for c in g["conns"]] == [True, False, True]
+    f = g["fanout"]
+    assert f["dropped"] == 1
+    r1 = f["replicas_detail"][1]
+    assert r1["dropped"] and "connset: its write failed: timed out" in r1["drop_reason"]
+    assert 1.5 < r1["done_s"] < 6, "dropped after about --timeout"
+    assert r1["stall_s"] > 1.5, "the writer's time went into its write"
+    for i in (0, 2):
+        assert g["conns"][i]["sender"]["xxh3"] == g["conns"][i]["receiver"]["xxh3"]
+        assert f["replicas_detail"][i]["done_s"] > r1["done_s"] - 0.5, "the others waited for it"
+
+
+def test_event_loop_waits_for_a_slow_replica_within_the_timeout(cache_dir):
+    # Replica 1 stops reading for 1 s, less than --timeout: the others wait for it, all complete,
+    # and its stall time shows who held the chunk open.
+    run0, _ = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", "epoll",
+                         "--conns", 3, "--bytes", "64M", "--buf", "16k", "--timeout", "5",
+                         env={"IOBENCH_TEST_STALL_CONN": "1:1000000:1"})
+    g = run0["group"]
+    assert all(c["ok"] for c in g["conns"])
+    d = g["fanout"]["replicas_detail"]
+    assert d[1]["stall_s"] > 0.8 and d[1]["stalls"] >= 1
+    assert max(d[0]["stall_s"], d[2]["stall_s"]) < d[1]["stall_s"] / 2
+    assert g["fanout"]["slowest_replica"] == 1
+    for r in d:
+        assert r["done_s"] > 0.9, "nobody finished before the stalled replica drained"
+
+
+def test_event_loop_drops_a_replica_silent_past_the_timeout(cache_dir):
+    run0, p = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", "epoll",
+                         "--conns", 3, "--bytes", "64M", "--buf", "16k", "--timeout", "2",
+                         check=1, env={"IOBENCH_TEST_STALL_CONN": "1:1000000:6"})
+    g = run0["group"]
+    assert [c["ok"] for c in g["conns"]] == [True, False, True]
+    r1 = g["fanout"]["replicas_detail"][1]
+    assert r1["dropped"] and "took nothing for" in r1["drop_reason"]
+    assert 1.9 < r1["done_s"] < 4
+    assert "dropped replica 1" in p.stderr
+
+
+def test_table_names_the_writer_and_each_replica(cache_dir):
+    p = run("--fanout", "connset", "--conns", "2", "--bytes", "2M", "--buf", "16k",
+            cache=cache_dir, check=0)
+    assert "fan-out connset (blocking): one writer thread, 2 replica(s) (0 dropped)" in p.stdout
+    assert p.stdout.count("all written") == 2
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--fanout", "ring"], "invalid --fanout 'ring': expected off, connset or event-loop"),
+    (["--fanout", "connset", "--engine", "epoll"],
+     "--fanout connset writes with blocking sockets (Valkey's rioConnsetWrite), not --engine epoll"),
+    (["--fanout", "event-loop"], "--fanout event-loop waits for writable replicas on epoll"),
+    (["--fanout", "event-loop", "--engine", "uring"], "give --engine (or --send-engine) epoll, not uring"),
+    (["--fanout", "connset", "--reverse"], "makes the client the primary writing to --conns replicas"),
+    (["--fanout", "connset", "--zerocopy"], "--zerocopy is not used by the --fanout writer"),
+])
+def test_bad_fanout_options(cache_dir, args, needle):
+    p = run(*args, "--bytes", "1M", cache=cache_dir)
+    assert p.returncode == 2
+    assert needle in p.stderr
+    assert p.stderr.count("\n") == 1
