@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/result.h"
 
@@ -19,5 +20,9 @@ struct HostPort {
 // `allow_zero_port` (listening on an ephemeral port).
 Result<HostPort> parse_host_port(std::string_view text, std::string_view what,
                                  uint16_t default_port, bool allow_zero_port);
+
+// "A,B,C": several servers (the replicas of a --fanout run across hosts), each as above.
+Result<std::vector<HostPort>> parse_host_ports(std::string_view text, std::string_view what,
+                                               uint16_t default_port, bool allow_any);
 
 }  // namespace iobench

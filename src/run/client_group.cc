@@ -88,7 +88,7 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
 // One --conns run in flight: what its connection threads share.
 struct GroupRun {
   const ClientOptions& o;
-  const HostPort& server;
+  std::vector<HostPort> servers;  // connection i goes to servers[i % size]
   const BufPair& buf;
   const Payload* payload;
   const tls::Context* tls;
@@ -117,14 +117,18 @@ void run_connection(GroupRun& r, uint32_t i) {
   c.bytes = r.lengths[i];
   std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
       std::chrono::nanoseconds(r.t0 + static_cast<int64_t>(o.stagger_s * 1e9 * i))));
+  // Each server sees its share of the connections as a group of its own.
+  const auto k = static_cast<uint32_t>(r.servers.size());
+  const HostPort& server = r.servers[i % k];
   proto::Hello hello = make_hello(o, r.buf);
-  hello.conn_index = i;
+  hello.conns = (o.conns - i % k + k - 1) / k;
+  hello.conn_index = i / k;
   hello.group_id = r.group_id;
   hello.bytes = r.lengths[i];
   hello.payload_bytes = o.payload.bytes;
   SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
   auto engine = connection_engine(r, i, plan);
-  auto session = engine ? open_session(o, r.server, r.tls, hello, plan, **engine, r.payload)
+  auto session = engine ? open_session(o, server, r.tls, hello, plan, **engine, r.payload)
                         : Result<ClientSession>(std::unexpected(engine.error()));
   if (!session) {
     c.error = session.error().message;
@@ -194,7 +198,11 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
   std::optional<FanoutWriter> fanout;
   if (o.fanout != FanoutShape::kOff)
     fanout.emplace(o.fanout, o.send_engine, o.conns, o.stagger_s == 0, o.timeout_s);
-  GroupRun r{o,        server,         buf, payload, tls_ctx, mine, conn_lengths(o),
+  std::vector<HostPort> servers{server};
+  if (auto all = parse_host_ports(o.connect, "--connect", kDefaultPort, false);
+      all && all->size() > 1)
+    servers = std::move(*all);
+  GroupRun r{o,        servers,        buf, payload, tls_ctx, mine, conn_lengths(o),
              group_id, monotonic_ns(), {},  {},      fanout ? &*fanout : nullptr};
   r.g.conns.resize(o.conns);
   r.theirs.resize(o.conns);
