@@ -169,6 +169,7 @@ def test_recommend_and_plot_refuse_a_directory_that_is_not_a_sweep(tmp_path):
 
 
 @pytest.mark.parametrize("script", ["compare-peers", "conns-scenario", "counting-overhead",
+                                    "fanout-scenario", "netns-fleet",
                                     "engines-compare", "fuzz", "micro", "micro-model",
                                     "netns-link", "plot", "plot-micro", "recommend", "setup",
                                     "soak", "sweep", "test", "tidy", "../tls/make-certs"])

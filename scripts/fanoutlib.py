@@ -1,0 +1,129 @@
+"""Reading a fan-out scenario (results/<name>/fanout.json, written by scripts/fanout-scenario):
+the per-N verdicts, the answer and the recommendation, shared by fanout-scenario and recommend.
+The criterion is the writer thread's CPU per GiB delivered (N x bytes), each cell's median of
+its rounds; adaptive against the best fixed size with the 95% bootstrap interval of the ratio."""
+import sweeplib
+
+
+def size_bytes(text):
+    units = {"k": 1 << 10, "m": 1 << 20}
+    t = text.lower().rstrip("ib")
+    return int(t[:-1]) * units[t[-1]] if t[-1] in units else int(t)
+
+
+def cell_id(c):
+    return f"{c['shape']}-{c['proto']}-n{c['replicas']}-{c['buf']}"
+
+
+def stat(values):
+    return {"median": sweeplib.median(values), "min": min(values), "max": max(values)}
+
+
+def _runs(runs, shape, proto, n, buf, key):
+    return [r[key] for r in runs.get(cell_id(
+        {"shape": shape, "proto": proto, "replicas": n, "buf": buf}), [])]
+
+
+def verdict(runs, replicas, bufs, shape, proto, tolerance):
+    """Per N: the best fixed size, the sizes within `tolerance` of it, adaptive against it; and
+    the fixed size whose worst ratio to the best over every N is smallest (minimax)."""
+    fixed = [b for b in bufs if b != "adaptive"]
+    per_n, near_sets, worst = [], [], {b: 1.0 for b in fixed}
+    for n in replicas:
+        cpu = {b: _runs(runs, shape, proto, n, b, "writer_cpu_s_per_gib") for b in bufs}
+        mem = {b: _runs(runs, shape, proto, n, b, "peak_buffer_bytes") for b in bufs}
+        known = [b for b in fixed if cpu[b]]
+        if not known:
+            continue
+        med = {b: sweeplib.median(cpu[b]) for b in known}
+        best = min(known, key=med.get)
+        near = [b for b in known if med[b] <= med[best] * (1 + tolerance)]
+        for b in fixed:
+            worst[b] = max(worst[b], med[b] / med[best]) if b in med else float("inf")
+        row = {"replicas": n, "best": best, "within_tolerance": near,
+               "best_cpu_s_per_gib": med[best],
+               "ratios": {b: med[b] / med[best] for b in known}}
+        if cpu.get("adaptive"):
+            lo, hi = sweeplib.ratio_ci(cpu[best], cpu["adaptive"])
+            row["adaptive"] = {
+                "ratio": sweeplib.median(cpu["adaptive"]) / med[best], "ci": [lo, hi],
+                "within": hi <= 1 + tolerance, "outside": lo > 1 + tolerance,
+                "memory_bytes": sweeplib.median(mem["adaptive"]),
+                "best_memory_bytes": sweeplib.median(mem[best]),
+                "no_more_memory": sweeplib.median(mem["adaptive"]) <= sweeplib.median(mem[best])}
+        per_n.append(row)
+        near_sets.append(set(near))
+    common = set.intersection(*near_sets) if near_sets else set()
+    minimax = min(fixed, key=lambda b: (worst[b], size_bytes(b))) if fixed else None
+    return {"shape": shape, "proto": proto, "tolerance": tolerance, "per_n": per_n,
+            "one_size_for_every_n": sorted(common, key=size_bytes),
+            "minimax": minimax, "minimax_worst_ratio": worst.get(minimax)}
+
+
+def _adaptive_detail(rows):
+    return "; ".join(
+        f"N={r['replicas']} x{r['adaptive']['ratio']:.3f} "
+        f"[{r['adaptive']['ci'][0]:.3f}, {r['adaptive']['ci'][1]:.3f}], memory "
+        f"{sweeplib.size_label(int(r['adaptive']['memory_bytes']))} vs "
+        f"{sweeplib.size_label(int(r['adaptive']['best_memory_bytes']))}" for r in rows)
+
+
+def answer_text(v):
+    pct = f"{v['tolerance'] * 100:g}%"
+    moves = ", ".join(f"N={r['replicas']}: {r['best']}" for r in v["per_n"])
+    if v["one_size_for_every_n"]:
+        text = (f"One size is within {pct} of the best at every N: "
+                f"{' or '.join(v['one_size_for_every_n'])} (best per N: {moves}).")
+    else:
+        text = (f"No one size is within {pct} of the best at every N: the best moves ({moves}); "
+                f"the size that loses least at its worst N is {v['minimax']} "
+                f"(x{v['minimax_worst_ratio']:.3f} of the best there).")
+    ada = [r for r in v["per_n"] if "adaptive" in r]
+    if ada:
+        good = [r for r in ada if r["adaptive"]["within"] and r["adaptive"]["no_more_memory"]]
+        unsure = [r for r in ada if not r["adaptive"]["within"] and not r["adaptive"]["outside"]]
+        if len(good) == len(ada):
+            text += (f" Adaptive is within {pct} of the best fixed size at every N with no more "
+                     f"memory ({_adaptive_detail(ada)}).")
+        else:
+            text += (f" Adaptive is not within {pct} of the best with no more memory at every N: "
+                     f"it is at {len(good)} of {len(ada)} ({len(unsure)} undecided: the interval "
+                     f"reaches past {pct}); {_adaptive_detail(ada)}.")
+    return f"**{v['shape']}, {v['proto']}.** {text}"
+
+
+def recommendation(v):
+    """The chunk size a replication design should default to, for this shape and protocol."""
+    ada = [r for r in v["per_n"] if "adaptive" in r]
+    if ada and all(r["adaptive"]["within"] and r["adaptive"]["no_more_memory"] for r in ada):
+        return (f"{v['shape']}, {v['proto']}: size the chunk by the number of replicas "
+                "(adaptive): as cheap as the best fixed size at every N, with no more memory.")
+    if v["one_size_for_every_n"]:
+        size = v["one_size_for_every_n"][0]
+        return (f"{v['shape']}, {v['proto']}: a fixed {size} chunk (the smallest size within "
+                f"{v['tolerance'] * 100:g}% of the best at every N measured).")
+    return (f"{v['shape']}, {v['proto']}: no fixed size is best at every N; {v['minimax']} "
+            f"loses least at its worst N (x{v['minimax_worst_ratio']:.3f}), and the best size "
+            "moves with N: " + ", ".join(f"N={r['replicas']}: {r['best']}" for r in v["per_n"])
+            + ".")
+
+
+def table(runs, replicas, bufs, shape, proto):
+    out = [f"\n### {shape}, {proto}\n",
+           "| N | chunk | writer CPU s/GiB delivered (median [min–max]) | µs per chunk round "
+           "| last replica done s | peak buffer memory | stalls | runs |",
+           "|---:|---|---|---:|---:|---:|---:|---:|"]
+    for n in replicas:
+        for b in bufs:
+            rs = runs.get(cell_id({"shape": shape, "proto": proto, "replicas": n, "buf": b}), [])
+            if not rs:
+                out.append(f"| {n} | {b} | failed | | | | | 0 |")
+                continue
+            cpu = stat([r["writer_cpu_s_per_gib"] for r in rs])
+            out.append(
+                f"| {n} | {b} | {cpu['median']:.3f} [{cpu['min']:.3f}–{cpu['max']:.3f}] | "
+                f"{sweeplib.median([r['writer_cpu_us_per_chunk'] for r in rs]):.1f} | "
+                f"{sweeplib.median([r['last_done_s'] for r in rs]):.3f} | "
+                f"{sweeplib.size_label(int(sweeplib.median([r['peak_buffer_bytes'] for r in rs])))}"
+                f" | {int(sweeplib.median([r['stalls'] for r in rs]))} | {len(rs)} |")
+    return "\n".join(out)

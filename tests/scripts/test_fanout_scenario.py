@@ -1,0 +1,106 @@
+"""scripts/fanout-scenario and its recommendation: a tiny scenario on loopback (and on the
+emulated fleet when root), and the verdict logic on synthetic runs whose answer is known."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
+sys.path.insert(0, str(SCRIPTS))
+import fanoutlib  # noqa: E402
+
+ENV = dict(os.environ, IOBENCH=BIN)
+
+
+def scenario(tmp_path, name, *args):
+    p = subprocess.run([str(SCRIPTS / "fanout-scenario"), name, "--results", str(tmp_path),
+                        "--bytes", "2M", "--rounds", "2", *args],
+                       capture_output=True, text=True, timeout=600, env=ENV)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads((tmp_path / name / "fanout.json").read_text())
+
+
+def test_tiny_scenario_answers_and_recommends(tmp_path):
+    doc = scenario(tmp_path, "fan", "--replicas", "1,3", "--bufs", "16k,adaptive",
+                   "--protos", "tcp")
+    assert doc["kind"] == "fanout-scenario" and doc["rounds"] == 2
+    assert sorted(doc["cells"]) == sorted(
+        f"{s}-tcp-n{n}-{b}" for s in ("connset", "event-loop") for n in (1, 3)
+        for b in ("16k", "adaptive"))
+    for runs in doc["cells"].values():
+        assert len(runs) == 2
+        for r in runs:
+            assert r["writer_cpu_s_per_gib"] > 0 and r["chunks"] > 0
+    n3 = doc["cells"]["connset-tcp-n3-16k"][0]
+    assert n3["peak_buffer_bytes"] == 3 * 16 * 1024 and n3["chunks"] == 2 * 1024 // 16
+    assert [(v["shape"], v["proto"]) for v in doc["verdicts"]] == [("connset", "tcp"),
+                                                                    ("event-loop", "tcp")]
+    # Every run's JSON is kept: 8 cells x 2 rounds.
+    assert len(list((tmp_path / "fan" / "runs").iterdir())) == 16
+    md = (tmp_path / "fan" / "fanout.md").read_text()
+    assert "## The answer" in md and "**connset, tcp.**" in md
+    subprocess.run([str(SCRIPTS / "recommend"), str(tmp_path / "fan")], check=True,
+                   capture_output=True)
+    rec = (tmp_path / "fan" / "recommendation.md").read_text()
+    assert "## Recommendation" in rec and "- connset, tcp: " in rec
+
+
+def runs_of(table):
+    """{(n, buf): [cpu, ...]} -> the scenario's cells, memory = n x size (adaptive: 16K each)."""
+    out = {}
+    for (n, buf), cpus in table.items():
+        size = 16384 if buf == "adaptive" else fanoutlib.size_bytes(buf)
+        out[f"connset-tcp-n{n}-{buf}"] = [
+            {"writer_cpu_s_per_gib": c, "peak_buffer_bytes": n * size} for c in cpus]
+    return out
+
+
+def test_the_best_size_moving_with_n_is_named_with_the_size_that_loses_least():
+    runs = runs_of({(1, "16k"): [1.0] * 5, (1, "64k"): [1.2] * 5,
+                    (8, "16k"): [1.5] * 5, (8, "64k"): [1.0] * 5,
+                    (1, "adaptive"): [1.0, 1.01, 0.99, 1.0, 1.0],
+                    (8, "adaptive"): [1.0, 1.01, 0.99, 1.0, 1.0]})
+    v = fanoutlib.verdict(runs, [1, 8], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05)
+    assert [r["best"] for r in v["per_n"]] == ["16k", "64k"]
+    assert v["one_size_for_every_n"] == []
+    assert v["minimax"] == "64k" and abs(v["minimax_worst_ratio"] - 1.2) < 1e-9
+    assert all(r["adaptive"]["within"] for r in v["per_n"])
+    # Adaptive's 8 x 16K is less than 8 x 64K; at N=1 it equals the best's 16K.
+    assert all(r["adaptive"]["no_more_memory"] for r in v["per_n"])
+    assert "size the chunk by the number of replicas (adaptive)" in fanoutlib.recommendation(v)
+    assert "No one size is within 5% of the best at every N" in fanoutlib.answer_text(v)
+
+
+def test_one_size_for_every_n_and_an_adaptive_that_costs_more():
+    runs = runs_of({(1, "16k"): [1.0] * 5, (1, "64k"): [1.02] * 5,
+                    (8, "16k"): [1.0] * 5, (8, "64k"): [1.3] * 5,
+                    (1, "adaptive"): [1.3] * 5, (8, "adaptive"): [1.3] * 5})
+    v = fanoutlib.verdict(runs, [1, 8], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05)
+    assert v["one_size_for_every_n"] == ["16k"]
+    assert all(r["adaptive"]["outside"] for r in v["per_n"])
+    assert "a fixed 16k chunk" in fanoutlib.recommendation(v)
+    assert "Adaptive is not within 5%" in fanoutlib.answer_text(v)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
+                                reason="network namespaces need root, ip and tc")
+
+
+@needs_root
+def test_fleet_scenario_runs_each_replica_on_its_own_link(tmp_path):
+    doc = scenario(tmp_path, "fleet", "--where", "fleet", "--replicas", "2", "--bufs", "16k",
+                   "--shapes", "connset", "--protos", "tcp,tls")
+    assert doc["where"] == "fleet" and doc["rate"] == "5gbit"
+    run = json.loads(next((tmp_path / "fleet" / "runs").glob("connset-tls-n2-16k.round0.json"))
+                     .read_text())
+    assert run["server"] == "10.232.1.2:5210,10.232.2.2:5210"
+    g = run["results"][0]["runs"][0]["group"]
+    assert all(c["ok"] for c in g["conns"]) and g["fanout"]["replicas"] == 2
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "iobnet-" not in names, "the fleet's namespaces are torn down"
