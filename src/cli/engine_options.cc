@@ -113,12 +113,14 @@ Status validate_fanout(const ClientOptions& o) {
         "--fanout connset writes with blocking sockets (Valkey's rioConnsetWrite), not --engine "
         "{}: use --fanout event-loop for an event loop",
         name_of(o.send_engine)));
-  if (o.fanout == FanoutShape::kEventLoop && o.send_engine != EngineKind::kEpoll)
-    return fail(fmt::format(
-        "--fanout event-loop waits for writable replicas on epoll: give --engine (or "
-        "--send-engine) epoll, not {}",
-        name_of(o.send_engine)));
-  if (o.tuning.zerocopy) return fail("--zerocopy is not used by the --fanout writer");
+  if (o.fanout == FanoutShape::kEventLoop && o.send_engine == EngineKind::kBlocking)
+    return fail(
+        "--fanout event-loop waits for writable replicas: give --engine (or --send-engine) "
+        "epoll or uring, not blocking");
+  for (auto [on, flag] : {std::pair{o.tuning.zerocopy, "--zerocopy"},
+                          {o.tuning.sqpoll, "--sqpoll"},
+                          {o.tuning.fixed_buffers, "--fixed-buffers"}})
+    if (on) return fail(fmt::format("{} is not used by the --fanout writer", flag));
   return {};
 }
 

@@ -123,7 +123,7 @@ bool FanoutWriter::adopt_arrivals(std::unique_lock<std::mutex>& lock) {
       r->finished = r->released = true;
       continue;
     }
-    if (shape_ == FanoutShape::kEventLoop)
+    if (shape_ == FanoutShape::kEventLoop && engine_ == EngineKind::kEpoll)
       if (auto st = r->stream->set_nonblocking(true); !st) {
         r->status = st;
         r->finished = r->released = true;
@@ -135,6 +135,12 @@ bool FanoutWriter::adopt_arrivals(std::unique_lock<std::mutex>& lock) {
   if (!arrived_.empty()) cv_.notify_all();  // some may have been released at once
   arrived_.clear();
   return !live_.empty() || accounted_ < replicas_;
+}
+
+Result<std::unique_ptr<FanoutShapeLoop>> FanoutWriter::make_loop() const {
+  if (shape_ == FanoutShape::kConnset) return make_connset_loop(timeout_s_);
+  if (engine_ == EngineKind::kUring) return make_uring_loop(timeout_s_, replicas_);
+  return make_event_loop(timeout_s_);
 }
 
 void FanoutWriter::start_clock() {
@@ -170,17 +176,17 @@ void FanoutWriter::run() {
       started = true;
       start_clock();
       for (FanoutReplicaState* r : live_) r->fig.joined_ns = t0_ns_;
-      if (shape_ == FanoutShape::kConnset) {
-        loop_ = make_connset_loop(timeout_s_);
-      } else if (auto l = make_event_loop(timeout_s_); l) {
+      if (auto l = make_loop(); l) {
         loop_ = std::move(*l);
+      } else {
+        loop_error_ = l.error().message;
       }
     }
     fig_.peak_live = std::max<uint32_t>(fig_.peak_live, static_cast<uint32_t>(live_.size()));
     note_lag();
     for (FanoutReplicaState* r : live_) {
       if (!loop_) {
-        drop_replica(*r, "the writer's event loop could not be created");
+        drop_replica(*r, "the writer's event loop could not be created: " + loop_error_);
         continue;
       }
       const uint64_t n = std::min<uint64_t>(r->buf->size(), r->data.size() - r->off);
@@ -196,7 +202,7 @@ void FanoutWriter::run() {
     });
     for (FanoutReplicaState* r : done) {
       if (!r->fig.dropped) r->fig.done_ns = monotonic_ns();
-      if (shape_ == FanoutShape::kEventLoop) (void)r->stream->set_nonblocking(false);
+      if (r->stream->nonblocking()) (void)r->stream->set_nonblocking(false);
       r->released = true;
     }
     if (!done.empty()) cv_.notify_all();

@@ -58,6 +58,7 @@ class FanoutShapeLoop {
 
 std::unique_ptr<FanoutShapeLoop> make_connset_loop(double timeout_s);
 Result<std::unique_ptr<FanoutShapeLoop>> make_event_loop(double timeout_s);
+Result<std::unique_ptr<FanoutShapeLoop>> make_uring_loop(double timeout_s, uint32_t replicas);
 
 // Ends a replica: the writer gives up on it (no progress, or an error) and closes its socket for
 // writing and reading, as a primary frees a replica's client.
@@ -92,6 +93,7 @@ class FanoutWriter {
                    IoCounters& io);
   void run();
   bool adopt_arrivals(std::unique_lock<std::mutex>& lock);
+  Result<std::unique_ptr<FanoutShapeLoop>> make_loop() const;
   void start_clock();
   void stop_clock();
   void note_lag();
@@ -108,6 +110,7 @@ class FanoutWriter {
   uint32_t accounted_ = 0;  // connections that handed over or left
   std::vector<FanoutReplicaState*> arrived_, live_;
   std::unique_ptr<FanoutShapeLoop> loop_;
+  std::string loop_error_;
   FanoutCounts counts_;
   FanoutWriterFigures fig_;
   int64_t t0_ns_ = 0, cpu0_ns_ = 0, user0_us_ = 0, sys0_us_ = 0;

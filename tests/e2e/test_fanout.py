@@ -12,7 +12,8 @@ from conftest import BIN, run
 
 KiB, MiB = 1 << 10, 1 << 20
 
-SHAPES = [("connset", ["--engine", "blocking"]), ("event-loop", ["--send-engine", "epoll"])]
+SHAPES = [("connset", ["--engine", "blocking"]), ("event-loop", ["--send-engine", "epoll"]),
+          ("event-loop", ["--send-engine", "uring"])]
 
 
 def fanout_run(cache, *args, check=0, env=None):
@@ -39,7 +40,7 @@ def test_every_replica_gets_the_whole_stream_from_one_writer(cache_dir, shape, e
         assert c["sender"]["xxh3"] == c["receiver"]["xxh3"]
     f = g["fanout"]
     assert f["shape"] == shape and f["replicas"] == n and f["dropped"] == 0
-    assert f["engine"] == ("blocking" if shape == "connset" else "epoll")
+    assert f["engine"] == engine[1]
     assert f["delivered_bytes"] == n * 4 * MiB
     # One round per 16K chunk: every replica is written each chunk before the next.
     assert f["chunks"] == 4 * MiB // (16 * KiB)
@@ -110,10 +111,11 @@ def test_connset_drops_a_replica_that_stops_reading(cache_dir):
         assert f["replicas_detail"][i]["done_s"] > r1["done_s"] - 0.5, "the others waited for it"
 
 
-def test_event_loop_waits_for_a_slow_replica_within_the_timeout(cache_dir):
+@pytest.mark.parametrize("engine", ["epoll", "uring"])
+def test_event_loop_waits_for_a_slow_replica_within_the_timeout(cache_dir, engine):
     # Replica 1 stops reading for 1 s, less than --timeout: the others wait for it, all complete,
     # and its stall time shows who held the chunk open.
-    run0, _ = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", "epoll",
+    run0, _ = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", engine,
                          "--conns", 3, "--bytes", "64M", "--buf", "16k", "--timeout", "5",
                          env={"IOBENCH_TEST_STALL_CONN": "1:1000000:1"})
     g = run0["group"]
@@ -126,8 +128,9 @@ def test_event_loop_waits_for_a_slow_replica_within_the_timeout(cache_dir):
         assert r["done_s"] > 0.9, "nobody finished before the stalled replica drained"
 
 
-def test_event_loop_drops_a_replica_silent_past_the_timeout(cache_dir):
-    run0, p = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", "epoll",
+@pytest.mark.parametrize("engine", ["epoll", "uring"])
+def test_event_loop_drops_a_replica_silent_past_the_timeout(cache_dir, engine):
+    run0, p = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", engine,
                          "--conns", 3, "--bytes", "64M", "--buf", "16k", "--timeout", "2",
                          check=1, env={"IOBENCH_TEST_STALL_CONN": "1:1000000:6"})
     g = run0["group"]
@@ -149,8 +152,7 @@ def test_table_names_the_writer_and_each_replica(cache_dir):
     (["--fanout", "ring"], "invalid --fanout 'ring': expected off, connset or event-loop"),
     (["--fanout", "connset", "--engine", "epoll"],
      "--fanout connset writes with blocking sockets (Valkey's rioConnsetWrite), not --engine epoll"),
-    (["--fanout", "event-loop"], "--fanout event-loop waits for writable replicas on epoll"),
-    (["--fanout", "event-loop", "--engine", "uring"], "give --engine (or --send-engine) epoll, not uring"),
+    (["--fanout", "event-loop"], "--fanout event-loop waits for writable replicas: give --engine (or --send-engine) epoll or uring, not blocking"),
     (["--fanout", "connset", "--reverse"], "makes the client the primary writing to --conns replicas"),
     (["--fanout", "connset", "--zerocopy"], "--zerocopy is not used by the --fanout writer"),
 ])
