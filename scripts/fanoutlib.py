@@ -1,7 +1,8 @@
 """Reading a fan-out scenario (results/<name>/fanout.json, written by scripts/fanout-scenario):
 the per-N verdicts, the answer and the recommendation, shared by fanout-scenario and recommend.
 The criterion is the writer thread's CPU per GiB delivered (N x bytes), each cell's median of
-its rounds; adaptive against the best fixed size with the 95% bootstrap interval of the ratio."""
+its rounds; every size (adaptive too) is set against the best fixed size with the 95% bootstrap
+interval of the ratio: a size is "within the tolerance" unless that interval lies above it."""
 import sweeplib
 
 
@@ -37,7 +38,10 @@ def verdict(runs, replicas, bufs, shape, proto, tolerance):
             continue
         med = {b: sweeplib.median(cpu[b]) for b in known}
         best = min(known, key=med.get)
-        near = [b for b in known if med[b] <= med[best] * (1 + tolerance)]
+        # A size is as good as the best unless its runs show it worse by more than the
+        # tolerance: the 95% bootstrap interval of its ratio to the best lies above 1 + tolerance.
+        near = [b for b in known if b == best
+                or sweeplib.ratio_ci(cpu[best], cpu[b])[0] <= 1 + tolerance]
         for b in fixed:
             worst[b] = max(worst[b], med[b] / med[best]) if b in med else float("inf")
         row = {"replicas": n, "best": best, "within_tolerance": near,
