@@ -207,6 +207,27 @@ void add_tls_options(CLI::App& app, tls::TlsOptions& tls, RawClient& raw) {
   for (CLI::Option* opt : t) opt->group("TLS (with --proto tls)");
 }
 
+// Connections: how many, when each starts and how long it is, one writer for all (--fanout),
+// and the adaptive mode's limits.
+void add_connection_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
+  unsigned_option(app.add_option("--conns", o.conns,
+                                 "Connections at once, each streaming --bytes (default 1)"));
+  app.add_option("--stagger", raw.stagger, "Start connection i at i x this (e.g. 50ms)");
+  app.add_option("--fanout", raw.fanout,
+                 "One writer thread streams to all --conns replicas, as a primary's full sync: "
+                 "connset (blocking, each chunk to each in turn) or event-loop (epoll or uring, "
+                 "the slowest paces all); off (default)");
+  app.add_option("--source-rate", raw.source_rate,
+                 "--fanout: the writer's source produces at most this per second (e.g. 90M), "
+                 "as a fork serialising the dataset does");
+  app.add_option("--bytes-spread", o.bytes_spread,
+                 "Shorten each connection by a seeded random fraction up to this (0..0.9)");
+  app.add_option("--budget", raw.budget,
+                 "--buf adaptive: buffer memory per side, all connections (default 256K)");
+  app.add_option("--buf-min", raw.buf_min, "--buf adaptive: smallest buffer (default 4K)");
+  app.add_option("--buf-max", raw.buf_max, "--buf adaptive: largest buffer (default 64K)");
+}
+
 }  // namespace
 
 void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
@@ -220,23 +241,11 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   add_described(app, o.tuning, raw.described);
   app.add_option("--cpus", raw.cpus,
                  "Pin the data phase: SENDER[,RECEIVER] CPU numbers (one: both sides on it)");
-  unsigned_option(app.add_option("--conns", o.conns,
-                                 "Connections at once, each streaming --bytes (default 1)"));
   raw.auth_token =
       app.add_option("--auth-token", o.auth_token,
                      "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)");
-  app.add_option("--stagger", raw.stagger, "Start connection i at i x this (e.g. 50ms)");
-  app.add_option("--fanout", raw.fanout,
-                 "One writer thread streams to all --conns replicas, as a primary's full sync: "
-                 "connset (blocking, each chunk to each in turn) or event-loop (epoll, the "
-                 "slowest paces all); off (default)");
   raw.queue_depth = app.get_option("--qd");
-  app.add_option("--bytes-spread", o.bytes_spread,
-                 "Shorten each connection by a seeded random fraction up to this (0..0.9)");
-  app.add_option("--budget", raw.budget,
-                 "--buf adaptive: buffer memory per side, all connections (default 256K)");
-  app.add_option("--buf-min", raw.buf_min, "--buf adaptive: smallest buffer (default 4K)");
-  app.add_option("--buf-max", raw.buf_max, "--buf adaptive: largest buffer (default 64K)");
+  add_connection_options(app, o, raw);
   app.add_option("--send-buf", raw.send_buf, "Sender buffer size(s), overrides --buf");
   app.add_option("--write-pattern", o.write_pattern,
                  "The client's writes follow a pattern, e.g. 16384+tail:1-17, 16384,836 or "
@@ -393,7 +402,7 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
   if (auto st = parse_cpus(raw.cpus, o); !st) return st;
   if (auto st = parse_bufs(o, raw); !st) return st;
   if (auto st = validate_conns(o, raw); !st) return st;
-  if (auto st = validate_fanout(o); !st) return st;
+  if (auto st = validate_fanout(o, raw.source_rate); !st) return st;
   if (auto st = refuse_no_effect(o, {.queue_depth = raw.queue_depth->count() > 0,
                                      .auth_token = raw.auth_token->count() > 0,
                                      .stagger = !raw.stagger.empty(),

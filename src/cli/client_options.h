@@ -26,7 +26,7 @@ struct RawClient {
   std::string cpus;
   // Named values, turned into their enums by validate_client (the error names the value).
   std::string proto = "tcp", engine = "blocking", send_engine, recv_engine, syscalls = "auto";
-  std::string tls_io = "auto", ktls = "auto", fanout = "off";
+  std::string tls_io = "auto", ktls = "auto", fanout = "off", source_rate;
   std::map<std::string, std::string> described;  // enum fields of described structs, by flag
   std::vector<CLI::Option*> tls_options;
   std::string repeat = "1", max_repeat, target_ci;

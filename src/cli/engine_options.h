@@ -33,7 +33,8 @@ Status refuse_no_effect(const ClientOptions& o, const TypedOptions& typed);
 // asks for a size at every write, one connection, one row.
 Status validate_write_pattern(const ClientOptions& o);
 
-// --fanout: the client writes (no --reverse), with the engine its shape waits on.
-Status validate_fanout(const ClientOptions& o);
+// --fanout: the client writes (no --reverse), with the engine its shape waits on; --source-rate
+// (bytes per second, as a size: 90M) only with it.
+Status validate_fanout(ClientOptions& o, const std::string& source_rate);
 
 }  // namespace iobench

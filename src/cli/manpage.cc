@@ -25,7 +25,7 @@ const std::array kClientGroups{
     Group{"Engines",
           {"--engine", "--send-engine", "--recv-engine", "--edge", "--reads-per-event", "--qd",
            "--zerocopy", "--sqpoll", "--fixed-buffers", "--uring-recv"}},
-    Group{"Connections", {"--conns", "--stagger", "--bytes-spread", "--fanout"}},
+    Group{"Connections", {"--conns", "--stagger", "--bytes-spread", "--fanout", "--source-rate"}},
     Group{"Payload",
           {"--seed", "--zstd-level", "--payload", "--cache-dir", "--cache-max", "--decompress"}},
     Group{"Measurement", {"--repeat", "--warmup", "--syscalls", "--cpus"}},

@@ -126,6 +126,9 @@ struct ClientOptions {
   // --write-pattern: the client's writes follow this (run/write_pattern.h) instead of one size.
   std::string write_pattern;
   FanoutShape fanout = FanoutShape::kOff;  // --fanout: the client is a primary, --conns replicas
+  // --source-rate: the fan-out writer's source produces at most this many bytes per second (0:
+  // unbounded), so a run is producer-bound as a real full sync is (a fork serialising the RDB).
+  uint64_t source_rate = 0;
   bool group() const {
     return conns > 1 || fanout != FanoutShape::kOff || std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
   }

@@ -52,6 +52,9 @@ std::string fanout_lines(const GroupRecord& g) {
       f.cpu_s_per_gib_delivered, format_bytes_human(w.delivered_bytes), f.cpu_us_per_chunk,
       w.chunks, w.writes, w.waits, format_bytes_human(w.peak_chunk_bytes), f.slowest,
       f.slowest_s);
+  if (w.source_rate > 0)
+    out += fmt::format("  fan-out source: {}/s (--source-rate), the writer waited {:.3f} s for it\n",
+                       format_bytes_human(w.source_rate), seconds(w.source_wait_ns));
   out += fmt::format("  {:>7} {:>9} {:>9} {:>10} {:>8} {:>9}  {}\n", "replica", "joined_s",
                      "done_s", "lag_max", "stalls", "stall_s", "writer");
   for (const ConnRecord& c : g.conns) {
@@ -107,6 +110,9 @@ nlohmann::json fanout_json(const GroupRecord& g) {
           {"writes", w.writes},
           {"waits", w.waits},
           {"peak_chunk_bytes", w.peak_chunk_bytes},
+          {"source_rate_bytes_per_s", w.source_rate == 0 ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(w.source_rate)},
+          {"source_wait_s", seconds(w.source_wait_ns)},
           {"slowest_replica", f.slowest},
           {"slowest_s", f.slowest_s},
           {"how",

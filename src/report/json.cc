@@ -226,6 +226,7 @@ json options_json(const Report& r) {
               {"bytes_spread", o.bytes_spread},
               {"write_pattern", o.write_pattern.empty() ? json(nullptr) : json(o.write_pattern)},
               {"fanout", name_of(o.fanout)},
+              {"source_rate_bytes_per_s", o.source_rate == 0 ? json(nullptr) : json(o.source_rate)},
               {"budget_bytes", o.budget},
               {"buf_min_bytes", o.buf_min},
               {"buf_max_bytes", o.buf_max},

@@ -54,6 +54,8 @@ struct FanoutWriterFigures {
   uint64_t delivered_bytes = 0;   // the sum over replicas
   uint64_t peak_chunk_bytes = 0;  // the largest chunk written
   uint32_t peak_live = 0;
+  uint64_t source_rate = 0;       // --source-rate (0: unbounded)
+  int64_t source_wait_ns = 0;     // the writer waited this long for its source
 };
 
 // One connection of a --conns run.

@@ -197,7 +197,8 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
   const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
   std::optional<FanoutWriter> fanout;
   if (o.fanout != FanoutShape::kOff)
-    fanout.emplace(o.fanout, o.send_engine, o.conns, o.stagger_s == 0, o.timeout_s);
+    fanout.emplace(o.fanout, o.send_engine, o.conns, o.stagger_s == 0, o.timeout_s,
+                   o.source_rate);
   std::vector<HostPort> servers{server};
   if (auto all = parse_host_ports(o.connect, "--connect", kDefaultPort, false);
       all && all->size() > 1)

@@ -43,16 +43,18 @@ void drop_replica(FanoutReplicaState& r, const std::string& why) {
 }
 
 FanoutWriter::FanoutWriter(FanoutShape shape, EngineKind engine, uint32_t replicas,
-                           bool wait_for_all, double timeout_s)
+                           bool wait_for_all, double timeout_s, uint64_t source_rate)
     : shape_(shape),
       engine_(engine),
       replicas_(replicas),
       wait_for_all_(wait_for_all),
       timeout_s_(timeout_s),
+      source_rate_(source_rate),
       slots_(replicas),
       left_(replicas, false) {
   fig_.shape = shape;
   fig_.engine = std::string(name_of(engine));
+  fig_.source_rate = source_rate;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -166,6 +168,20 @@ void FanoutWriter::note_lag() {
   for (FanoutReplicaState* r : live_) r->fig.lag_max_bytes = std::max(r->fig.lag_max_bytes, ahead - r->off);
 }
 
+// --source-rate: the round's furthest chunk must have been produced, at the source's rate since
+// the first chunk, before it is written.
+void FanoutWriter::wait_for_source() {
+  if (source_rate_ == 0) return;
+  uint64_t produced = 0;
+  for (const FanoutReplicaState* r : live_) produced = std::max(produced, r->chunk_end);
+  const auto ready_ns = t0_ns_ + static_cast<int64_t>(static_cast<double>(produced) * 1e9 /
+                                                      static_cast<double>(source_rate_));
+  const int64_t now = monotonic_ns();
+  if (ready_ns <= now) return;
+  std::this_thread::sleep_for(std::chrono::nanoseconds(ready_ns - now));
+  fig_.source_wait_ns += monotonic_ns() - now;
+}
+
 void FanoutWriter::run() {
   bool started = false;
   std::unique_lock lock(mu_);
@@ -193,6 +209,7 @@ void FanoutWriter::run() {
       r->chunk_end = r->off + n;
       counts_.peak_chunk_bytes = std::max(counts_.peak_chunk_bytes, n);
     }
+    wait_for_source();
     if (loop_) loop_->round(live_, counts_);
     ++fig_.chunks;
     lock.lock();

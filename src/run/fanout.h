@@ -71,8 +71,10 @@ class FanoutWriter {
   // `wait_for_all`: the first round waits until every connection has handed its stream over (or
   // left), as a full sync serves the replicas waiting at its start; otherwise (--stagger)
   // replicas join at the next round after they arrive.
+  // `source_rate`: the source produces at most this many bytes per second (0: unbounded); a
+  // round waits until its furthest chunk has been produced.
   FanoutWriter(FanoutShape shape, EngineKind engine, uint32_t replicas, bool wait_for_all,
-               double timeout_s);
+               double timeout_s, uint64_t source_rate);
   ~FanoutWriter();
   FanoutWriter(const FanoutWriter&) = delete;
   FanoutWriter& operator=(const FanoutWriter&) = delete;
@@ -97,12 +99,14 @@ class FanoutWriter {
   void start_clock();
   void stop_clock();
   void note_lag();
+  void wait_for_source();
 
   const FanoutShape shape_;
   const EngineKind engine_;
   const uint32_t replicas_;
   const bool wait_for_all_;
   const double timeout_s_;
+  const uint64_t source_rate_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<FanoutReplicaState>> slots_;  // by index, set at hand-over

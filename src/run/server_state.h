@@ -62,4 +62,12 @@ struct ServerState {
   std::atomic<uint32_t> sessions{0};  // handler threads alive
 };
 
+struct ServerConfig;
+class Fd;
+
+// One line of the server's log: "[time] PEER TEXT" (nothing when cfg.log is off).
+void log_line(const ServerConfig& cfg, const std::string& peer, const std::string& text);
+// Serves one accepted client: accept -> authorise -> plan -> run -> log (server.cc).
+void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state);
+
 }  // namespace iobench

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, run
+from conftest import BIN, Server, run
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -141,6 +141,42 @@ def test_event_loop_drops_a_replica_silent_past_the_timeout(cache_dir, engine):
     assert "dropped replica 1" in p.stderr
 
 
+def test_source_rate_makes_the_run_producer_bound(cache_dir):
+    # 8 MiB at 32 MiB/s: the last chunk exists 0.25 s after the first; the writer waits for it.
+    run0, _ = fanout_run(cache_dir, "--fanout", "connset", "--conns", 2, "--bytes", "8M",
+                         "--buf", "64k", "--source-rate", "32M")
+    f = run0["group"]["fanout"]
+    assert all(c["ok"] for c in run0["group"]["conns"])
+    assert f["source_rate_bytes_per_s"] == 32 * MiB
+    assert f["last_done_s"] >= 0.25 - 64 * KiB / (32 * MiB)
+    assert f["source_wait_s"] > 0.1
+    assert f["writer_cpu_s"] < f["wall_s"], "the wait is not the writer's CPU"
+
+
+def test_replicas_on_several_servers(cache_dir):
+    # --connect A,B: connection i goes to server i mod 2; each server sees its two as a group.
+    servers = [Server(cache=cache_dir), Server(cache=cache_dir)]
+    try:
+        cmd = [BIN, "client", "--connect", ",".join(s.addr for s in servers), "--fanout",
+               "connset", "--conns", "4", "--bytes", "2M", "--buf", "16k", "--json", "-", "-q"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        g = doc["results"][0]["runs"][0]["group"]
+        assert all(c["ok"] for c in g["conns"]) and g["fanout"]["replicas"] == 4
+        assert doc["options"]["server"] == ",".join(s.addr for s in servers)
+        for s in servers:
+            lines = [s.read_line() for _ in range(2)]
+            assert all("ok: received 2.0 MiB" in line for line in lines), lines
+        refused = subprocess.run([BIN, "client", "--connect", ",".join(s.addr for s in servers),
+                                  "--bytes", "1M"], capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 2
+        assert "--connect names 2 servers: give --conns 2 or more" in refused.stderr
+    finally:
+        for s in servers:
+            s.stop()
+
+
 def test_table_names_the_writer_and_each_replica(cache_dir):
     p = run("--fanout", "connset", "--conns", "2", "--bytes", "2M", "--buf", "16k",
             cache=cache_dir, check=0)
@@ -155,6 +191,8 @@ def test_table_names_the_writer_and_each_replica(cache_dir):
     (["--fanout", "event-loop"], "--fanout event-loop waits for writable replicas: give --engine (or --send-engine) epoll or uring, not blocking"),
     (["--fanout", "connset", "--reverse"], "makes the client the primary writing to --conns replicas"),
     (["--fanout", "connset", "--zerocopy"], "--zerocopy is not used by the --fanout writer"),
+    (["--source-rate", "90M"], "--source-rate paces the --fanout writer's source: give --fanout"),
+    (["--fanout", "connset", "--source-rate", "fast"], "invalid --source-rate 'fast'"),
 ])
 def test_bad_fanout_options(cache_dir, args, needle):
     p = run(*args, "--bytes", "1M", cache=cache_dir)

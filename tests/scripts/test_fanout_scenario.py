@@ -99,7 +99,7 @@ def test_fleet_scenario_runs_each_replica_on_its_own_link(tmp_path):
     assert doc["where"] == "fleet" and doc["rate"] == "5gbit"
     run = json.loads(next((tmp_path / "fleet" / "runs").glob("connset-tls-n2-16k.round0.json"))
                      .read_text())
-    assert run["server"] == "10.232.1.2:5210,10.232.2.2:5210"
+    assert run["options"]["server"] == "10.232.1.2:5210,10.232.2.2:5210"
     g = run["results"][0]["runs"][0]["group"]
     assert all(c["ok"] for c in g["conns"]) and g["fanout"]["replicas"] == 2
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
