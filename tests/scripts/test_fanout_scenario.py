@@ -42,7 +42,7 @@ def test_tiny_scenario_answers_and_recommends(tmp_path):
     assert [(v["shape"], v["proto"]) for v in doc["verdicts"]] == [("connset", "tcp"),
                                                                     ("event-loop", "tcp")]
     # Every run's JSON is kept: 8 cells x 2 rounds.
-    assert len(list((tmp_path / "fan" / "runs").iterdir())) == 16
+    assert len(list((tmp_path / "fan" / "raw").iterdir())) == 16
     md = (tmp_path / "fan" / "fanout.md").read_text()
     assert "## The answer" in md and "**connset, tcp.**" in md
     subprocess.run([str(SCRIPTS / "recommend"), str(tmp_path / "fan")], check=True,
@@ -97,7 +97,7 @@ def test_fleet_scenario_runs_each_replica_on_its_own_link(tmp_path):
     doc = scenario(tmp_path, "fleet", "--where", "fleet", "--replicas", "2", "--bufs", "16k",
                    "--shapes", "connset", "--protos", "tcp,tls")
     assert doc["where"] == "fleet" and doc["rate"] == "5gbit"
-    run = json.loads(next((tmp_path / "fleet" / "runs").glob("connset-tls-n2-16k.round0.json"))
+    run = json.loads(next((tmp_path / "fleet" / "raw").glob("connset-tls-n2-16k.round0.json"))
                      .read_text())
     assert run["options"]["server"] == "10.232.1.2:5210,10.232.2.2:5210"
     g = run["results"][0]["runs"][0]["group"]
