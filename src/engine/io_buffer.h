@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <memory>
 #include <span>
 
@@ -55,6 +57,14 @@ class IoBuffer {
     return {mem_.get(), static_cast<size_t>(n)};
   }
   uint64_t resizes() const { return resizes_; }
+  // What to do when the connection's data has all moved (it leaves the live count): the session
+  // calls it once the engine returns; a writer that serves several connections (--fanout) calls
+  // it through done() the moment one of them is finished. At most once; size() is not asked
+  // again after it.
+  void on_done(std::function<void()> f) { done_ = std::move(f); }
+  void done() {
+    if (auto f = std::exchange(done_, nullptr)) f();
+  }
 
  private:
   void adopt(uint64_t to);
@@ -64,6 +74,7 @@ class IoBuffer {
   std::unique_ptr<std::byte[]> mem_;
   BufferSizeSource* source_ = nullptr;
   WriteSizeSequence* sequence_ = nullptr;
+  std::function<void()> done_;
   uint64_t resizes_ = 0;
 };
 

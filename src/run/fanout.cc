@@ -220,6 +220,7 @@ void FanoutWriter::run() {
     for (FanoutReplicaState* r : done) {
       if (!r->fig.dropped) r->fig.done_ns = monotonic_ns();
       if (r->stream->nonblocking()) (void)r->stream->set_nonblocking(false);
+      r->buf->done();  // it leaves the live count now: the others' next chunk may grow
       r->released = true;
     }
     if (!done.empty()) cv_.notify_all();

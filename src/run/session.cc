@@ -176,6 +176,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   me.decoded_bytes = d.payload_decoded_bytes;
   IoBuffer buf(d.buf_bytes, false);
   if (d.follow) buf.follow(d.follow);
+  if (d.data_done) buf.on_done(d.data_done);
   std::optional<WritePattern> pattern;  // read (a watch report, maybe) before the clock starts
   if (!d.write_pattern.empty()) {
     auto p = WritePattern::parse(d.write_pattern, d.pattern_seed);
@@ -191,7 +192,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
   m.stop_kernel();
   sent = name_a_stall(s, std::move(sent));  // after the counters: its getsockopt is not data I/O
-  if (d.data_done) d.data_done();
+  buf.done();
   me.buf_resizes = buf.resizes();
   // Counters stop before the acknowledgement is read: it is control traffic, not data.
   m.take_stream_and_placement();
