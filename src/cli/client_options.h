@@ -40,6 +40,10 @@ CLI::Option* unsigned_option(CLI::Option* opt);
 void add_cache_options(CLI::App& app, std::string& dir, std::string& max);
 void add_payload_options(CLI::App& app, PayloadSpec& p, RawPayload& raw);
 void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw);
+// --conns, --stagger, --fanout, --source-rate, --bytes-spread and the adaptive limits
+// (conn_options.cc): declared, then checked against each other and the buffer list.
+void add_connection_options(CLI::App& app, ClientOptions& o, RawClient& raw);
+Status validate_conns(ClientOptions& o, const RawClient& raw);
 Status parse_cache_max(const std::string& text, uint64_t& max);
 Status validate_payload(PayloadSpec& p, const RawPayload& raw);
 // --auth-token, else the environment; bounded so it fits a HELLO field.

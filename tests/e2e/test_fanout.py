@@ -77,18 +77,17 @@ def test_staggered_replicas_join_behind_and_the_lag_is_reported(cache_dir):
                          "--conns", 3, "--bytes", "64M", "--buf", "16k", "--stagger", "3ms")
     g = run0["group"]
     assert all(c["ok"] for c in g["conns"])
-    d = {r["index"]: r for r in g["fanout"]["replicas_detail"]}
-    assert d[0]["lag_max_bytes"] == 0
-    assert d[0]["joined_s"] == 0
-    assert d[0]["joined_s"] <= d[1]["joined_s"] <= d[2]["joined_s"]
-    # A replica joining at a later round while the first is still being written starts from
-    # byte 0 behind it (two arriving before the writer's first round start together).
-    for j in (1, 2):
-        if d[0]["joined_s"] < d[j]["joined_s"] < d[0]["done_s"]:
-            assert d[j]["lag_max_bytes"] > 0, d[j]
-        else:
-            assert d[j]["lag_max_bytes"] == 0 or d[j]["joined_s"] > 0, d[j]
-        assert d[j]["lag_max_bytes"] <= 64 * MiB
+    d = g["fanout"]["replicas_detail"]
+    # The writer starts with the first replica to arrive (setup times vary: not always 0);
+    # replicas that joined in the same round stay level, one that joined later while the first
+    # was still being written starts from byte 0 behind it.
+    first = [r for r in d if r["joined_s"] == 0]
+    assert first, d
+    for r in d:
+        if r["joined_s"] == 0:
+            assert r["lag_max_bytes"] == 0, r
+        elif r["joined_s"] < min(f["done_s"] for f in first):
+            assert 0 < r["lag_max_bytes"] <= 64 * MiB, r
 
 
 def test_connset_drops_a_replica_that_stops_reading(cache_dir):

@@ -180,12 +180,12 @@ def on_a_terminal(args, cache):
 
 @pytest.mark.skipif(shutil.which("script") is None, reason="script(1) (util-linux) not installed")
 def test_a_terminal_sees_a_live_line_per_run_and_a_pipe_does_not(cache_dir):
-    # 64-byte buffers make 32 MiB take seconds (half a million writes), well over the half
-    # second before the first draw whatever the placement.
-    args = ["--bytes", "32M", "--buf", "64,64k"]
+    # 64-byte buffers make 96 MiB take over a second (1.5 million writes; 32 MiB could end
+    # within the half second before the first draw on a fast host), whatever the placement.
+    args = ["--bytes", "96M", "--buf", "64,64k"]
     rc, screen = on_a_terminal(args, cache_dir)
     assert rc == 0, screen
-    assert re.search(r"\riobench: 64 run 1/1 \(size 1/2\): \d+\.\d s, [\d.]+ [KM]iB of 32\.0 MiB, "
+    assert re.search(r"\riobench: 64 run 1/1 \(size 1/2\): \d+\.\d s, [\d.]+ [KM]iB of 96\.0 MiB, "
                      r"[\d.]+ Gbit/s\x1b\[K", screen), repr(screen[:400])
     assert "iobench: 64 counting run (size 1/2): counting syscalls (no live figures)" in screen
     # The line is erased before the table.
