@@ -20,8 +20,10 @@ FanoutFigures fanout_figures(const GroupRecord& g) {
   if (!g.fanout) return f;
   const FanoutWriterFigures& w = *g.fanout;
   if (w.delivered_bytes > 0)
-    f.cpu_s_per_gib_delivered = seconds(w.cpu_ns) / (static_cast<double>(w.delivered_bytes) / kGiBytes);
-  if (w.chunks > 0) f.cpu_us_per_chunk = static_cast<double>(w.cpu_ns) / 1e3 / static_cast<double>(w.chunks);
+    f.cpu_s_per_gib_delivered =
+        seconds(w.cpu_ns) / (static_cast<double>(w.delivered_bytes) / kGiBytes);
+  if (w.chunks > 0)
+    f.cpu_us_per_chunk = static_cast<double>(w.cpu_ns) / 1e3 / static_cast<double>(w.chunks);
   double slowest_stall = -1;
   for (const ConnRecord& c : g.conns) {
     if (!c.fanout) continue;

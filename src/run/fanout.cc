@@ -165,7 +165,8 @@ void FanoutWriter::stop_clock() {
 void FanoutWriter::note_lag() {
   uint64_t ahead = 0;
   for (const FanoutReplicaState* r : live_) ahead = std::max(ahead, r->off);
-  for (FanoutReplicaState* r : live_) r->fig.lag_max_bytes = std::max(r->fig.lag_max_bytes, ahead - r->off);
+  for (FanoutReplicaState* r : live_)
+    r->fig.lag_max_bytes = std::max(r->fig.lag_max_bytes, ahead - r->off);
 }
 
 // --source-rate: the round's furthest chunk must have been produced, at the source's rate since

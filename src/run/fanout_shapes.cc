@@ -66,7 +66,8 @@ class ConnsetLoop final : public FanoutShapeLoop {
 
 class EpollLoop final : public FanoutShapeLoop {
  public:
-  EpollLoop(int epfd, double timeout_s) : epfd_(epfd), timeout_ns_(static_cast<int64_t>(timeout_s * 1e9)) {}
+  EpollLoop(int epfd, double timeout_s)
+      : epfd_(epfd), timeout_ns_(static_cast<int64_t>(timeout_s * 1e9)) {}
   ~EpollLoop() override { ::close(epfd_); }
   EpollLoop(const EpollLoop&) = delete;
   EpollLoop& operator=(const EpollLoop&) = delete;

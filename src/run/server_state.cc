@@ -61,7 +61,8 @@ Result<std::shared_ptr<GroupSide>> GroupTable::get(const proto::Hello& h, uint64
     return side;
   }
   const proto::Hello& first = it->second.hello;
-  if (first.conns != h.conns || first.adaptive != h.adaptive || first.fanout != h.fanout || first.budget != h.budget ||
+  if (first.conns != h.conns || first.adaptive != h.adaptive || first.fanout != h.fanout ||
+      first.budget != h.budget ||
       first.buf_min != h.buf_min || first.buf_max != h.buf_max ||
       first.client_sends != h.client_sends)
     return fail(fmt::format("HELLO of connection {} does not match its group {:016x}", h.conn_index,

@@ -352,7 +352,9 @@ def test_tls_engines_fail_cleanly_when_the_client_dies(tls_server, certs, cache_
     client.kill()
     client.wait()
     line = tls_server.read_line()
-    assert "failed:" in line and "of 67108864 bytes" in line, line
+    # Killed mid-stream, or (a fast host moves 64 MiB within the second) after the data phase,
+    # before its RESULT: either way a failure the server names, and it serves the next client.
+    assert "failed:" in line and ("of 67108864 bytes" in line or "no result from peer" in line), line
     run(*args, "--bytes", "1M", "-q", cache=cache_dir, check=0)
     assert "ok:" in tls_server.read_line()
 
