@@ -49,6 +49,9 @@ def test_tiny_scenario_answers_and_recommends(tmp_path):
                    capture_output=True)
     rec = (tmp_path / "fan" / "recommendation.md").read_text()
     assert "## Recommendation" in rec and "- connset, tcp: " in rec
+    subprocess.run([str(SCRIPTS / "plot"), str(tmp_path / "fan")], check=True, capture_output=True)
+    for png in ("fanout_writer_cpu.png", "fanout_last_done.png"):
+        assert (tmp_path / "fan" / "plots" / png).read_bytes()[:4] == b"\x89PNG"
 
 
 def runs_of(table):
