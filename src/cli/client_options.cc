@@ -312,6 +312,19 @@ Status parse_bufs(ClientOptions& o, const RawClient& raw) {
   return {};
 }
 
+// --connect HOST:PORT[,HOST:PORT...]: several servers only for a group that reaches each.
+Status parse_servers(ClientOptions& o) {
+  if (o.connect.empty()) return {};
+  auto servers = parse_host_ports(o.connect, "--connect", kDefaultPort, false);
+  if (!servers) return std::unexpected(servers.error());
+  if (servers->size() > 1 && servers->size() > o.conns)
+    return fail(fmt::format("--connect names {} servers: give --conns {} or more (connection i "
+                            "goes to server i mod {})",
+                            servers->size(), servers->size(), servers->size()));
+  o.servers = std::move(*servers);
+  return {};
+}
+
 }  // namespace
 
 Status validate_client(ClientOptions& o, RawClient& raw) {
@@ -333,6 +346,7 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
   if (auto st = parse_bufs(o, raw); !st) return st;
   if (auto st = validate_conns(o, raw); !st) return st;
   if (auto st = validate_fanout(o, raw.source_rate); !st) return st;
+  if (auto st = parse_servers(o); !st) return st;
   if (auto st = refuse_no_effect(o, {.queue_depth = raw.queue_depth->count() > 0,
                                      .auth_token = raw.auth_token->count() > 0,
                                      .stagger = !raw.stagger.empty(),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/tuning.h"
+#include "net/address.h"
 #include "net/stream.h"
 #include "probe/syscall_counter.h"
 #include "tls/options.h"
@@ -106,6 +107,9 @@ struct ClientOptions {
   bool quiet = false;
   bool verbose = false;
   std::string connect;  // empty: loopback with a private server
+  // --connect parsed (validate_client): one server, or several that connection i of a group
+  // reaches as servers[i % size]. Empty in loopback.
+  std::vector<HostPort> servers;
   double timeout_s = 30;
   double hello_timeout_s = 10;  // from connecting to the server's first answer (ACK or PROGRESS)
   tls::TlsOptions tls;          // used with proto "tls"

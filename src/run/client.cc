@@ -367,19 +367,7 @@ int run_client_command(const ClientOptions& o) {
     *file = std::move(*f);
   }
   if (o.connect.empty()) return run_loopback(o, files);
-  auto servers = parse_host_ports(o.connect, "--connect", kDefaultPort, false);
-  if (!servers) {
-    fmt::print(stderr, "iobench: error: {}\n", servers.error().message);
-    return 2;
-  }
-  if (servers->size() > 1 && servers->size() > o.conns) {
-    fmt::print(stderr,
-               "iobench: error: --connect names {} servers: give --conns {} or more (connection "
-               "i goes to server i mod {})\n",
-               servers->size(), servers->size(), servers->size());
-    return 2;
-  }
-  const HostPort* server = &servers->front();
+  const HostPort* server = &o.servers.front();  // a group reaches the others (run_group)
   const int64_t payload_start = probe_now().cpu_ns;
   auto payload = sender_payload(o);
   if (!payload) {

@@ -199,10 +199,8 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
   if (o.fanout != FanoutShape::kOff)
     fanout.emplace(o.fanout, o.send_engine, o.conns, o.stagger_s == 0, o.timeout_s,
                    o.source_rate);
-  std::vector<HostPort> servers{server};
-  if (auto all = parse_host_ports(o.connect, "--connect", kDefaultPort, false);
-      all && all->size() > 1)
-    servers = std::move(*all);
+  const std::vector<HostPort> servers =
+      o.servers.size() > 1 ? o.servers : std::vector<HostPort>{server};
   GroupRun r{o,        servers,        buf, payload, tls_ctx, mine, conn_lengths(o),
              group_id, monotonic_ns(), {},  {},      fanout ? &*fanout : nullptr};
   r.g.conns.resize(o.conns);
