@@ -41,6 +41,7 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
     ++state->sessions;
     std::thread([fd = std::move(*fd), peer, &cfg, state]() mutable {  // state: a shared_ptr copy
       handle_client(std::move(fd), peer, cfg, *state);
+      if (interrupt::received()) ++state->ended_stopping;
       --state->sessions;
     })
         .detach();
@@ -63,12 +64,15 @@ int serve(const std::vector<ListeningPort>& ports) {
   // Stopping: every session's socket was shut down by the handler, so each ends (and logs) at
   // once; wait for them, bounded, so their lines and sockets are gone before the process.
   const int sig = interrupt::received();
-  const uint32_t in_flight = state->sessions.load();
   for (int i = 0; i < 1000 && state->sessions.load() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // In flight at the signal: those that ended since and those still ending. Counted after the
+  // wait: a session the signal aborts can end before this thread leaves its accept loop.
+  const uint32_t ending = state->sessions.load();
+  const uint32_t in_flight = state->ended_stopping.load() + ending;
   log_line(first, "-",
            fmt::format("stopping on {}: {} session(s) were in flight, {} still ending",
-                       interrupt::name(sig), in_flight, state->sessions.load()));
+                       interrupt::name(sig), in_flight, ending));
   return 0;
 }
 

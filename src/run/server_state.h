@@ -60,6 +60,8 @@ struct ServerState {
   PayloadCache payloads;
   GroupTable groups;
   std::atomic<uint32_t> sessions{0};  // handler threads alive
+  // Handler threads that ended after a stop signal (each counted before it leaves `sessions`).
+  std::atomic<uint32_t> ended_stopping{0};
 };
 
 struct ServerConfig;
