@@ -6,7 +6,10 @@
 
 #include "cli/options.h"
 #include "report/compare.h"
-#include "run/run.h"
+#include "client/client.h"
+#include "commands/commands.h"
+#include "server/server.h"
+#include "watch/watch_command.h"
 
 int main(int argc, char** argv) {
   // A peer that vanishes must surface as EPIPE on write, not kill the process.

@@ -4,33 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "util/names.h"
+#include "net/stream.h"
 #include "util/result.h"
-
-namespace iobench::tls {
-
-// Who moves a TLS session's records: OpenSSL on the socket, or the engine through memory BIOs;
-// kAuto: bio where the engine moves the records itself (uring), socket otherwise.
-enum class TlsIo { kAuto, kSocket, kBio };
-// Kernel TLS: where the kernel has it (kAuto), required (kOn), or not used (kOff).
-enum class Ktls { kAuto, kOn, kOff };
-
-}  // namespace iobench::tls
-
-namespace iobench {
-template <>
-struct Names<tls::TlsIo> {
-  static constexpr std::array table{std::pair{tls::TlsIo::kAuto, std::string_view{"auto"}},
-                                    std::pair{tls::TlsIo::kSocket, std::string_view{"socket"}},
-                                    std::pair{tls::TlsIo::kBio, std::string_view{"bio"}}};
-};
-template <>
-struct Names<tls::Ktls> {
-  static constexpr std::array table{std::pair{tls::Ktls::kAuto, std::string_view{"auto"}},
-                                    std::pair{tls::Ktls::kOn, std::string_view{"on"}},
-                                    std::pair{tls::Ktls::kOff, std::string_view{"off"}}};
-};
-}  // namespace iobench
 
 namespace iobench::tls {
 

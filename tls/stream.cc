@@ -352,7 +352,7 @@ void TlsStream::close() {
   ERR_clear_error();
 }
 
-TlsInfo TlsStream::info() const {
+std::optional<TlsInfo> TlsStream::tls_info() const {
   TlsInfo i;
   i.version = SSL_get_version(ssl_);
   i.cipher = SSL_get_cipher_name(ssl_);

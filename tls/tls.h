@@ -55,20 +55,6 @@ class Context {
 };
 
 // What the handshake negotiated and how the data phase runs, for the report.
-struct TlsInfo {
-  std::string version;  // "TLSv1.3"
-  std::string cipher;   // "TLS_AES_128_GCM_SHA256"
-  std::string group;    // "X25519"
-  int64_t handshake_ns = 0;
-  std::string io;  // "socket" or "bio"
-  bool read_ahead = false;
-  uint64_t max_fragment = 0;
-  bool ktls_send = false;
-  bool ktls_recv = false;
-  std::string ktls;  // "off", "unavailable (<reason>)", "enabled: send yes, recv no"
-  bool verified = false;
-};
-
 struct MemBioState;
 
 class TlsStream final : public Stream, private WireCodec {
@@ -83,7 +69,7 @@ class TlsStream final : public Stream, private WireCodec {
   // Applies the data-phase model once the HELLO has set it: "bio" swaps the socket BIO for
   // memory BIOs, and every syscall then moves up to `net_buf_bytes`.
   Status configure(TlsIo io, bool read_ahead, uint64_t max_fragment,
-                   uint64_t net_buf_bytes);
+                   uint64_t net_buf_bytes) override;
 
   IoResult read(std::span<std::byte> buf) override;
   IoResult write(std::span<const std::byte> buf) override;
@@ -94,7 +80,7 @@ class TlsStream final : public Stream, private WireCodec {
   StreamCounters counters() const override { return counters_; }
   std::string describe(const IoResult& r) const override;
   void close() override;
-  TlsInfo info() const;
+  std::optional<TlsInfo> tls_info() const override;
 
  private:
   TlsStream(SSL* ssl, int fd, const Context& ctx);

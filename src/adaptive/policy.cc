@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "cli/size.h"
+#include "util/size.h"
 
 namespace iobench {
 

@@ -9,7 +9,7 @@
 
 #include "adaptive/policy.h"
 #include "cli/engine_options.h"
-#include "cli/size.h"
+#include "util/size.h"
 #include "probe/syscall_counter.h"
 
 namespace iobench {

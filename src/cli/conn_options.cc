@@ -9,7 +9,7 @@
 
 #include "adaptive/policy.h"
 #include "cli/client_options.h"
-#include "cli/size.h"
+#include "util/size.h"
 
 namespace iobench {
 

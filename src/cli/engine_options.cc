@@ -6,9 +6,9 @@
 #include <charconv>
 #include <utility>
 
-#include "cli/size.h"
+#include "util/size.h"
 #include "probe/placement.h"
-#include "run/write_pattern.h"
+#include "engine/write_pattern.h"
 
 namespace iobench {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "cli/options.h"
+#include "config/options.h"
 #include "util/result.h"
 
 namespace iobench {

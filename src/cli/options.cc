@@ -11,8 +11,8 @@
 #include "cli/client_options.h"
 #include "cli/hints.h"
 #include "cli/manpage.h"
-#include "cli/size.h"
-#include "probe/proc_watch.h"
+#include "util/size.h"
+#include "watch/proc_watch.h"
 #include "probe/syscall_counter.h"
 #include "proto/fields.h"
 
@@ -62,23 +62,6 @@ const CLI::App* parsing(const CLI::App& app) {
   auto parsed = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
   return parsed.empty() ? &app : parsed.front();
 }
-
-}  // namespace
-
-CounterKind counter_kind_of(SyscallsMode m) {
-  switch (m) {
-    case SyscallsMode::kBpf:
-      return CounterKind::kBpf;
-    case SyscallsMode::kTracepoints:
-      return CounterKind::kTracepoints;
-    case SyscallsMode::kTaskIo:
-      return CounterKind::kTaskIo;
-    default:
-      return CounterKind::kAuto;
-  }
-}
-
-namespace {
 
 CLI::App* add_server_command(CLI::App& app, ServerOptions& o, RawServer& raw) {
   auto* server = app.add_subcommand("server", "Serve clients until stopped");

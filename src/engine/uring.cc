@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cli/size.h"
+#include "util/size.h"
 #include "engine/uring_ops.h"
 #include "probe/probe.h"
 

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cli/size.h"
+#include "util/size.h"
 #include "engine/uring.h"
 #include "engine/uring_ops.h"
 

@@ -12,12 +12,11 @@
 namespace iobench {
 
 Result<ZerocopySender> ZerocopySender::enable(Stream& s) {
-  auto* fs = dynamic_cast<FdStream*>(&s);
-  if (!fs) return fail("--zerocopy needs a plain TCP stream (not TLS)");
+  if (s.proto() != Proto::kTcp) return fail("--zerocopy needs a plain TCP stream (not TLS)");
   const int one = 1;
-  if (setsockopt(fs->fd(), SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) != 0)
+  if (setsockopt(s.fd(), SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) != 0)
     return fail(fmt::format("setsockopt(SO_ZEROCOPY): {}", std::strerror(errno)));
-  return ZerocopySender(*fs);
+  return ZerocopySender(s);
 }
 
 Result<std::optional<ZerocopySender>> ZerocopySender::enable_if(Stream& s, bool on) {

@@ -29,8 +29,8 @@ class ZerocopySender {
   bool all_notified() const { return notified_ == sent_; }
 
  private:
-  explicit ZerocopySender(FdStream& s) : s_(s) {}
-  FdStream& s_;
+  explicit ZerocopySender(Stream& s) : s_(s) {}
+  Stream& s_;
   uint64_t sent_ = 0;      // sends that queued data (each takes one notification id)
   uint64_t notified_ = 0;  // of those, reported complete
 };

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "net/socket.h"
-#include "probe/bpf_watch.h"
+#include "watch/bpf_watch.h"
 #include "probe/syscall_counter.h"
 
 namespace {

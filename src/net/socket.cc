@@ -283,6 +283,10 @@ StreamCounters operator-(const StreamCounters& a, const StreamCounters& b) {
 
 std::string Stream::describe(const IoResult& r) const { return describe_io(r); }
 
+IoResult Stream::send_flags(std::span<const std::byte> /*buf*/, int /*flags*/) {
+  return {IoResult::State::kError, 0, EOPNOTSUPP};
+}
+
 std::string describe_io(const IoResult& r) {
   switch (r.state) {
     case IoResult::State::kOk:

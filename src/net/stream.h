@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +23,48 @@ struct Names<Proto> {
   static constexpr std::array table{std::pair{Proto::kTcp, std::string_view{"tcp"}},
                                     std::pair{Proto::kTls, std::string_view{"tls"}}};
 };
+
+namespace tls {
+
+// Who moves a TLS session's records: OpenSSL on the socket, or the engine through memory BIOs;
+// kAuto: bio where the engine moves the records itself (uring), socket otherwise.
+enum class TlsIo { kAuto, kSocket, kBio };
+// Kernel TLS: where the kernel has it (kAuto), required (kOn), or not used (kOff).
+enum class Ktls { kAuto, kOn, kOff };
+
+}  // namespace tls
+
+template <>
+struct Names<tls::TlsIo> {
+  static constexpr std::array table{std::pair{tls::TlsIo::kAuto, std::string_view{"auto"}},
+                                    std::pair{tls::TlsIo::kSocket, std::string_view{"socket"}},
+                                    std::pair{tls::TlsIo::kBio, std::string_view{"bio"}}};
+};
+template <>
+struct Names<tls::Ktls> {
+  static constexpr std::array table{std::pair{tls::Ktls::kAuto, std::string_view{"auto"}},
+                                    std::pair{tls::Ktls::kOn, std::string_view{"on"}},
+                                    std::pair{tls::Ktls::kOff, std::string_view{"off"}}};
+};
+
+namespace tls {
+
+// What a TLS session negotiated and how its data phase runs (plain data: no OpenSSL here).
+struct TlsInfo {
+  std::string version;  // "TLSv1.3"
+  std::string cipher;   // "TLS_AES_128_GCM_SHA256"
+  std::string group;    // "X25519"
+  int64_t handshake_ns = 0;
+  std::string io;  // "socket" or "bio"
+  bool read_ahead = false;
+  uint64_t max_fragment = 0;
+  bool ktls_send = false;
+  bool ktls_recv = false;
+  std::string ktls;  // "off", "unavailable (<reason>)", "enabled: send yes, recv no"
+  bool verified = false;
+};
+
+}  // namespace tls
 
 struct IoResult {
   enum class State { kOk, kEof, kWouldBlock, kTimedOut, kError };
@@ -77,6 +120,16 @@ class Stream {
   // yet (TLS, memory-BIO model); kWouldBlock while some remains. A sender's engine calls it
   // until kOk before its phase ends.
   virtual IoResult flush() { return {}; }
+  // send(2) with flags (MSG_ZEROCOPY), counted as a write; EOPNOTSUPP where the stream is not a
+  // plain socket.
+  virtual IoResult send_flags(std::span<const std::byte> buf, int flags);
+  // The data phase's TLS model, once the HELLO has set it: a plain socket has nothing to set.
+  virtual Status configure(tls::TlsIo /*io*/, bool /*read_ahead*/, uint64_t /*max_fragment*/,
+                           uint64_t /*net_buf_bytes*/) {
+    return {};
+  }
+  // What the TLS session negotiated; none on a plain socket.
+  virtual std::optional<tls::TlsInfo> tls_info() const { return std::nullopt; }
   // Non-null where the engine may move wire bytes itself (TLS in the memory-BIO model).
   virtual WireCodec* wire_codec() { return nullptr; }
   // Ends the session cleanly (TLS: close_notify). Best effort.
@@ -96,8 +149,7 @@ class FdStream final : public Stream {
   explicit FdStream(int fd) : fd_(fd) {}
   IoResult read(std::span<std::byte> buf) override;
   IoResult write(std::span<const std::byte> buf) override;
-  // send(2) with flags (MSG_ZEROCOPY), counted as a write.
-  IoResult send_flags(std::span<const std::byte> buf, int flags);
+  IoResult send_flags(std::span<const std::byte> buf, int flags) override;
   int fd() const override { return fd_; }
   Proto proto() const override { return Proto::kTcp; }
   StreamCounters counters() const override { return counters_; }

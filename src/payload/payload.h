@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/options.h"
+#include "payload/spec.h"
 #include "util/result.h"
 
 namespace iobench {

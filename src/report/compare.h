@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "config/options.h"
 #include "util/result.h"
 
 namespace iobench {

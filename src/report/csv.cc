@@ -6,7 +6,7 @@
 #include <array>
 #include <functional>
 
-#include "cli/size.h"
+#include "util/size.h"
 #include "report/report.h"
 
 namespace iobench {

@@ -2,7 +2,7 @@
 // per-size summaries, with the source of every figure named.
 #include <fmt/format.h>
 
-#include "cli/size.h"
+#include "util/size.h"
 #include "report/report.h"
 
 namespace iobench {

@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <array>
 
-#include "cli/size.h"
+#include "util/size.h"
 #include "report/report.h"
 #include "util/stats.h"
 

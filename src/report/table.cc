@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "cli/size.h"
+#include "util/size.h"
 #include "probe/placement.h"
 #include "report/report.h"
 

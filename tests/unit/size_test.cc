@@ -1,4 +1,4 @@
-#include "cli/size.h"
+#include "util/size.h"
 
 #include <gtest/gtest.h>
 

@@ -95,7 +95,7 @@ TEST(TlsStream, SocketModelWritesOneRecordPerCall) {
   EXPECT_EQ(c.sys_writes, 64u) << "partial-write mode: one write(2) per record";
   EXPECT_EQ(s.records_in, 64u);
   EXPECT_GE(s.sys_reads, 128u) << "header and body reads per record";
-  const TlsInfo i = p.client->info();
+  const TlsInfo i = *p.client->tls_info();
   EXPECT_EQ(i.version, "TLSv1.3");
   EXPECT_EQ(i.cipher, "TLS_AES_128_GCM_SHA256");
   EXPECT_EQ(i.io, "socket");
@@ -111,7 +111,7 @@ TEST(TlsStream, BioModelWritesOneSyscallPerBuffer) {
   EXPECT_EQ(c.sys_writes, 16u);
   EXPECT_EQ(s.records_in, 64u);
   EXPECT_LT(s.sys_reads, 64u);
-  EXPECT_EQ(p.server->info().io, "bio");
+  EXPECT_EQ(p.server->tls_info()->io, "bio");
 }
 
 TEST(TlsStream, TruncationIsAnErrorAndCloseNotifyIsEof) {

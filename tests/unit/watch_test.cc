@@ -10,9 +10,9 @@
 #include <array>
 #include <cerrno>
 
-#include "probe/bpf_watch.h"
+#include "watch/bpf_watch.h"
 #include "probe/syscall_counter.h"
-#include "report/watch.h"
+#include "watch/watch_report.h"
 
 namespace iobench {
 namespace {

@@ -1,6 +1,6 @@
 // --write-pattern: sizes in turn, tails drawn from their range, a watch report's sizes in
 // proportion, reproducible from the seed; bad specs refused naming the bad part.
-#include "run/write_pattern.h"
+#include "engine/write_pattern.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,393 @@
+// The client: one connection per run, over every buffer size and repeat, then one report.
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "util/size.h"
+#include "engine/engine.h"
+#include "net/interrupt.h"
+#include "net/socket.h"
+#include "payload/payload.h"
+#include "probe/probe.h"
+#include "probe/syscall_counter.h"
+#include "probe/tracer.h"
+#include "report/report.h"
+#include "client/client_internal.h"
+#include "client/live_line.h"
+#include "session/progress.h"
+#include "client/client.h"
+#include "server/server.h"
+#include "session/session.h"
+#include "tls/tls.h"
+
+namespace iobench {
+namespace {
+
+// --syscalls strace|perf: the tool attached to a process for one session.
+struct TracedProcess {
+  std::optional<Tracer> tracer;
+  std::string file;
+  ~TracedProcess() {
+    if (!file.empty()) ::unlink(file.c_str());
+  }
+};
+
+Result<std::unique_ptr<TracedProcess>> trace(const std::string& tool, pid_t pid) {
+  auto t = std::make_unique<TracedProcess>();
+  char name[] = "/tmp/iobench-trace-XXXXXX";
+  const int fd = mkstemp(name);
+  if (fd < 0) return fail(fmt::format("mkstemp: {}", std::strerror(errno)));
+  ::close(fd);
+  t->file = name;
+  auto tracer = Tracer::attach(tool, pid, t->file);
+  if (!tracer) return std::unexpected(tracer.error());
+  t->tracer.emplace(std::move(*tracer));
+  return t;
+}
+
+Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const BufPair& buf,
+                           const Payload* payload, Engine& engine, const tls::Context* tls_ctx,
+                           pid_t local_server, LiveLine& live) {
+  std::unique_ptr<TracedProcess> my_trace, server_trace;
+  if (attaches_tool(o.syscalls)) {
+    // The server's tracer first: `strace -f` on this process would follow that fork.
+    if (local_server > 0) {
+      auto theirs = trace(std::string(name_of(o.syscalls)), local_server);
+      if (!theirs) return std::unexpected(theirs.error());
+      server_trace = std::move(*theirs);
+    }
+    auto mine = trace(std::string(name_of(o.syscalls)), getpid());
+    if (!mine) return std::unexpected(mine.error());
+    my_trace = std::move(*mine);
+  }
+  const proto::Hello hello = make_hello(o, buf);
+  SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
+  if (plan.data.is_sender) {
+    plan.data.write_pattern = o.write_pattern;
+    plan.data.pattern_seed = o.payload.seed;
+  }
+  auto session = open_session(o, server, tls_ctx, hello, plan, engine, payload);
+  if (!session) return std::unexpected(session.error());
+  Stream& stream = *session->stream;
+  const DataPhase& d = plan.data;
+  live.attach(session->fd.get(), d.is_sender);
+  SideOutcome ended = run_side(stream, stream, engine, plan, nullptr, 0);
+  const SessionOutcome& out = ended.session;
+  live.detach();
+  stream.close();
+  if (!out.error.empty()) {
+    // Ctrl-C or a failure (a stalled link, a reset, a dead server): this side's figures up to
+    // that moment, kept as evidence; the server's never came.
+    RunRecord rec;
+    rec.partial = true;
+    if (!interrupt::received())
+      rec.error = fmt::format("{} (client {}: {} of {} bytes moved)", out.error,
+                              d.is_sender ? "sender" : "receiver", out.mine.bytes, d.bytes);
+    proto::SideResult theirs;
+    theirs.is_sender = !d.is_sender;
+    theirs.bytes_expected = d.bytes;
+    theirs.error = rec.error.empty() ? "not reported: interrupted" : "not reported: the run failed";
+    rec.sender = d.is_sender ? out.mine : theirs;
+    rec.receiver = d.is_sender ? theirs : out.mine;
+    (d.is_sender ? rec.receiver_reported : rec.sender_reported) = false;
+    return rec;
+  }
+  if (!ended.mismatch.empty()) return fail(ended.mismatch);
+  if (!out.peer) return fail("no result from the server");
+  RunRecord rec;
+  rec.sender = d.is_sender ? out.mine : *out.peer;
+  rec.receiver = d.is_sender ? *out.peer : out.mine;
+  for (auto [traced, mine] : {std::pair{my_trace.get(), true}, {server_trace.get(), false}}) {
+    if (!traced) continue;
+    if (!mine) {
+      // The server logs and loops back to accept() after its RESULT: give it that moment.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    auto counts = traced->tracer->detach();
+    if (!counts) return std::unexpected(counts.error());
+    (mine == d.is_sender ? rec.sender_tracer : rec.receiver_tracer) = *counts;
+  }
+  return rec;
+}
+
+}  // namespace
+
+namespace {
+
+// "16K run 2/5", "1K warm-up 1/2", "64K counting run", with "size 2/3" when there are several.
+std::string live_label(const ClientOptions& o, const BufPair& buf, int step, bool counting) {
+  std::string label = buf_label(buf);
+  if (counting)
+    label += " counting run";
+  else if (step < o.warmup)
+    label += fmt::format(" warm-up {}/{}", step + 1, o.warmup);
+  else
+    label += fmt::format(" run {}/{}", step - o.warmup + 1, o.repeat);
+  if (o.bufs.size() > 1) {
+    const auto at = static_cast<size_t>(&buf - o.bufs.data());
+    label += fmt::format(" (size {}/{})", at + 1, o.bufs.size());
+  }
+  return label;
+}
+
+// A measured run under --syscalls auto counted nothing on purpose: say where the counts are.
+// This client asked both sides for no kernel counts, so a side that reported figures without
+// them did so for that reason, whatever its note's wording; a side whose figures never came
+// keeps the note that says so.
+void mark_counted_apart(RunRecord& r) {
+  constexpr const char* kNote =
+      "kernel counts: this size's counting_run (the measured runs count nothing: no tracing "
+      "while CPU is measured)";
+  for (proto::SideResult* side : {&r.sender, &r.receiver})
+    if (r.reported(side->is_sender) && !kernel_counted(side->syscalls_source))
+      side->syscalls_note = kNote;
+  if (r.group)
+    for (auto [g, known] : {std::pair{&r.group->sender, r.group->sender_known},
+                            {&r.group->receiver, r.group->receiver_known}})
+      if (known && !kernel_counted(g->syscalls_source)) g->syscalls_note = kNote;
+}
+
+}  // namespace
+
+void time_tls_crypto(Report& report) {
+  if (report.options.proto != Proto::kTls) return;
+  std::vector<uint64_t> records;
+  for (const SizeResults& size : report.sizes)
+    for (bool sender : {true, false})
+      if (const uint64_t b = record_bytes(size, sender);
+          b > 0 && std::find(records.begin(), records.end(), b) == records.end())
+        records.push_back(b);
+  for (uint64_t b : records)
+    if (auto c = tls::measure_crypto_cost(report.options.tls.cipher, b))
+      report.crypto.push_back(*c);
+}
+
+namespace {
+
+// One of a size's runs: a warm-up, a measured run, or the counting run (the last, with
+// --syscalls auto).
+struct Step {
+  bool counting = false;
+  bool measured = false;
+  int index = 0;  // the measured run's number; -1: the counting run
+  std::string name;
+};
+
+Step step_of(const ClientOptions& o, int i, int steps, bool counting_run) {
+  Step s;
+  s.counting = counting_run && i == steps - 1;
+  s.measured = i >= o.warmup && !s.counting;
+  s.index = s.counting ? -1 : i - o.warmup;
+  s.name = s.counting   ? std::string("the counting run")
+           : s.measured ? fmt::format("run {}", s.index)
+                        : fmt::format("warm-up run {}", i);
+  return s;
+}
+
+// What every run of a series shares: the options (and, with --syscalls auto, the measured runs'
+// uncounted copy of them), the server, the payload, the engine and the TLS context.
+struct Series {
+  const ClientOptions& o;
+  ClientOptions uncounted;
+  bool counting_run;  // --syscalls auto: the kernel counts in a run of its own per size
+  const HostPort& server;
+  const Payload* payload;
+  Engine& engine;
+  const tls::Context* tls;
+  pid_t local_server;
+  LiveLine& live;
+
+  // One run: a group or a lone connection, as the server will see it (both sides decide from
+  // the same HELLO), with the softirqs around it; its data phases are tallied in `report`.
+  Result<RunRecord> run(const BufPair& buf, const Step& step, int i, Report& report) {
+    const ClientOptions& ro = step.counting || !counting_run ? o : uncounted;
+    const SoftirqCounts softirqs_before = read_softirqs();
+    live.begin_run(live_label(o, buf, i, step.counting), o.payload.bytes * o.conns, step.counting);
+    const bool grouped = plan_side(make_hello(ro, buf), Side::kClient, client_choice(ro)).grouped;
+    auto rec = grouped ? run_group(ro, server, buf, payload, tls)
+                       : run_once(ro, server, buf, payload, engine, tls, local_server, live);
+    live.end_run();
+    if (!rec) return rec;
+    rec->softirqs = softirq_delta(softirqs_before, read_softirqs());
+    if (interrupt::received()) rec->partial = true;
+    rec->run = step.index;
+    if (step.measured && counting_run) mark_counted_apart(*rec);
+    tally_data_phases(report, *rec, step.measured);
+    return rec;
+  }
+};
+
+// Why a run ends the series (nullopt: it does not): an interrupt, a failed group, an error.
+std::optional<std::string> stop_reason(const Result<RunRecord>& rec, const BufPair& buf,
+                                       const Step& step) {
+  if (rec && rec->partial && !rec->error.empty())
+    return fmt::format("buf {}: {}", buf_label(buf), rec->error);
+  if (rec && rec->partial)
+    return fmt::format("interrupted by {}: {} of buf {} is partial",
+                       interrupt::name(interrupt::received()), step.name, buf_label(buf));
+  if (rec) {
+    const std::optional<GroupRecord>& group = rec->group;
+    if (group && !group->error.empty())
+      return fmt::format("buf {}: {}", buf_label(buf), group->error);
+    return std::nullopt;
+  }
+  std::string error = fmt::format("buf {}: {}", buf_label(buf), rec.error().message);
+  if (interrupt::received())
+    error = fmt::format("interrupted by {} ({})", interrupt::name(interrupt::received()), error);
+  return error;
+}
+
+// A run's record goes where the report shows it: the counting run apart, measured runs in the
+// table; a warm-up only when it failed as a group (its finished connections are reported).
+void keep(SizeResults& size, const RunRecord& rec, const Step& step, bool failed_group) {
+  if (step.counting)
+    size.counting_run = rec;
+  else if (step.measured || failed_group)
+    size.runs.push_back(rec);
+}
+
+Result<std::optional<tls::Context>> client_tls(const ClientOptions& o,
+                                               const tls::Identity* pinned) {
+  if (o.proto != Proto::kTls) return std::optional<tls::Context>{};
+  tls::TlsOptions mine = o.tls;
+  mine.io = tls::io_model_for(o.tls, o.client_engine() == EngineKind::kUring);
+  auto ctx = tls::Context::client(mine, pinned);
+  if (!ctx) return std::unexpected(ctx.error());
+  return std::optional<tls::Context>(std::move(*ctx));
+}
+
+}  // namespace
+
+Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
+                       const tls::Identity* pinned, pid_t local_server, Report report,
+                       std::string& error) {
+  const SidePlan first = plan_side(make_hello(o, o.bufs.front()), Side::kClient, client_choice(o));
+  auto engine = make_engine(first.engine, first.engine_options);
+  if (!engine) return std::unexpected(engine.error());
+  auto tls_ctx = client_tls(o, pinned);
+  if (!tls_ctx) return std::unexpected(tls_ctx.error());
+  // --syscalls auto: the kernel counts in one run of its own per size, after the measured runs,
+  // and the measured runs count nothing: no program on sys_enter while their CPU is measured (it
+  // taxes every syscall of the machine). A forced counter counts in every measured run.
+  LiveLine live(!o.quiet && isatty(STDERR_FILENO));
+  const std::optional<tls::Context>& ctx = *tls_ctx;
+  Series series{o,       o,        o.syscalls == SyscallsMode::kAuto,
+                server,  payload,  **engine,
+                ctx ? &*ctx : nullptr, local_server, live};
+  if (series.counting_run) series.uncounted.syscalls = SyscallsMode::kOff;
+  const int steps = o.warmup + o.repeat + (series.counting_run ? 1 : 0);
+  for (const BufPair& buf : o.bufs) {
+    SizeResults size{buf, {}, std::nullopt, std::nullopt};
+    for (int i = 0; i < steps; ++i) {
+      const Step step = step_of(o, i, steps, series.counting_run);
+      auto rec = series.run(buf, step, i, report);
+      const std::optional<std::string> stop = stop_reason(rec, buf, step);
+      if (rec) keep(size, *rec, step, stop && !rec->partial);
+      if (stop) {
+        error = *stop;
+        if (!size.runs.empty() || size.counting_run) report.sizes.push_back(std::move(size));
+        return report;
+      }
+      // --repeat auto: once each side's CPU per GiB is known well enough, on to the counting
+      // run (if any) and the next size.
+      if (step.measured && o.repeat_auto) {
+        size.repeat_auto = repeat_auto_precision(size.runs, o.target_ci);
+        if (size.repeat_auto->reached) i = o.warmup + o.repeat - 1;
+      }
+    }
+    report.sizes.push_back(std::move(size));
+  }
+  return report;
+}
+
+int emit_report(const ClientOptions& o, ReportFiles& files, const Report& report) {
+  const bool stdout_taken = o.json_path == "-" || o.csv_path == "-";
+  if (!o.quiet) {
+    const std::string table = render_table(report);
+    std::fputs(table.c_str(), stdout_taken ? stderr : stdout);
+    std::fflush(stdout_taken ? stderr : stdout);
+  }
+  if (files.json.is_open()) {
+    if (auto st = files.json.write(render_json(report).dump(2) + "\n"); !st) {
+      fmt::print(stderr, "iobench: error: {}\n", st.error().message);
+      return 1;
+    }
+  }
+  if (files.csv.is_open()) {
+    if (auto st = files.csv.write(render_csv(report)); !st) {
+      fmt::print(stderr, "iobench: error: {}\n", st.error().message);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+Result<std::optional<Payload>> sender_payload(const ClientOptions& o) {
+  // Built or loaded before any connection, so generation is never inside a measurement.
+  if (o.reverse) return std::optional<Payload>{};
+  auto p = load_payload_shown(o.payload, o.quiet);
+  if (!p) return std::unexpected(p.error());
+  return std::optional<Payload>(std::move(*p));
+}
+
+int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> report,
+                  const std::string& error) {
+  const int sig = interrupt::received();
+  if (!report) {
+    fmt::print(stderr, "iobench: error: {}\n", report.error().message);
+    return sig ? 128 + sig : 1;
+  }
+  if (sig) report->interrupted = interrupt::name(sig);
+  int rc = report->sizes.empty() ? 0 : emit_report(o, files, *report);
+  if (!error.empty()) {
+    fmt::print(stderr, "iobench: error: {}\n", error);
+    return sig ? 128 + sig : 1;
+  }
+  return sig ? 128 + sig : rc;
+}
+
+int run_client_command(const ClientOptions& o) {
+  interrupt::install({SIGINT, SIGTERM});
+  // Before the loopback fork, so the private server counts with the same backend (off, strace
+  // and perf name no counter: auto).
+  set_process_counter_kind(counter_kind_of(o.syscalls));
+  ReportFiles files;
+  for (auto [path, file, option] : {std::tuple{&o.json_path, &files.json, "--json"},
+                                    {&o.csv_path, &files.csv, "--csv"}}) {
+    if (path->empty()) continue;
+    auto f = OutputFile::open(*path, option);
+    if (!f) {
+      fmt::print(stderr, "iobench: error: {}\n", f.error().message);
+      return 2;
+    }
+    *file = std::move(*f);
+  }
+  if (o.connect.empty()) return run_loopback(o, files);
+  const HostPort* server = &o.servers.front();  // a group reaches the others (run_group)
+  const int64_t payload_start = probe_now().cpu_ns;
+  auto payload = sender_payload(o);
+  if (!payload) {
+    fmt::print(stderr, "iobench: error: {}\n", payload.error().message);
+    return interrupt::received() ? 128 + interrupt::received() : 1;
+  }
+  const int64_t payload_ns = probe_now().cpu_ns - payload_start;
+  Report report;
+  report.context = collect_context();
+  report.options = o;
+  report.mode = RunMode::kClient;
+  report.server = o.connect;
+  const std::optional<Payload>& mine = *payload;
+  report.payload_source = mine ? mine->source : "generated by the server";
+  std::string error;
+  auto done = run_all(o, *server, mine ? &*mine : nullptr, nullptr, 0, std::move(report), error);
+  if (done) time_tls_crypto(*done);
+  if (done) finish_process_cpu(*done, payload_ns, std::nullopt);
+  return finish_client(o, files, std::move(done), error);
+}
+
+}  // namespace iobench

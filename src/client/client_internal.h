@@ -1,0 +1,74 @@
+// Pieces of the client shared with loopback mode (not part of the public run API).
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+#include "engine/engine.h"
+#include "net/address.h"
+#include "net/interrupt.h"
+#include "net/socket.h"
+#include "net/stream.h"
+#include "payload/payload.h"
+#include "probe/probe.h"
+#include "report/output.h"
+#include "report/report.h"
+#include "session/plan.h"
+#include "tls/tls.h"
+
+namespace iobench {
+
+// A connected, greeted session: the server has ACKed the HELLO. The stream uses the descriptor.
+struct ClientSession {
+  Fd fd;
+  std::optional<interrupt::Registration> on_signal;  // Ctrl-C shuts the socket down
+  std::unique_ptr<Stream> stream;
+};
+
+proto::Hello make_hello(const ClientOptions& o, const BufPair& buf);
+// The client's own engine, TLS I/O model, CPU and timeout (the HELLO carries the server's).
+SideChoice client_choice(const ClientOptions& o);
+// Connects, shakes hands, prepares this side (prepare_side) and sends the HELLO; returns once
+// the server has ACKed it.
+Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
+                                   const tls::Context* tls_ctx, const proto::Hello& hello,
+                                   SidePlan& plan, Engine& engine, const Payload* payload);
+
+// One --conns run (or --buf adaptive): every connection on its own thread, each verified on its
+// own. A record comes back whenever the run started; record.group->error says what failed.
+Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, const BufPair& buf,
+                            const Payload* payload, const tls::Context* tls_ctx);
+
+// Runs every size × (warmup + repeat). On the first failure, `error` is set and the report holds
+// the runs completed so far.
+// `pinned`: loopback's ephemeral server identity, the only certificate a TLS client trusts then.
+// `local_server`: the loopback server's pid (0 in two-host mode), for --syscalls strace|perf.
+Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
+                       const tls::Identity* pinned, pid_t local_server, Report report,
+                       std::string& error);
+Result<std::optional<Payload>> sender_payload(const ClientOptions& o);
+// --json and --csv, opened before the first run.
+struct ReportFiles {
+  OutputFile json, csv;
+};
+// Prints the report (if any) and the error (if any); returns the exit code.
+int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> report,
+                  const std::string& error);
+int run_loopback(const ClientOptions& o, ReportFiles& files);
+
+// TLS runs: times the cipher on this host for the report's "tls cost" (before the process CPU is
+// taken, so its ~40 ms land in the client's `rest`).
+void time_tls_crypto(Report& report);
+
+// Whole-process CPU (client/process_cpu.cc). Adds one run's data-phase CPU to each process's tally.
+void tally_data_phases(Report& report, const RunRecord& run, bool measured);
+// Stops the loopback server (SIGTERM, then SIGKILL after `timeout_s`) and reaps it: its CPU.
+std::optional<ProcessTimes> reap_server(pid_t child, double timeout_s);
+// Sets each process's whole CPU: this one so far, the reaped server (absent in two-host mode:
+// a long-lived process elsewhere) and the reaped strace/perf tools.
+void finish_process_cpu(Report& report, int64_t payload_ns,
+                        const std::optional<ProcessTimes>& server);
+
+}  // namespace iobench

@@ -1,0 +1,178 @@
+// The validated configuration of one iobench invocation: what cli/ fills and every layer reads.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/tuning.h"
+#include "net/address.h"
+#include "net/stream.h"
+#include "probe/syscall_counter.h"
+#include "payload/spec.h"
+#include "tls/options.h"
+#include "util/result.h"
+
+namespace iobench {
+
+inline constexpr uint64_t kMinBuf = 64;
+inline constexpr uint64_t kMaxBuf = 16 * kMiB;
+inline constexpr uint16_t kDefaultPort = 5210;
+
+// One buffer-size pair of a run list: `--buf 1k,16k` gives two.
+struct BufPair {
+  uint64_t send_bytes = 16 * kKiB;
+  uint64_t recv_bytes = 16 * kKiB;
+  // `--buf adaptive`: both sides follow the live count within ClientOptions' budget/min/max;
+  // send_bytes/recv_bytes then hold --buf-max (the size a lone connection starts from).
+  bool adaptive = false;
+};
+
+inline constexpr uint32_t kMaxConns = 1024;
+
+// --syscalls: who counts the data phase's syscalls. The kernel's counters (auto: eBPF, else perf
+// tracepoints; bpf; tracepoints; taskio: the free read/write counts), nobody, or a tool attached
+// to each side for every session (strace, perf).
+enum class SyscallsMode { kAuto, kBpf, kTracepoints, kTaskIo, kOff, kStrace, kPerf };
+template <>
+struct Names<SyscallsMode> {
+  static constexpr std::array table{
+      std::pair{SyscallsMode::kAuto, std::string_view{"auto"}},
+      std::pair{SyscallsMode::kBpf, std::string_view{"bpf"}},
+      std::pair{SyscallsMode::kTracepoints, std::string_view{"tracepoints"}},
+      std::pair{SyscallsMode::kTaskIo, std::string_view{"taskio"}},
+      std::pair{SyscallsMode::kOff, std::string_view{"off"}},
+      std::pair{SyscallsMode::kStrace, std::string_view{"strace"}},
+      std::pair{SyscallsMode::kPerf, std::string_view{"perf"}}};
+};
+inline bool attaches_tool(SyscallsMode m) {
+  return m == SyscallsMode::kStrace || m == SyscallsMode::kPerf;
+}
+// The kernel counter a mode opens (kAuto for the modes that open none of their own).
+inline CounterKind counter_kind_of(SyscallsMode m) {
+  switch (m) {
+    case SyscallsMode::kBpf:
+      return CounterKind::kBpf;
+    case SyscallsMode::kTracepoints:
+      return CounterKind::kTracepoints;
+    case SyscallsMode::kTaskIo:
+      return CounterKind::kTaskIo;
+    default:
+      return CounterKind::kAuto;
+  }
+}
+
+// --fanout: one writer thread streams the payload to every connection (a primary's full sync to
+// N replicas), in one of the two shapes real primaries use (docs/fanout.md).
+enum class FanoutShape { kOff, kConnset, kEventLoop };
+template <>
+struct Names<FanoutShape> {
+  static constexpr std::array table{
+      std::pair{FanoutShape::kOff, std::string_view{"off"}},
+      std::pair{FanoutShape::kConnset, std::string_view{"connset"}},
+      std::pair{FanoutShape::kEventLoop, std::string_view{"event-loop"}}};
+};
+
+struct ClientOptions {
+  Proto proto = Proto::kTcp;
+  EngineKind engine = EngineKind::kBlocking;
+  EngineKind send_engine = engine, recv_engine = engine;  // per side; --engine unless given
+  // This process's engine and the server's, by direction.
+  EngineKind client_engine() const { return reverse ? recv_engine : send_engine; }
+  EngineKind server_engine() const { return reverse ? send_engine : recv_engine; }
+  std::vector<BufPair> bufs;  // filled by the parser: one entry per run size
+  PayloadSpec payload;
+  uint64_t sndbuf = 0;  // 0: kernel default
+  uint64_t rcvbuf = 0;
+  bool nodelay = true;
+  bool reverse = false;
+  bool decompress = false;
+  int repeat = 1;  // with repeat_auto: the most measured runs (--max-repeat)
+  // --repeat auto: measured runs until each side's CPU per GiB is known to within target_ci
+  // (the 95% bootstrap interval of the median, half-width over the median), from 5 runs on.
+  bool repeat_auto = false;
+  double target_ci = 0.02;
+  static constexpr int kAutoMinRuns = 5;
+  int warmup = 0;
+  std::string json_path;  // "-" is stdout
+  std::string csv_path;
+  bool quiet = false;
+  bool verbose = false;
+  std::string connect;  // empty: loopback with a private server
+  // --connect parsed (validate_client): one server, or several that connection i of a group
+  // reaches as servers[i % size]. Empty in loopback.
+  std::vector<HostPort> servers;
+  double timeout_s = 30;
+  double hello_timeout_s = 10;  // from connecting to the server's first answer (ACK or PROGRESS)
+  tls::TlsOptions tls;          // used with proto "tls"
+  SyscallsMode syscalls = SyscallsMode::kAuto;
+  EngineTuning tuning;  // both sides' engines: trigger mode, queue depth, zero-copy, ...
+  // --cpus: the CPU each side's data phase runs on (-1: wherever the scheduler puts it).
+  int sender_cpu = -1;
+  int receiver_cpu = -1;
+  int client_cpu() const { return reverse ? receiver_cpu : sender_cpu; }
+  int server_cpu() const { return reverse ? sender_cpu : receiver_cpu; }
+  std::string auth_token;           // sent in the HELLO; --auth-token or $IOBENCH_AUTH_TOKEN
+  uint32_t conns = 1;               // connections at once, each streaming `payload.bytes`
+  double stagger_s = 0;             // connection i starts i * stagger after the first
+  double bytes_spread = 0;          // connection lengths spread down by up to this fraction
+  uint64_t budget = 256 * kKiB;     // --buf adaptive: buffer memory per side over all connections
+  uint64_t buf_min = 4 * kKiB;
+  uint64_t buf_max = 64 * kKiB;
+  // --write-pattern: the client's writes follow this (engine/write_pattern.h) instead of one size.
+  std::string write_pattern;
+  FanoutShape fanout = FanoutShape::kOff;  // --fanout: the client is a primary, --conns replicas
+  // --source-rate: the fan-out writer's source produces at most this many bytes per second (0:
+  // unbounded), so a run is producer-bound as a real full sync is (a fork serialising the RDB).
+  uint64_t source_rate = 0;
+  bool group() const {
+    return conns > 1 || fanout != FanoutShape::kOff || std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
+  }
+};
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:5210";
+  // Set: TLS is served here and `listen` serves TCP only (a primary's tls-port beside its port).
+  std::string tls_listen;
+  double handshake_timeout_s = 5;
+  double idle_timeout_s = 30;
+  uint64_t max_bytes = kMaxBytes;
+  std::string cache_dir;
+  uint64_t cache_max = PayloadSpec{}.cache_max;
+  bool quiet = false;
+  tls::TlsOptions tls;       // a TLS server when cert_file is set
+  uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
+  std::string auth_token;    // set: clients must present it (--auth-token or $IOBENCH_AUTH_TOKEN)
+  CounterKind kernel_counter = CounterKind::kAuto;  // syscall counters for clients that ask
+};
+
+struct PayloadCommand {
+  PayloadSpec payload;
+  std::string out;  // the stream to this file; or one of:
+  bool list = false;   // the cache's payloads, most recently used first
+  bool clear = false;  // remove every cached payload
+  bool quiet = false;  // no progress line while the payload is built
+};
+
+struct DoctorCommand {};
+
+// `iobench watch --pid PID...` (watch/watch_command.cc).
+struct WatchCommand {
+  std::vector<pid_t> pids;  // the processes watched, with every child they fork meanwhile
+  double duration_s = 0;    // 0: until Ctrl-C, --until-exit or every watched process exits
+  pid_t until_exit = 0;     // end when this process exits
+  double interval_s = 0.1;  // /proc sampled this often (CPU, descriptor kinds)
+  std::string json_path, csv_path;
+  bool quiet = false;
+};
+
+// `iobench compare BASE NEW` (report/compare.h).
+struct CompareCommand {
+  std::string base, next;  // FILE or FILE#SIZE (a size's label: 16K, 64K, adaptive)
+  std::string json_path;   // also write the comparison as JSON ("-": stdout)
+  double alpha = 0.05;     // the test's significance level
+};
+
+}  // namespace iobench

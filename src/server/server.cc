@@ -1,0 +1,337 @@
+// The server's sessions: accept -> authorise -> plan -> run -> log, each time-boxed and logged
+// in one line; no client can take the server down. The connections of one --conns run form a
+// group that measures the server side as a whole. The accept loops: server_loop.cc.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "util/size.h"
+#include "engine/engine.h"
+#include "net/interrupt.h"
+#include "net/socket.h"
+#include "payload/payload.h"
+#include "probe/placement.h"
+#include "probe/probe.h"
+#include "probe/syscall_counter.h"
+#include "proto/fields.h"
+#include "session/group.h"
+#include "session/plan.h"
+#include "server/server.h"
+#include "server/server_state.h"
+#include "session/test_hooks.h"
+#include "session/session.h"
+#include "tls/tls.h"
+
+namespace iobench {
+namespace {
+
+std::string timestamp() {
+  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+// Every size the client asks for is checked against the server's own limits.
+Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
+  // The HELLO's names, as the plan (server_choice) will read them.
+  const std::optional<Proto> proto = parse_name<Proto>(h.proto);
+  if (!proto) return fail(fmt::format("unsupported proto '{}'", h.proto));
+  const std::optional<EngineKind> engine = parse_name<EngineKind>(h.engine);
+  if (!engine)
+    return fail(
+        fmt::format("unknown engine '{}' (available: {})", h.engine, names_text<EngineKind>()));
+  const bool tls = *proto == Proto::kTls;
+  const std::optional<tls::TlsIo> io = parse_name<tls::TlsIo>(h.tls_io);
+  if (tls && (!io || *io == tls::TlsIo::kAuto))
+    return fail(fmt::format("unknown TLS I/O model '{}'", h.tls_io));
+  if (tls && *engine == EngineKind::kUring && *io != tls::TlsIo::kBio)
+    return fail("engine uring over TLS needs the TLS I/O model bio");
+  if (h.tuning.fixed_buffers && tls) return fail("fixed buffers need proto tcp");
+  if (auto st = check_fields(h, false); !st) return st;  // bounds in the field list
+  if (auto st = check_cpu_usable(static_cast<int>(h.cpu), "server"); !st)
+    return fail("--cpus: " + st.error().message);
+  if (tls) {
+    if (h.tls_max_fragment < 512 || h.tls_max_fragment > 16384)
+      return fail(fmt::format("TLS max fragment {} outside 512..16384", h.tls_max_fragment));
+  }
+  if (h.bytes < kMinBytes || h.bytes > o.max_bytes)
+    return fail(fmt::format("bytes {} outside this server's range {}..{}", h.bytes, kMinBytes,
+                            o.max_bytes));
+  for (uint64_t b : {h.send_buf_bytes, h.recv_buf_bytes}) {
+    if (b < kMinBuf || b > kMaxBuf)
+      return fail(fmt::format("buffer size {} outside {}..{}", b, kMinBuf, kMaxBuf));
+  }
+  for (uint64_t b : {h.sndbuf_bytes, h.rcvbuf_bytes}) {
+    if (b > kGiB) return fail(fmt::format("socket buffer {} above 1 GiB", b));
+  }
+  if (h.zstd_level < 1 || h.zstd_level > 19)
+    return fail(fmt::format("zstd level {} outside 1..19", h.zstd_level));
+  if (h.conns < 1 || h.conns > o.max_conns)
+    return fail(fmt::format("{} connections asked for, this server's --max-conns is {}", h.conns,
+                            o.max_conns));
+  if (h.conn_index >= h.conns)
+    return fail(fmt::format("connection index {} of {} connections", h.conn_index, h.conns));
+  if (h.payload_bytes != 0 && (h.payload_bytes < h.bytes || h.payload_bytes > o.max_bytes))
+    return fail(fmt::format("payload of {} bytes cannot hold {} bytes (limit {})", h.payload_bytes,
+                            h.bytes, o.max_bytes));
+  if (h.adaptive) {
+    for (uint64_t b : {h.buf_min, h.buf_max}) {
+      if (b < kMinBuf || b > kMaxBuf)
+        return fail(fmt::format("buffer size {} outside {}..{}", b, kMinBuf, kMaxBuf));
+    }
+    if (h.budget > kGiB) return fail(fmt::format("budget {} above 1 GiB", h.budget));
+    if (auto st = validate_limits({h.budget, h.buf_min, h.buf_max}, h.conns); !st) return st;
+  }
+  return {};
+}
+
+}  // namespace
+
+void log_line(const ServerConfig& cfg, const std::string& peer, const std::string& text) {
+  if (!cfg.log) return;
+  fmt::print("[{}] {} {}\n", timestamp(), peer, text);
+  std::fflush(stdout);
+}
+
+namespace {
+
+// Looks at the first byte without consuming it: 0x16 opens a TLS ClientHello, 'I' our HELLO.
+Result<bool> first_byte_is_tls(int fd, double timeout_s) {
+  unsigned char b = 0;
+  ssize_t n;
+  do {
+    n = ::recv(fd, &b, 1, MSG_PEEK);
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return fail("peer closed before saying hello");
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return fail(fmt::format("no hello within {} s", timeout_s));
+    return fail(std::strerror(errno));
+  }
+  return b == 0x16;
+}
+
+// Sets up the transport the client chose, or explains why not (logged, and sent when possible).
+Result<std::unique_ptr<Stream>> open_stream(int fd, const ServerConfig& cfg) {
+  auto is_tls = first_byte_is_tls(fd, cfg.options.handshake_timeout_s);
+  if (!is_tls) return std::unexpected(is_tls.error());
+  if (*is_tls && !cfg.tls && !cfg.tls_elsewhere.empty())
+    return fail(fmt::format("TLS ClientHello on the TCP port: TLS is served on {}",
+                            cfg.tls_elsewhere));
+  if (*is_tls && !cfg.tls)
+    return fail(
+        "TLS ClientHello, but this server has no certificate (start it with "
+        "--tls-cert/--tls-key)");
+  if (!*is_tls) return std::unique_ptr<Stream>(std::make_unique<FdStream>(fd));
+  auto t = tls::TlsStream::accept(*cfg.tls, fd);
+  if (!t) return fail("TLS handshake failed: " + t.error().message);
+  return std::unique_ptr<Stream>(std::move(*t));
+}
+
+// One accepted connection: where log lines and refusals go.
+struct ServerSession {
+  const ServerConfig& cfg;
+  std::string peer;
+  int fd;
+  std::unique_ptr<Stream> stream;
+  void log(const std::string& text) const { log_line(cfg, peer, text); }
+  void reject(const std::string& why) {
+    log("rejected: " + why);
+    (void)send_message(*stream, proto::ErrorMsg{why});
+    stream->close();
+  }
+};
+
+// Accept: the transport the client chose and its HELLO, both within --handshake-timeout.
+// Anything else is logged (and answered when it can be) here.
+std::optional<proto::Hello> greet(ServerSession& s) {
+  const ServerOptions& o = s.cfg.options;
+  const int64_t deadline = monotonic_ns() + static_cast<int64_t>(o.handshake_timeout_s * 1e9);
+  if (auto st = set_io_timeout(s.fd, o.handshake_timeout_s); !st) {
+    s.log("failed: " + st.error().message);
+    return std::nullopt;
+  }
+  auto opened = open_stream(s.fd, s.cfg);
+  if (!opened) {
+    s.log("rejected: " + opened.error().message);
+    return std::nullopt;
+  }
+  s.stream = std::move(*opened);
+  auto m = recv_message(*s.stream, deadline);
+  if (!m) {
+    s.reject(m.error().kind == ErrorKind::kTimedOut
+                 ? fmt::format("no hello within {} s", o.handshake_timeout_s)
+                 : m.error().message);
+    return std::nullopt;
+  }
+  auto* hello = std::get_if<proto::Hello>(&*m);
+  if (!hello) {
+    s.reject(fmt::format("expected HELLO, got {}", proto::type_name(*m)));
+    return std::nullopt;
+  }
+  return std::move(*hello);
+}
+
+// Authorise: the token before anything else about the request is looked at or answered in
+// detail; then the transport, the request's bounds and this server's capacity.
+Status authorise(const proto::Hello& h, const ServerSession& s, const ServerState& state) {
+  const ServerOptions& o = s.cfg.options;
+  if (!o.auth_token.empty() && !tls::constant_time_equal(h.auth_token, o.auth_token))
+    return fail(h.auth_token.empty() ? "this server requires --auth-token" : "wrong --auth-token");
+  const Proto transport = s.stream->proto();
+  if (s.cfg.tls && transport != Proto::kTls)
+    return fail("this server requires TLS (use --proto tls)");
+  if (parse_name<Proto>(h.proto) != transport)
+    return fail(
+        fmt::format("HELLO asks for proto '{}' on a {} connection", h.proto, name_of(transport)));
+  if (auto st = validate_hello(h, o); !st) return st;
+  if (state.sessions.load() > o.max_conns)
+    return fail(fmt::format("server busy: {} sessions at once (--max-conns {})",
+                            state.sessions.load() - 1, o.max_conns));
+  if (h.tuning.zerocopy && transport != Proto::kTcp) return fail("zerocopy needs proto tcp");
+  return {};
+}
+
+// This side's session, set up before the ACK.
+struct Prepared {
+  SidePlan plan;
+  std::unique_ptr<Engine> engine;
+  std::shared_ptr<GroupSide> group;
+  std::shared_ptr<const Payload> payload;  // held while the data phase streams it
+};
+
+// The payload this server sends for `h` (progress goes to the client while it is built).
+Result<std::shared_ptr<const Payload>> payload_for(const proto::Hello& h, ServerSession& s,
+                                                   ServerState& state) {
+  const ServerOptions& o = s.cfg.options;
+  PayloadSpec spec = s.cfg.local_payload.value_or(PayloadSpec{});
+  if (!s.cfg.local_payload) {
+    spec.seed = h.seed;
+    spec.cache_dir = o.cache_dir;
+    spec.cache_max = o.cache_max;
+  }
+  spec.bytes = h.payload_bytes ? h.payload_bytes : h.bytes;
+  spec.zstd_level = static_cast<int>(h.zstd_level);
+  return state.payloads.get(spec, [&](const proto::Progress& progress) {
+    return !interrupt::received() && send_message(*s.stream, progress).has_value();
+  });
+}
+
+// Plan: the same plan the client built from this HELLO, with its engine, socket options, group
+// and payload; prepared (prepare_side) so the ACK starts the client's clock on a ready side.
+Result<Prepared> prepare(const proto::Hello& h, ServerSession& s, ServerState& state) {
+  const ServerOptions& o = s.cfg.options;
+  Prepared p;
+  p.plan = plan_side(h, Side::kServer, server_choice(h, o.idle_timeout_s));
+  auto engine = make_engine(p.plan.engine, p.plan.engine_options);
+  if (!engine) return std::unexpected(engine.error());
+  p.engine = std::move(*engine);
+  if (auto st = apply_socket_options(s.fd, p.plan.socket); !st) return std::unexpected(st.error());
+  const DataPhase& d = p.plan.data;
+  if (p.plan.grouped) {
+    auto g = state.groups.get(h, d.buf_bytes, d.is_sender, o.idle_timeout_s);
+    if (!g) return std::unexpected(g.error());
+    p.group = std::move(*g);
+  }
+  if (d.is_sender) {
+    auto payload = payload_for(h, s, state);
+    if (!payload) return std::unexpected(payload.error());
+    p.payload = std::move(*payload);
+  }
+  if (auto st = prepare_side(p.plan, *s.stream, *p.engine, p.payload.get()); !st)
+    return std::unexpected(st.error());
+  return p;
+}
+
+// The kernel counters see every thread of this process. A counting session (one connection)
+// lets the threads of sessions that just ended finish first — the previous session's thread
+// may still be reading its client's last message, logging and closing — so their syscalls do
+// not land in this window. Bounded: a truly concurrent client is not waited for (it shows in
+// the counts, as any other thread of the process would). Before the ACK, so outside the clocks.
+void let_ended_sessions_finish(const DataPhase& d, const ServerState& state) {
+  if (!d.kernel_syscalls) return;
+  for (int i = 0; i < 1000 && state.sessions.load() > 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// Log: one line saying how the session ended.
+void log_outcome(const ServerSession& s, const SidePlan& plan, const SideOutcome& ended) {
+  const SessionOutcome& out = ended.session;
+  const std::string what =
+      fmt::format("{} {} buf {} over {}", plan.data.is_sender ? "sent" : "received",
+                  format_bytes_human(out.mine.bytes), format_size(plan.data.buf_bytes),
+                  out.mine.tls_version.empty() ? "tcp" : out.mine.tls_version);
+  if (!out.error.empty()) {
+    if (const int sig = interrupt::received())
+      s.log(fmt::format("aborted: server stopping on {}: {} ({})", interrupt::name(sig), out.error,
+                        what));
+    else
+      s.log(fmt::format("failed: {} ({})", out.error, what));
+    return;
+  }
+  if (!out.peer) return s.log(fmt::format("failed: no result from the client ({})", what));
+  if (!ended.mismatch.empty()) return s.log(fmt::format("failed: {} ({})", ended.mismatch, what));
+  const double secs = static_cast<double>(out.mine.wall_ns) / 1e9;
+  s.log(fmt::format("ok: {} in {:.4f} s ({:.2f} Gbit/s), cpu {:.3f} s, {} calls, xxh3 ok", what,
+                    secs, secs > 0 ? static_cast<double>(out.mine.bytes) * 8 / secs / 1e9 : 0.0,
+                    static_cast<double>(out.mine.cpu_ns) / 1e9, out.mine.io_calls));
+}
+
+// Aborted by a signal: close with a reset, so a peer blocked in write() (our receive window
+// full) learns at once instead of at its own timeout.
+class ResetIfStopping {
+ public:
+  explicit ResetIfStopping(int fd) : fd_(fd) {}
+  ResetIfStopping(const ResetIfStopping&) = delete;
+  ResetIfStopping& operator=(const ResetIfStopping&) = delete;
+  ~ResetIfStopping() {
+    if (!interrupt::received()) return;
+    linger l{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+// accept -> authorise -> plan -> run -> log.
+void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state) {
+  interrupt::Registration on_signal(fd.get());  // SIGTERM aborts the session at once
+  const ResetIfStopping reset_if_stopping{fd.get()};
+  ServerSession s{cfg, peer, fd.get(), nullptr};
+  const std::optional<proto::Hello> hello = greet(s);
+  if (!hello) return;
+  if (auto st = authorise(*hello, s, state); !st) return s.reject(st.error().message);
+  auto prepared = prepare(*hello, s, state);
+  if (!prepared) return s.reject(prepared.error().message);
+  Prepared& p = *prepared;
+  let_ended_sessions_finish(p.plan.data, state);
+  if (auto st = send_message(*s.stream, proto::Ack{IOBENCH_VERSION}); !st)
+    return s.log("failed: " + st.error().message);
+  if (auto st = set_io_timeout(s.fd, cfg.options.idle_timeout_s); !st)
+    return s.log("failed: " + st.error().message);
+  const std::unique_ptr<Stream> stalling = server_fault(*s.stream, hello->conn_index);
+  const SideOutcome ended = run_side(stalling ? *stalling : *s.stream, *s.stream, *p.engine, p.plan,
+                                     p.group.get(), hello->conn_index);
+  // Every connection of a group gets the server side's figures once the last one has ended.
+  if (p.group && ended.session.error.empty())
+    (void)send_message(*s.stream, p.group->wait(cfg.options.idle_timeout_s));
+  s.stream->close();
+  log_outcome(s, p.plan, ended);
+}
+
+}  // namespace iobench

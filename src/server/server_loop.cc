@@ -1,0 +1,153 @@
+// The server's accept loops: every client on its own thread (at most --max-conns sessions at
+// once), one loop per port; `iobench server`'s start-up and its orderly stop on a signal.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <thread>
+
+#include "net/interrupt.h"
+#include "net/socket.h"
+#include "probe/syscall_counter.h"
+#include "server/server.h"
+#include "server/server_state.h"
+#include "tls/tls.h"
+
+namespace iobench {
+
+namespace {
+
+// One port's accept loop: a thread per client, until a signal shuts the listener down.
+void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<ServerState>& state) {
+  const uint32_t max_threads = 2 * cfg.options.max_conns;
+  interrupt::Registration listener(listen_fd);  // a signal ends accept()
+  while (!interrupt::received()) {
+    std::string peer;
+    auto fd = accept_client(listen_fd, peer);
+    if (!fd) {
+      if (interrupt::received()) break;
+      log_line(cfg, "-", "accept failed: " + fd.error().message);
+      continue;
+    }
+    // Up to --max-conns sessions run; as many more get a handler that refuses them with a
+    // reason after their HELLO; beyond that, the connection is closed at once.
+    if (state->sessions.load() >= max_threads) {
+      log_line(cfg, peer,
+               fmt::format("closed: {} handlers busy (--max-conns {})", state->sessions.load(),
+                           cfg.options.max_conns));
+      continue;
+    }
+    ++state->sessions;
+    std::thread([fd = std::move(*fd), peer, &cfg, state]() mutable {  // state: a shared_ptr copy
+      handle_client(std::move(fd), peer, cfg, *state);
+      if (interrupt::received()) ++state->ended_stopping;
+      --state->sessions;
+    })
+        .detach();
+  }
+}
+
+}  // namespace
+
+int serve(const std::vector<ListeningPort>& ports) {
+  const ServerConfig& first = ports.front().cfg;
+  // Opened here, on the main thread, so the counters follow every session thread (inherit).
+  if (first.kernel_counters) (void)process_syscall_counter();
+  // Shared by the ports' loops and the (detached) session threads: the last one out frees it.
+  auto state = std::make_shared<ServerState>();
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < ports.size(); ++i)
+    others.emplace_back([&ports, i, &state] { accept_loop(ports[i].fd, ports[i].cfg, state); });
+  accept_loop(ports.front().fd, first, state);
+  for (std::thread& t : others) t.join();
+  // Stopping: every session's socket was shut down by the handler, so each ends (and logs) at
+  // once; wait for them, bounded, so their lines and sockets are gone before the process.
+  const int sig = interrupt::received();
+  for (int i = 0; i < 1000 && state->sessions.load() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // In flight at the signal: those that ended since and those still ending. Counted after the
+  // wait: a session the signal aborts can end before this thread leaves its accept loop.
+  const uint32_t ending = state->sessions.load();
+  const uint32_t in_flight = state->ended_stopping.load() + ending;
+  log_line(first, "-",
+           fmt::format("stopping on {}: {} session(s) were in flight, {} still ending",
+                       interrupt::name(sig), in_flight, ending));
+  return 0;
+}
+
+int serve(int listen_fd, const ServerConfig& cfg) { return serve({ListeningPort{listen_fd, cfg}}); }
+
+namespace {
+
+// A listening socket on an address given as `option`, with the port it got.
+struct Bound {
+  Fd fd;
+  HostPort where;
+};
+
+// The exit status is 2 for a bad address, 1 when it cannot be bound; the error is printed.
+std::expected<Bound, int> bind_port(const std::string& text, const char* option,
+                                    uint16_t default_port) {
+  auto where = parse_host_port(text, option, default_port, true);
+  if (!where) {
+    fmt::print(stderr, "iobench: error: {}\n", where.error().message);
+    return std::unexpected(2);
+  }
+  auto fd = listen_on(*where);
+  if (!fd) {
+    fmt::print(stderr, "iobench: error: {}\n", fd.error().message);
+    return std::unexpected(1);
+  }
+  where->port = local_port(fd->get());
+  return Bound{std::move(*fd), *where};
+}
+
+void warn_if_clear(const ServerOptions& o, const HostPort& where) {
+  if (is_loopback_host(where.host)) return;
+  fmt::print(stderr, "iobench: warning: listening on {} without TLS: {}\n", where.str(),
+             o.auth_token.empty() ? "no authentication, anyone who can connect can use it"
+                                  : "the token and the payload travel in clear");
+}
+
+}  // namespace
+
+int run_server_command(const ServerOptions& o) {
+  interrupt::install({SIGINT, SIGTERM});
+  set_process_counter_kind(o.kernel_counter);
+  auto main_port = bind_port(o.listen, "--listen", kDefaultPort);
+  if (!main_port) return main_port.error();
+  std::optional<Bound> tls_port;
+  if (!o.tls_listen.empty()) {
+    auto b = bind_port(o.tls_listen, "--tls-listen", kDefaultPort + 1);
+    if (!b) return b.error();
+    tls_port.emplace(std::move(*b));
+  }
+  std::shared_ptr<const tls::Context> tls_ctx;
+  if (!o.tls.cert_file.empty()) {
+    auto ctx = tls::Context::server(o.tls, nullptr);
+    if (!ctx) {
+      fmt::print(stderr, "iobench: error: {}\n", ctx.error().message);
+      return 1;
+    }
+    tls_ctx = std::make_shared<const tls::Context>(std::move(*ctx));
+  }
+  // With --tls-listen, --listen is the TCP port and the TLS one is apart; without, the one port
+  // speaks TLS when there is a certificate.
+  const bool main_tls = tls_ctx && !tls_port;
+  if (!main_tls) warn_if_clear(o, main_port->where);
+  const std::string tls_text = tls_ctx ? "tls, ktls " + tls_ctx->ktls_status() : "";
+  fmt::print("iobench server {} listening on {} ({}){}\n", IOBENCH_VERSION,
+             main_port->where.str(), main_tls ? tls_text : "tcp",
+             tls_port ? fmt::format(" and {} ({})", tls_port->where.str(), tls_text) : "");
+  std::fflush(stdout);
+  std::vector<ListeningPort> ports;
+  ports.push_back({main_port->fd.get(), ServerConfig{o, std::nullopt, !o.quiet,
+                                                     main_tls ? tls_ctx : nullptr,
+                                                     tls_port ? tls_port->where.str() : ""}});
+  if (tls_port)
+    ports.push_back({tls_port->fd.get(), ServerConfig{o, std::nullopt, !o.quiet, tls_ctx, ""}});
+  return serve(ports);
+}
+
+}  // namespace iobench

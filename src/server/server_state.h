@@ -1,0 +1,75 @@
+// What the server's session threads share: the last payload built, and the groups of --conns
+// runs in progress.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "config/options.h"
+#include "payload/payload.h"
+#include "proto/messages.h"
+#include "session/group.h"
+#include "util/result.h"
+
+namespace iobench {
+
+// Keeps the last payload in memory so repeated runs of one size do not reload it. Shared by the
+// session threads: a payload in use stays alive while a newer one replaces it. A session that
+// builds a payload, or waits for another session's build, reports progress to its client about
+// twice a second (so the client's no-progress timeout never fires while the server works).
+class PayloadCache {
+ public:
+  using Report = std::function<bool(const proto::Progress&)>;  // false: stop (client gone)
+
+  // The payload for `spec`: the one in memory, or built (one build at a time; waiting
+  // sessions report the build in progress).
+  Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec, const Report& report);
+
+ private:
+  static constexpr std::chrono::milliseconds kReportEvery{500};
+  std::mutex mu_;
+  std::shared_ptr<const Payload> payload_;
+  PayloadSpec spec_;
+  std::atomic<uint64_t> done_{0}, total_{0};  // the build in progress, for waiting sessions
+  std::atomic<int64_t> start_ns_{0};
+};
+
+// The groups of --conns runs in progress, by the id the client drew for the run.
+class GroupTable {
+ public:
+  // The group for this HELLO, created by its first connection; a HELLO that disagrees with the
+  // group's first about the run's shape is refused.
+  Result<std::shared_ptr<GroupSide>> get(const proto::Hello& h, uint64_t fixed_buf,
+                                         bool server_sends, double idle_s);
+
+ private:
+  struct Entry {
+    proto::Hello hello;
+    std::shared_ptr<GroupSide> side;
+  };
+  std::mutex mu_;
+  std::map<uint64_t, Entry> groups_;
+};
+
+struct ServerState {
+  PayloadCache payloads;
+  GroupTable groups;
+  std::atomic<uint32_t> sessions{0};  // handler threads alive
+  // Handler threads that ended after a stop signal (each counted before it leaves `sessions`).
+  std::atomic<uint32_t> ended_stopping{0};
+};
+
+struct ServerConfig;
+class Fd;
+
+// One line of the server's log: "[time] PEER TEXT" (nothing when cfg.log is off).
+void log_line(const ServerConfig& cfg, const std::string& peer, const std::string& text);
+// Serves one accepted client: accept -> authorise -> plan -> run -> log (server.cc).
+void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state);
+
+}  // namespace iobench

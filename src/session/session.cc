@@ -1,0 +1,332 @@
+#include "session/session.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "payload/verifier.h"
+#include "probe/placement.h"
+#include "probe/probe.h"
+#include "probe/syscall_counter.h"
+#include "net/tcp_segments.h"
+#include "engine/write_pattern.h"
+
+namespace iobench {
+namespace {
+
+Status write_all(Stream& s, std::span<const std::byte> data) {
+  while (!data.empty()) {
+    IoResult r = s.write(data);
+    if (!r.ok()) return fail(s.describe(r));
+    data = data.subspan(r.bytes);
+  }
+  return {};
+}
+
+Status read_exact(Stream& s, std::span<std::byte> buf, int64_t deadline_ns) {
+  while (!buf.empty()) {
+    IoResult r = s.read(buf);
+    if (!r.ok())
+      return fail(s.describe(r),
+                  r.state == IoResult::State::kTimedOut ? ErrorKind::kTimedOut : ErrorKind::kOther);
+    buf = buf.subspan(r.bytes);
+    if (!buf.empty() && deadline_ns > 0 && monotonic_ns() > deadline_ns)
+      return fail("timed out: message still incomplete at its deadline", ErrorKind::kTimedOut);
+  }
+  return {};
+}
+
+// An engine's error on a connection that TCP_USER_TIMEOUT aborted reads as the kernel's last
+// soft error ("No route to host", "Broken pipe"): say that it timed out, and after how long.
+Status name_a_stall(const Stream& s, Status st) {
+  if (st) return st;
+  const std::optional<double> silent_s = unacknowledged_abort_s(s.fd());
+  if (!silent_s) return st;
+  return fail(fmt::format("{} (timed out: the peer acknowledged nothing for {:.1f} s)",
+                          st.error().message, *silent_s),
+              ErrorKind::kTimedOut);
+}
+
+class VerifierSink final : public ByteSink {
+ public:
+  explicit VerifierSink(Verifier& v) : v_(v) {}
+  Status consume(std::span<const std::byte> chunk) override { return v_.consume(chunk); }
+
+ private:
+  Verifier& v_;
+};
+
+void fill_probe(proto::SideResult& r, const ProbeDelta& d) {
+  r.wall_ns = d.wall_ns;
+  r.cpu_ns = d.cpu_ns;
+  r.user_us = d.user_us;
+  r.sys_us = d.sys_us;
+  r.vol_ctxsw = d.vol_ctxsw;
+  r.invol_ctxsw = d.invol_ctxsw;
+}
+
+Result<proto::SideResult> expect_result(Stream& s) {
+  auto m = recv_message(s);
+  if (!m) return fail(fmt::format("no result from peer: {}", m.error().message));
+  if (auto* e = std::get_if<proto::ErrorMsg>(&*m)) return fail("peer: " + e->message);
+  auto* r = std::get_if<proto::SideResult>(&*m);
+  if (!r) return fail(fmt::format("expected RESULT from peer, got {}", proto::type_name(*m)));
+  return *r;
+}
+
+// What the engine counted in the data phase (a receiver's send-only counters are zero).
+void take_io_counts(const IoCounters& io, proto::SideResult& r) {
+  r.bytes = io.bytes;
+  r.io_calls = io.calls;
+  r.short_writes = io.short_writes;
+  r.engine_waits = io.waits;
+  r.engine_would_block = io.would_block;
+  r.zerocopy = io.zc_sends > 0;
+  r.zc_sends = io.zc_sends;
+  r.zc_notifications = io.zc_notifications;
+  r.zc_copied = io.zc_copied;
+  r.uring_sqes = io.sqes;
+  r.uring_cqes = io.cqes;
+  r.engine_path = io.path;
+}
+
+// What a data phase is measured with, around the engine's loop: the kernel's syscall counters
+// (when this session may take them), the Stream's own counters, and where the thread ran. Set
+// up before the clock starts; each figure is read into `me` as the phase ends.
+class PhaseMeasure {
+ public:
+  PhaseMeasure(Stream& s, const DataPhase& d, proto::SideResult& me)
+      : s_(s),
+        me_(me),
+        lease_(d.kernel_syscalls ? CounterLease::try_take() : CounterLease{}),
+        kernel_(lease_.held() ? &process_syscall_counter() : nullptr),
+        before_(s.counters()),
+        segments_before_(tcp_segments(s.fd())) {
+    me.syscalls_source = SyscallSource::kCounted;
+    me.cpu_scope = d.thread_cpu ? "thread" : "process";
+    if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
+    if (d.kernel_syscalls && !lease_.held())
+      me.syscalls_note = "another session of this process held the kernel counters";
+    me.cpus_allowed = allowed_cpus_text();  // before pinning: the set the side could have used
+  }
+  PhaseMeasure(const PhaseMeasure&) = delete;
+  PhaseMeasure& operator=(const PhaseMeasure&) = delete;
+  // After both clocks stopped and the results were exchanged, while the lease holds: the bpf
+  // program leaves sys_enter.
+  ~PhaseMeasure() {
+    if (kernel_) kernel_->disarm();
+  }
+
+  // --cpus: the thread runs the phase on one CPU (it returns to its old set after the phase);
+  // then the bpf program attaches (up to ~20 ms), all before the clock starts.
+  Status prepare(int cpu) {
+    auto pin = ThreadPin::pin(cpu);
+    if (!pin) return std::unexpected(pin.error());
+    pin_.emplace(std::move(*pin));
+    me_.cpu_pinned = cpu;
+    seen_.sample();
+    if (kernel_) kernel_->arm();
+    return {};
+  }
+  void start_kernel() {
+    if (kernel_) kernel_->start();
+  }
+  void stop_kernel() {
+    if (kernel_) take_kernel_counts(kernel_->stop(), me_);
+  }
+  // The segments the socket sent and received since the phase was set up.
+  void take_segments() {
+    const TcpSegments d = tcp_segments(s_.fd()) - segments_before_;
+    me_.segs_out = d.out;
+    me_.segs_in = d.in;
+  }
+  // The Stream's syscalls and records, and the CPUs the thread was seen on.
+  void take_stream_and_placement() {
+    const StreamCounters c = s_.counters() - before_;
+    me_.sys_reads = c.sys_reads;
+    me_.sys_writes = c.sys_writes;
+    me_.records_in = c.records_in;
+    me_.records_out = c.records_out;
+    seen_.sample();
+    me_.cpus_seen = seen_.text();
+  }
+
+ private:
+  Stream& s_;
+  proto::SideResult& me_;
+  CounterLease lease_;
+  SyscallCounter* kernel_;
+  StreamCounters before_;
+  TcpSegments segments_before_;
+  std::optional<ThreadPin> pin_;
+  CpuSamples seen_;
+};
+
+// The sender's phase: the payload through the engine, then the receiver's RESULT (the end-to-end
+// acknowledgement that stops the sender's clock), then this side's RESULT.
+void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
+                SessionOutcome& out) {
+  proto::SideResult& me = out.mine;
+  IoCounters io;
+  me.xxh3 = d.payload_xxh3;
+  me.decoded_bytes = d.payload_decoded_bytes;
+  IoBuffer buf(d.buf_bytes, false);
+  if (d.follow) buf.follow(d.follow);
+  if (d.data_done) buf.on_done(d.data_done);
+  std::optional<WritePattern> pattern;  // read (a watch report, maybe) before the clock starts
+  if (!d.write_pattern.empty()) {
+    auto p = WritePattern::parse(d.write_pattern, d.pattern_seed);
+    if (!p) {
+      out.error = me.error = p.error().message;
+      return;
+    }
+    pattern.emplace(std::move(*p));
+    buf.use_sequence(&*pattern);
+  }
+  const ProbeSample start = probe_now(d.thread_cpu);
+  m.start_kernel();
+  Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
+  m.stop_kernel();
+  sent = name_a_stall(s, std::move(sent));  // after the counters: its getsockopt is not data I/O
+  buf.done();
+  me.buf_resizes = buf.resizes();
+  // Counters stop before the acknowledgement is read: it is control traffic, not data.
+  m.take_stream_and_placement();
+  Result<proto::SideResult> peer =
+      sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
+  fill_probe(me, probe_now(d.thread_cpu) - start);
+  m.take_segments();  // every data segment has left once the receiver's RESULT is here
+  take_io_counts(io, me);
+  if (!peer) {
+    me.error = peer.error().message;
+    out.error = me.error;
+    // Best effort, once the data is all out: the peer may be gone. After a failed send the
+    // receiver would read the frame as payload, and it would only wait behind unsent data.
+    if (sent) (void)send_message(s, me);
+    return;
+  }
+  out.peer = *peer;
+  if (auto st = send_message(s, me); !st) out.error = st.error().message;
+}
+
+// The receiver's phase: exactly `bytes` through the engine into the verifier (its buffer is
+// allocated and touched before the clock starts), this side's RESULT, then the sender's.
+void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
+                   SessionOutcome& out) {
+  proto::SideResult& me = out.mine;
+  IoCounters io;
+  IoBuffer buf(d.buf_bytes, true);
+  if (d.follow) buf.follow(d.follow);
+  Verifier verifier(d.decompress);
+  VerifierSink sink(verifier);
+  const ProbeSample start = probe_now(d.thread_cpu);
+  m.start_kernel();
+  Status got = engine.recv(s, d.bytes, buf, sink, io);
+  m.stop_kernel();
+  got = name_a_stall(s, std::move(got));
+  if (d.data_done) d.data_done();
+  me.buf_resizes = buf.resizes();
+  if (got) got = verifier.finish();
+  fill_probe(me, probe_now(d.thread_cpu) - start);
+  m.take_stream_and_placement();
+  m.take_segments();
+  take_io_counts(io, me);
+  me.xxh3 = verifier.xxh3();
+  me.decoded = d.decompress;
+  me.decoded_bytes = verifier.decoded_bytes();
+  if (!got) me.error = got.error().message;
+  if (auto st = send_message(s, me); !st && me.error.empty()) me.error = st.error().message;
+  out.error = me.error;
+  if (!out.error.empty()) return;
+  auto peer = expect_result(s);
+  if (!peer) {
+    out.error = peer.error().message;
+    return;
+  }
+  out.peer = *peer;
+}
+
+}  // namespace
+
+Status send_message(Stream& s, const proto::Message& m) {
+  auto frame = proto::encode(m);
+  if (auto st = write_all(s, frame); !st)
+    return fail(fmt::format("sending {}: {}", proto::type_name(m), st.error().message));
+  return {};
+}
+
+Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns) {
+  std::array<std::byte, proto::kHeaderBytes> header{};
+  if (auto st = read_exact(s, header, deadline_ns); !st) return std::unexpected(st.error());
+  auto h = proto::decode_header(header);
+  if (!h) return std::unexpected(h.error());
+  std::vector<std::byte> body(h->body_bytes);  // bounded by decode_header
+  if (auto st = read_exact(s, body, deadline_ns); !st) return std::unexpected(st.error());
+  return proto::decode_body(*h, body);
+}
+
+proto::SideResult describe_transport(const Stream& s) {
+  proto::SideResult r;
+  const SocketInfo info = query_socket_info(s.fd());
+  r.sndbuf_bytes = info.sndbuf_bytes;
+  r.rcvbuf_bytes = info.rcvbuf_bytes;
+  r.mtu_bytes = info.mtu_bytes;
+  r.nodelay = info.nodelay;
+  r.notsent_lowat = info.notsent_lowat;
+  if (const std::optional<tls::TlsInfo> tls = s.tls_info()) {
+    const tls::TlsInfo& i = *tls;
+    r.tls_version = i.version;
+    r.tls_cipher = i.cipher;
+    r.tls_group = i.group;
+    r.tls_io = i.io;
+    r.ktls = i.ktls;
+    r.tls_handshake_ns = i.handshake_ns;
+    r.tls_read_ahead = i.read_ahead;
+    r.tls_max_fragment = i.max_fragment;
+    r.tls_verified = i.verified;
+  }
+  return r;
+}
+
+SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
+                              proto::SideResult base) {
+  SessionOutcome out;
+  out.mine = std::move(base);
+  proto::SideResult& me = out.mine;
+  me.is_sender = d.is_sender;
+  me.bytes_expected = d.bytes;
+  me.buf_bytes = d.buf_bytes;
+  me.engine = std::string(engine.name());
+  // Opened before the clock starts (once per process); started and stopped tightly around the
+  // engine's loop, so control messages are never counted.
+  PhaseMeasure measure(s, d, me);
+  if (auto st = measure.prepare(d.cpu); !st) {
+    me.error = out.error = st.error().message;
+    return out;
+  }
+  if (d.is_sender)
+    send_phase(s, engine, d, measure, out);
+  else
+    receive_phase(s, engine, d, measure, out);
+  return out;
+}
+
+Status verify_outcome(const proto::SideResult& sender, const proto::SideResult& receiver) {
+  if (!sender.error.empty()) return fail("sender failed: " + sender.error);
+  if (!receiver.error.empty()) return fail("receiver failed: " + receiver.error);
+  if (sender.bytes != sender.bytes_expected || receiver.bytes != sender.bytes_expected)
+    return fail(fmt::format("short transfer: expected {} bytes, sender sent {}, receiver got {}",
+                            sender.bytes_expected, sender.bytes, receiver.bytes));
+  if (sender.xxh3 != receiver.xxh3)
+    return fail(fmt::format("checksum mismatch: sender xxh3 {:016x}, receiver xxh3 {:016x}",
+                            sender.xxh3, receiver.xxh3));
+  if (receiver.decoded && receiver.decoded_bytes != sender.decoded_bytes)
+    return fail(fmt::format("decoded size mismatch: payload decodes to {} bytes, receiver got {}",
+                            sender.decoded_bytes, receiver.decoded_bytes));
+  return {};
+}
+
+}  // namespace iobench
