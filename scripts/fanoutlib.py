@@ -4,20 +4,11 @@ The criterion is the writer thread's CPU per GiB delivered (N x bytes), each cel
 its rounds; every size (adaptive too) is set against the best fixed size with the 95% bootstrap
 interval of the ratio: a size is "within the tolerance" unless that interval lies above it."""
 import sweeplib
-
-
-def size_bytes(text):
-    units = {"k": 1 << 10, "m": 1 << 20}
-    t = text.lower().rstrip("ib")
-    return int(t[:-1]) * units[t[-1]] if t[-1] in units else int(t)
+from iobenchlib import parse_size as size_bytes, stat
 
 
 def cell_id(c):
     return f"{c['shape']}-{c['proto']}-n{c['replicas']}-{c['buf']}"
-
-
-def stat(values):
-    return {"median": sweeplib.median(values), "min": min(values), "max": max(values)}
 
 
 def _runs(runs, shape, proto, n, buf, key):

@@ -7,7 +7,8 @@ import os
 import random
 import sys
 
-GiB = 1 << 30
+import iobenchlib
+from iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
 
 
 def load(sweep_dir, prog="sweeplib"):
@@ -67,8 +68,8 @@ COUNTED = ("syscalls", "syscalls_total", "syscalls_per_mib", "bytes_per_syscall"
 
 
 def stat(values):
-    return {"median": median(values), "min": min(values, default=0.0),
-            "max": max(values, default=0.0)}
+    """median/min/max; zeros where a figure has no runs (a partial cell)."""
+    return iobenchlib.stat(values) or {"median": 0.0, "min": 0.0, "max": 0.0}
 
 
 def summarize(result, side):
@@ -108,14 +109,6 @@ def placement(cell, doc):
     if (s is None or s < 0) and (r is None or r < 0):
         return "unpinned"
     return f"--cpus {s}" if s == r else f"--cpus {s},{r}"
-
-
-def median(values):
-    v = sorted(values)
-    if not v:
-        return 0.0
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 def group_summary(result):

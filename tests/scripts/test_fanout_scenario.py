@@ -15,7 +15,7 @@ BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 sys.path.insert(0, str(SCRIPTS))
 import fanoutlib  # noqa: E402
 
-ENV = dict(os.environ, IOBENCH=BIN)
+ENV = dict(os.environ, IOBENCH_BIN=BIN)
 
 
 def scenario(tmp_path, name, *args):

@@ -214,7 +214,7 @@ def test_netns_sweep(tmp_path):
 def test_interrupted_netns_run_tears_down(tmp_path):
     p = subprocess.Popen([str(SCRIPTS / "netns-link"), "--name", "iobint", "--",
                           "--bytes", "64M", "--buf", "64", "--repeat", "50", "-q"],
-                         env=dict(os.environ, IOBENCH=BIN), stdout=subprocess.PIPE,
+                         env=dict(os.environ, IOBENCH_BIN=BIN), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
     while "iobint-cli" not in netns_list():

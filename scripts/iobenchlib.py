@@ -1,0 +1,101 @@
+"""What every script shares: where the iobench binary is, running it to JSON, byte sizes as
+iobench spells them, and the median [min-max] every table prints. The scripts read iobench's
+JSON only; nothing here knows its internals."""
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GiB = 1 << 30
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)(?:i?b)?$")
+
+
+def binary():
+    """The iobench binary: $IOBENCH_BIN, else the Release build scripts/setup makes."""
+    return os.environ.get("IOBENCH_BIN") or os.path.join(ROOT, "build", "release", "iobench")
+
+
+def require_binary(prog, path):
+    """Stops `prog` with one line unless `path` is an executable."""
+    if not os.access(path, os.X_OK):
+        sys.exit(f"{prog}: error: no iobench at {path} (run scripts/setup, or set IOBENCH_BIN)")
+    return path
+
+
+def parse_size(text):
+    """'16k', '64KiB', '100M', '1.5G', '1500' -> bytes (binary units, as iobench reads them).
+    ValueError names the text unless it is a positive whole number of bytes."""
+    m = _SIZE.match(str(text).strip().lower())
+    if not m:
+        raise ValueError(f"invalid size '{text}' (e.g. 16k, 100M)")
+    value = float(m.group(1)) * _UNITS[m.group(2)]
+    if value <= 0 or value != int(value):
+        raise ValueError(f"invalid size '{text}': expected a positive whole number of bytes")
+    return int(value)
+
+
+def parse_size_list(text):
+    """'1k,4k,16k' -> [1024, 4096, 16384]; ValueError names the first bad item."""
+    return [parse_size(item) for item in str(text).split(",")]
+
+
+def size_arg(text):
+    """argparse `type=` for one size: the error names the value."""
+    import argparse
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def format_size(n):
+    """The shortest exact spelling, as iobench's tables and file names write it: 16K, 1M, 1500."""
+    for unit, factor in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= factor and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return str(n)
+
+
+def median(values):
+    values = list(values)
+    return statistics.median(values) if values else 0.0
+
+
+def stat(values):
+    """{'median', 'min', 'max'} of the values that are not None, or None when there are none."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def fmt_stat(s, digits=3, dash="-"):
+    """'0.583 [0.571-0.602]'; 'n/a' for None."""
+    if s is None:
+        return "n/a"
+    return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}{dash}{s['max']:.{digits}f}]"
+
+
+def command(args, iobench=None, cpus=""):
+    """iobench's argv for `args`, under `taskset -c CPUS` when given."""
+    pin = ["taskset", "-c", cpus] if cpus else []
+    return [*pin, iobench or binary(), *args]
+
+
+def run_json(args, prog, iobench=None, cpus="", env=None, timeout=600):
+    """Runs iobench with `args` plus `--json - -q` and returns its JSON document; a failed run
+    stops `prog` with iobench's own error line."""
+    cmd = command([*args, "--json", "-", "-q"], iobench, cpus)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"{prog}: error: iobench ran past {timeout} s: {' '.join(cmd)}")
+    if p.returncode != 0:
+        lines = p.stderr.strip().splitlines()
+        sys.exit(f"{prog}: error: iobench failed (exit {p.returncode}): "
+                 f"{lines[-1] if lines else ' '.join(cmd)}")
+    return json.loads(p.stdout)

@@ -1,0 +1,96 @@
+"""docs/architecture.md against the code: every folder of src/ (and tls/) is on the page with a
+floor, an include never points to a higher floor or across to another folder of the same one,
+no folder holds more than 15% of src/, no code downcasts a Stream, and the scripts find the
+binary, sizes and statistics through scripts/iobenchlib.py."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "architecture.md"
+ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`([^`]+)`\s*\|", re.M)
+INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
+SOURCES = ("*.h", "*.cc")
+
+
+def floors():
+    """folder (as the doc names it, without a trailing slash) -> floor."""
+    return {name.rstrip("/"): int(floor) for floor, name in ROW.findall(DOC.read_text())}
+
+
+def folder_of(path):
+    rel = path.relative_to(ROOT).as_posix()
+    parts = rel.split("/")
+    return "/".join(parts[:2]) if parts[0] == "src" and len(parts) > 2 else (
+        parts[0] if parts[0] == "tls" else rel)
+
+
+def sources():
+    for top in ("src", "tls"):
+        for pattern in SOURCES:
+            yield from (ROOT / top).rglob(pattern)
+
+
+def include_folder(include):
+    first = include.split("/")[0]
+    return "tls" if first == "tls" else f"src/{first}"
+
+
+def test_every_folder_is_on_the_page_and_every_row_is_a_folder():
+    table = floors()
+    on_disk = {f"src/{p.name}" for p in (ROOT / "src").iterdir() if p.is_dir()} | {"tls"}
+    assert on_disk - set(table) == set(), "folders missing from docs/architecture.md"
+    rows = {name for name in table if name != "src/main.cc"}
+    assert rows - on_disk == set(), "rows of docs/architecture.md with no folder"
+
+
+def test_includes_point_only_down():
+    table = floors()
+    upward = []
+    for path in sources():
+        mine = folder_of(path)
+        for include in INCLUDE.findall(path.read_text()):
+            theirs = include_folder(include)
+            if theirs == mine or theirs not in table:
+                continue
+            if table[theirs] >= table[mine]:
+                upward.append(f"{path.relative_to(ROOT)} (floor {table[mine]}) includes "
+                              f"{include} (floor {table[theirs]})")
+    assert not upward, "\n".join(upward)
+
+
+def test_no_folder_holds_more_than_15_percent_of_src():
+    lines = {}
+    for path in (ROOT / "src").rglob("*"):
+        if path.is_file() and path.suffix in (".h", ".cc"):
+            lines[folder_of(path)] = lines.get(folder_of(path), 0) + len(
+                path.read_text().splitlines())
+    total = sum(lines.values())
+    big = {f: f"{n / total:.0%}" for f, n in lines.items() if n > 0.15 * total}
+    assert not big, big
+
+
+def test_no_stream_is_downcast():
+    casts = [f"{p.relative_to(ROOT)}: {m}" for p in sources() for m in re.findall(
+        r"dynamic_cast<[^>]*Stream[^>]*>", p.read_text())]
+    assert not casts, "a Stream virtual should stand for: " + ", ".join(casts)
+
+
+def test_the_scripts_share_iobenchlib():
+    """The binary's path, the repository root, sizes and median/min/max live in iobenchlib.py;
+    a script that spells them again drifts from the others."""
+    twins = []
+    for path in (ROOT / "scripts").iterdir():
+        if path.name == "iobenchlib.py" or not path.is_file():
+            continue
+        text = path.read_text()
+        if not text.startswith("#!/usr/bin/env python3") and path.suffix != ".py":
+            continue
+        for what, pattern in [
+                ("the repository root", r"os\.path\.dirname\(os\.path\.dirname\(os\.path\.abspath"),
+                ("the binary's path", r"[\"']build[\"'],\s*[\"']release[\"'],\s*[\"']iobench[\"']"),
+                ("the binary's variable", r"environ(?:\.get\(|\[)[\"']IOBENCH[\"']"),
+                ("a size parser", r"\{[^}]*[\"']k[\"']:\s*1\s*<<\s*10"),
+                ("median/min/max", r"[\"']median[\"']:\s*(?:statistics\.)?median\(")]:
+            if re.search(pattern, text):
+                twins.append(f"scripts/{path.name}: {what}")
+    assert not twins, "\n".join(twins)
