@@ -15,39 +15,54 @@
 namespace iobench {
 namespace {
 
-// One option per field of a described struct that has a flag: a flag for a bool, else a value
-// (an enum's name into `named`, for parse_described).
+// One option per field of a described struct that has a flag, in its --help group: a flag for a
+// bool (a negated one turns it off), else a value (an enum's name or a size's text into `raw`,
+// for parse_described).
 template <Described T>
-void add_described(CLI::App& app, T& s, std::map<std::string, std::string>& named) {
+void add_described(CLI::App& app, T& s, std::map<std::string, std::string>& raw,
+                   const char* group) {
   describe(s, [&](const Field& f, auto& v) {
     using V = std::decay_t<decltype(v)>;
     if (f.flag.empty()) return;
+    const std::string flag(f.flag), help(f.help);
+    CLI::Option* opt = nullptr;
     if constexpr (NamedEnum<V>) {
-      app.add_option(std::string(f.flag), named[std::string(f.flag)], std::string(f.help));
+      opt = app.add_option(flag, raw[flag], help);
     } else if constexpr (std::is_same_v<V, bool>) {
-      app.add_flag(std::string(f.flag), v, std::string(f.help));
+      opt = f.negated ? app.add_flag_function(flag, [&v](std::int64_t) { v = false; }, help)
+                      : app.add_flag(flag, v, help);
     } else if constexpr (std::is_unsigned_v<V>) {
-      unsigned_option(app.add_option(std::string(f.flag), v, std::string(f.help)));
+      opt = f.size ? app.add_option(flag, raw[flag], help)->type_name("SIZE")
+                   : unsigned_option(app.add_option(flag, v, help));
     } else if constexpr (!Described<V>) {
-      app.add_option(std::string(f.flag), v, std::string(f.help));
+      opt = app.add_option(flag, v, help);
     }
+    if (opt) opt->group(group);
   });
 }
 
-// The enum fields add_described read as names.
+// The fields add_described read as text: enums by name, sizes by parse_size within the bounds.
 template <Described T>
-Status parse_described(T& s, const std::map<std::string, std::string>& named) {
+Status parse_described(T& s, const std::map<std::string, std::string>& raw) {
   Status first;
   describe(s, [&](const Field& f, auto& v) {
     using V = std::decay_t<decltype(v)>;
+    const auto it = raw.find(std::string(f.flag));
+    if (!first || f.flag.empty() || it == raw.end() || it->second.empty()) return;
     if constexpr (NamedEnum<V>) {
-      const auto it = named.find(std::string(f.flag));
-      if (!first || it == named.end() || it->second.empty()) return;
       auto e = parse_option<V>(f.flag, it->second);
       if (e)
         v = *e;
       else
         first = std::unexpected(e.error());
+    } else if constexpr (std::is_unsigned_v<V> && !std::is_same_v<V, bool>) {
+      if (!f.size) return;
+      auto n = parse_size(it->second, f.flag, static_cast<uint64_t>(f.min),
+                          static_cast<uint64_t>(f.max));
+      if (n)
+        v = static_cast<V>(*n);
+      else
+        first = std::unexpected(n.error());
     }
   });
   return first;
@@ -72,10 +87,14 @@ Status parse_named(ClientOptions& o, const RawClient& raw) {
         set_named(o.recv_engine, "--recv-engine", recv),
         set_named(o.syscalls, "--syscalls", raw.syscalls),
         set_named(o.tls.io, "--tls-io", raw.tls_io), set_named(o.tls.ktls, "--ktls", raw.ktls),
-        set_named(o.fanout, "--fanout", raw.fanout),
-        parse_described(o.tuning, raw.described)})
+        set_named(o.fanout, "--fanout", raw.fanout)})
     if (!st) return st;
-  return {};
+  Status blocks;
+  for_each_option_block(o, [&](const char*, const char*, auto& block) {
+    if (blocks) blocks = parse_described(block, raw.described);
+    if (blocks) blocks = check_fields(block, true);
+  });
+  return blocks;
 }
 
 Result<std::vector<uint64_t>> optional_list(const std::string& text, std::string_view what) {
@@ -168,7 +187,9 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--engine", raw.engine, "I/O engine: blocking (default), epoll or uring");
   app.add_option("--send-engine", raw.send_engine, "The sender's engine, overriding --engine");
   app.add_option("--recv-engine", raw.recv_engine, "The receiver's engine, overriding --engine");
-  add_described(app, o.tuning, raw.described);
+  for_each_option_block(o, [&](const char*, const char* group, auto& block) {
+    add_described(app, block, raw.described, group);
+  });
   app.add_option("--cpus", raw.cpus,
                  "Pin the data phase: SENDER[,RECEIVER] CPU numbers (one: both sides on it)");
   raw.auth_token =
@@ -182,9 +203,6 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                  "@watch.json (an `iobench watch --json` report): a real primary's writes");
   app.add_option("--recv-buf", raw.recv_buf, "Receiver buffer size(s), overrides --buf");
   add_payload_options(app, o.payload, raw.payload);
-  app.add_option("--sndbuf", raw.sndbuf, "SO_SNDBUF to request on both sockets (default: kernel)");
-  app.add_option("--rcvbuf", raw.rcvbuf, "SO_RCVBUF to request on both sockets (default: kernel)");
-  app.add_flag("--no-nodelay", raw.no_nodelay, "Leave Nagle on (TCP_NODELAY is set by default)");
   app.add_flag("--reverse,-R", o.reverse, "Server sends, client receives");
   app.add_flag("--decompress", o.decompress, "Receiver decodes the zstd stream as it arrives");
   app.add_option("--repeat", raw.repeat,
@@ -355,14 +373,6 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
     return st;
 
   if (auto s = validate_payload(o.payload, raw.payload); !s) return s;
-  o.nodelay = !raw.no_nodelay;
-  for (auto [text, field, name] :
-       {std::tuple{&raw.sndbuf, &o.sndbuf, "--sndbuf"}, {&raw.rcvbuf, &o.rcvbuf, "--rcvbuf"}}) {
-    if (text->empty()) continue;
-    auto v = parse_size(*text, name, 1 * kKiB, 1 * kGiB);
-    if (!v) return std::unexpected(v.error());
-    *field = *v;
-  }
   if (auto st = parse_repeat(o, raw); !st) return st;
   if (o.warmup < 0 || o.warmup > 100000)
     return fail(fmt::format("invalid --warmup '{}': expected 0..100000", o.warmup));

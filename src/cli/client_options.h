@@ -19,15 +19,15 @@ struct RawPayload {
 
 struct RawClient {
   RawPayload payload;
-  std::string buf, send_buf, recv_buf, sndbuf, rcvbuf;
+  std::string buf, send_buf, recv_buf;
   std::string stagger, budget, buf_min, buf_max;
-  bool no_nodelay = false;
   std::string max_fragment;
   std::string cpus;
   // Named values, turned into their enums by validate_client (the error names the value).
   std::string proto = "tcp", engine = "blocking", send_engine, recv_engine, syscalls = "auto";
   std::string tls_io = "auto", ktls = "auto", fanout = "off", source_rate;
-  std::map<std::string, std::string> described;  // enum fields of described structs, by flag
+  // Fields of the option blocks typed as text (enum names, sizes), by flag.
+  std::map<std::string, std::string> described;
   std::vector<CLI::Option*> tls_options;
   std::string repeat = "1", max_repeat, target_ci;
   CLI::Option* queue_depth = nullptr;

@@ -23,7 +23,6 @@ Status validate_engines(ClientOptions& o) {
                       "(memory-BIO model); use --tls-io bio or auto",
                       name));
   }
-  if (auto st = check_fields(o.tuning, true); !st) return st;
   if (o.tuning.sqpoll && o.send_engine != kUring && o.recv_engine != kUring)
     return fail("--sqpoll needs uring on a side (--engine, --send-engine or --recv-engine)");
   if (o.tuning.fixed_buffers && o.send_engine != kUring)

@@ -14,17 +14,16 @@ struct Group {
   std::initializer_list<const char*> flags;
 };
 
-// The client's options by what a user is deciding when they reach for them.
+// The client's options by what a user is deciding when they reach for them (the fields of the
+// described option blocks join their block's group as they are declared: for_each_option_block).
 const std::array kClientGroups{
     Group{"Sizes",
           {"--buf", "--send-buf", "--recv-buf", "--bytes", "--budget", "--buf-min", "--buf-max",
            "--write-pattern"}},
     Group{"Transport",
-          {"--proto", "--reverse", "--sndbuf", "--rcvbuf", "--no-nodelay", "--auth-token",
-           "--timeout", "--hello-timeout"}},
+          {"--proto", "--reverse", "--auth-token", "--timeout", "--hello-timeout"}},
     Group{"Engines",
-          {"--engine", "--send-engine", "--recv-engine", "--edge", "--reads-per-event", "--qd",
-           "--zerocopy", "--sqpoll", "--fixed-buffers", "--uring-recv"}},
+          {"--engine", "--send-engine", "--recv-engine"}},
     Group{"Connections", {"--conns", "--stagger", "--bytes-spread", "--fanout", "--source-rate"}},
     Group{"Payload",
           {"--seed", "--zstd-level", "--payload", "--cache-dir", "--cache-max", "--decompress"}},

@@ -46,9 +46,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.bytes = o.payload.bytes;
   hello.send_buf_bytes = buf.send_bytes;
   hello.recv_buf_bytes = buf.recv_bytes;
-  hello.sndbuf_bytes = o.sndbuf;
-  hello.rcvbuf_bytes = o.rcvbuf;
-  hello.nodelay = o.nodelay;
+  hello.socket = o.socket;
   hello.decompress = o.decompress;
   hello.seed = o.payload.seed;
   hello.zstd_level = o.payload.zstd_level;

@@ -9,6 +9,7 @@
 
 #include "engine/tuning.h"
 #include "net/address.h"
+#include "net/socket.h"
 #include "net/stream.h"
 #include "probe/syscall_counter.h"
 #include "payload/spec.h"
@@ -84,9 +85,7 @@ struct ClientOptions {
   EngineKind server_engine() const { return reverse ? send_engine : recv_engine; }
   std::vector<BufPair> bufs;  // filled by the parser: one entry per run size
   PayloadSpec payload;
-  uint64_t sndbuf = 0;  // 0: kernel default
-  uint64_t rcvbuf = 0;
-  bool nodelay = true;
+  SocketOptions socket;  // --sndbuf, --rcvbuf, --no-nodelay: both sides' data sockets
   bool reverse = false;
   bool decompress = false;
   int repeat = 1;  // with repeat_auto: the most measured runs (--max-repeat)
@@ -128,9 +127,20 @@ struct ClientOptions {
   // unbounded), so a run is producer-bound as a real full sync is (a fork serialising the RDB).
   uint64_t source_rate = 0;
   bool group() const {
-    return conns > 1 || fanout != FanoutShape::kOff || std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
+    return conns > 1 || fanout != FanoutShape::kOff ||
+           std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
   }
 };
+
+// The client's described option blocks: each field's flag, help, bounds and (through the HELLO)
+// the server's check come from its block's field list; the parser, the --help group, the JSON
+// options block and the CSV walk this one list. A new block is one line here.
+template <typename Options, typename Visit>
+  requires DescribesAs<Options, ClientOptions>
+void for_each_option_block(Options& o, Visit&& visit) {
+  visit("tuning", "Engines", o.tuning);
+  visit("socket", "Transport", o.socket);
+}
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:5210";

@@ -138,8 +138,10 @@ void tcp_loopback(benchmark::State& state, int64_t kind) {
     state.SkipWithError(listener.error().message.c_str());
     return;
   }
+  iobench::SocketOptions big_buffers;
+  big_buffers.sndbuf = big_buffers.rcvbuf = 4 << 20;
   auto client = iobench::connect_to({"127.0.0.1", iobench::local_port(listener->get())}, 5,
-                                    {4 << 20, 4 << 20, true});
+                                    big_buffers);
   std::string peer;
   auto server = client ? iobench::accept_client(listener->get(), peer)
                        : iobench::Result<iobench::Fd>(std::unexpected(client.error()));

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
 
 #include "net/stream.h"
@@ -96,22 +97,37 @@ Result<Fd> listen_on(const HostPort& where) {
   return fail(fmt::format("cannot listen on {}: {}", where.str(), std::strerror(last_errno)));
 }
 
-Status apply_socket_options(int fd, const SocketRequest& req) {
+// TCP_CONGESTION by name; the error lists what this kernel has.
+Status set_congestion(int fd, const std::string& name) {
+  if (name.empty()) return {};
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                 static_cast<socklen_t>(name.size())) == 0)
+    return {};
+  const int err = errno;
+  std::string available;
+  std::ifstream list("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::getline(list, available);
+  return fail(fmt::format("setsockopt TCP_CONGESTION={}: {}{}", name, std::strerror(err),
+                          available.empty() ? "" : " (this kernel has: " + available + ")"));
+}
+
+Status apply_socket_options(int fd, const SocketOptions& req) {
   // Socket buffer sizes are requested before connect so the window scale is negotiated for them.
   auto set = [&](int level, int name, int value, const char* what) -> Status {
     if (setsockopt(fd, level, name, &value, sizeof value) != 0)
       return fail(fmt::format("setsockopt {}={}: {}", what, value, std::strerror(errno)));
     return {};
   };
-  if (req.sndbuf_bytes) {
-    if (auto s = set(SOL_SOCKET, SO_SNDBUF, static_cast<int>(req.sndbuf_bytes), "SO_SNDBUF"); !s)
+  if (req.sndbuf) {
+    if (auto s = set(SOL_SOCKET, SO_SNDBUF, static_cast<int>(req.sndbuf), "SO_SNDBUF"); !s)
       return s;
   }
-  if (req.rcvbuf_bytes) {
-    if (auto s = set(SOL_SOCKET, SO_RCVBUF, static_cast<int>(req.rcvbuf_bytes), "SO_RCVBUF"); !s)
+  if (req.rcvbuf) {
+    if (auto s = set(SOL_SOCKET, SO_RCVBUF, static_cast<int>(req.rcvbuf), "SO_RCVBUF"); !s)
       return s;
   }
-  return set(IPPROTO_TCP, TCP_NODELAY, req.nodelay ? 1 : 0, "TCP_NODELAY");
+  if (auto s = set(IPPROTO_TCP, TCP_NODELAY, req.nodelay ? 1 : 0, "TCP_NODELAY"); !s) return s;
+  return set_congestion(fd, req.congestion);
 }
 
 Status set_notsent_lowat(int fd, uint32_t bytes) {
@@ -120,7 +136,7 @@ Status set_notsent_lowat(int fd, uint32_t bytes) {
   return {};
 }
 
-Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketRequest& req) {
+Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketOptions& req) {
   auto ai = resolve(where, false);
   if (!ai) return std::unexpected(ai.error());
   std::string last = "no address";
@@ -172,7 +188,12 @@ SocketInfo query_socket_info(int fd) {
   info.sndbuf_bytes = get_int_opt(fd, SOL_SOCKET, SO_SNDBUF);
   info.rcvbuf_bytes = get_int_opt(fd, SOL_SOCKET, SO_RCVBUF);
   info.nodelay = get_int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
-  info.notsent_lowat = static_cast<uint32_t>(get_int_opt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT));
+  info.notsent_lowat_bytes =
+      static_cast<uint32_t>(get_int_opt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT));
+  char cc[16] = {};  // TCP_CA_NAME_MAX
+  socklen_t cc_len = sizeof cc;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cc_len) == 0)
+    info.congestion.assign(cc, strnlen(cc, cc_len));
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);

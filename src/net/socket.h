@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "net/address.h"
+#include "util/fields.h"
 #include "util/result.h"
 
 namespace iobench {
@@ -29,27 +30,74 @@ class Fd {
   int fd_ = -1;
 };
 
-// What the kernel granted on a connected socket (getsockopt), for the report.
+// What the kernel granted on a connected socket (getsockopt), for the report. Described once:
+// it crosses in each side's RESULT and the JSON's `socket` block walks it.
 struct SocketInfo {
-  int sndbuf_bytes = 0;
-  int rcvbuf_bytes = 0;
+  int64_t sndbuf_bytes = 0;
+  int64_t rcvbuf_bytes = 0;
   bool nodelay = false;
-  int mtu_bytes = 0;  // IP_MTU / IPV6_MTU of the route
-  uint32_t notsent_lowat = 0;  // TCP_NOTSENT_LOWAT (0: not set, the sysctl applies)
+  int64_t mtu_bytes = 0;                // IP_MTU / IPV6_MTU of the route
+  uint32_t notsent_lowat_bytes = 0;     // TCP_NOTSENT_LOWAT (0: not set, the sysctl applies)
+  std::string congestion;               // TCP_CONGESTION: the algorithm the socket runs
 };
 
-struct SocketRequest {
-  uint64_t sndbuf_bytes = 0;  // 0: leave the kernel's autotuning alone
-  uint64_t rcvbuf_bytes = 0;
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, SocketInfo>
+void describe(Self& s, Visit&& visit) {
+  visit(Field{"sndbuf_bytes"}, s.sndbuf_bytes);
+  visit(Field{"rcvbuf_bytes"}, s.rcvbuf_bytes);
+  visit(Field{"nodelay"}, s.nodelay);
+  visit(Field{"mtu_bytes"}, s.mtu_bytes);
+  visit(Field{.name = "notsent_lowat_bytes", .zero_is_unset = true}, s.notsent_lowat_bytes);
+  visit(Field{"congestion"}, s.congestion);
+}
+
+// What a client asks of both sides' data sockets. Described once (describe below): the command
+// line, the HELLO, the server's check, the JSON options block and the CSV walk this list.
+struct SocketOptions {
+  uint64_t sndbuf = 0;  // 0: leave the kernel's autotuning alone
+  uint64_t rcvbuf = 0;
   bool nodelay = true;
+  std::string congestion;  // TCP_CONGESTION ("": the kernel's default)
 };
+
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, SocketOptions>
+void describe(Self& s, Visit&& visit) {
+  visit(Field{.name = "sndbuf",
+              .flag = "--sndbuf",
+              .help = "SO_SNDBUF to request on both sockets (default: kernel)",
+              .min = 0,
+              .max = int64_t{1} << 30,
+              .size = true,
+              .zero_is_unset = true},
+        s.sndbuf);
+  visit(Field{.name = "rcvbuf",
+              .flag = "--rcvbuf",
+              .help = "SO_RCVBUF to request on both sockets (default: kernel)",
+              .min = 0,
+              .max = int64_t{1} << 30,
+              .size = true,
+              .zero_is_unset = true},
+        s.rcvbuf);
+  visit(Field{.name = "nodelay",
+              .flag = "--no-nodelay",
+              .help = "Leave Nagle on (TCP_NODELAY is set by default)",
+              .negated = true},
+        s.nodelay);
+  visit(Field{.name = "congestion",
+              .flag = "--congestion",
+              .help = "TCP congestion control on both sockets, e.g. cubic or bbr (default: the "
+                      "kernel's; /proc/sys/net/ipv4/tcp_available_congestion_control)"},
+        s.congestion);
+}
 
 Result<Fd> listen_on(const HostPort& where);
-Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketRequest& req);
+Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketOptions& req);
 // Blocks until a client arrives; EINTR is returned as an error so a signal can stop a server.
 Result<Fd> accept_client(int listen_fd, std::string& peer);
 
-Status apply_socket_options(int fd, const SocketRequest& req);
+Status apply_socket_options(int fd, const SocketOptions& req);
 // TCP_NOTSENT_LOWAT: the socket reports writable (and a blocking write returns) only while less
 // than `bytes` of the data it holds is unsent.
 Status set_notsent_lowat(int fd, uint32_t bytes);

@@ -20,9 +20,7 @@ void describe(Self& h, V&& v) {
   v(Field{"bytes"}, h.bytes);
   v(Field{"send_buf_bytes"}, h.send_buf_bytes);
   v(Field{"recv_buf_bytes"}, h.recv_buf_bytes);
-  v(Field{"sndbuf_bytes"}, h.sndbuf_bytes);
-  v(Field{"rcvbuf_bytes"}, h.rcvbuf_bytes);
-  v(Field{"nodelay"}, h.nodelay);
+  v(Field{"socket"}, h.socket);
   v(Field{"decompress"}, h.decompress);
   v(Field{"seed"}, h.seed);
   v(Field{"zstd_level"}, h.zstd_level);
@@ -85,11 +83,7 @@ void describe(Self& r, V&& v) {
   v(Field{"xxh3"}, r.xxh3);
   v(Field{"decoded_bytes"}, r.decoded_bytes);
   v(Field{"decoded"}, r.decoded);
-  v(Field{"sndbuf_bytes"}, r.sndbuf_bytes);
-  v(Field{"rcvbuf_bytes"}, r.rcvbuf_bytes);
-  v(Field{"mtu_bytes"}, r.mtu_bytes);
-  v(Field{"nodelay"}, r.nodelay);
-  v(Field{"notsent_lowat"}, r.notsent_lowat);
+  v(Field{"socket"}, r.socket);
   v(Field{.name = "segs_out", .summed = true}, r.segs_out);
   v(Field{.name = "segs_in", .summed = true}, r.segs_in);
   v(Field{"engine"}, r.engine);

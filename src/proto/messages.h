@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/tuning.h"
+#include "net/socket.h"
 #include "probe/syscall_source.h"
 #include "util/result.h"
 
@@ -30,17 +31,20 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
                                                  std::byte{'C'}};
 // 2: PROGRESS. 3: HELLO carries the engine tuning as one block and the server's CPU; RESULT
 // the placement. 4: the tuning's notsent_lowat, and RESULT the socket's. 5: RESULT the TCP
-// segments sent and received during the data phase. Peers of different
+// segments sent and received during the data phase. 6: HELLO's fanout. 7: HELLO's socket
+// options as one described block (sndbuf, rcvbuf, nodelay, congestion), RESULT the socket's
+// figures as one (the congestion control it ran added). Peers of different
 // versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 6;
+inline constexpr uint16_t kVersion = 7;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 4> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 5> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
     {6, 0x19d783e0710d6542},
+    {7, 0xcd555bd9a9c5c29c},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -62,9 +66,7 @@ struct Hello {
   uint64_t bytes = 0;
   uint64_t send_buf_bytes = 0;
   uint64_t recv_buf_bytes = 0;
-  uint64_t sndbuf_bytes = 0;  // 0: kernel default
-  uint64_t rcvbuf_bytes = 0;
-  bool nodelay = true;
+  SocketOptions socket;  // both sides apply it to their data socket
   bool decompress = false;
   uint64_t seed = 0;
   int64_t zstd_level = 0;
@@ -114,11 +116,7 @@ struct SideResult {
   uint64_t xxh3 = 0;           // sender: of the payload; receiver: of what arrived
   uint64_t decoded_bytes = 0;  // sender: payload's decoded size; receiver: decoded (if asked)
   bool decoded = false;        // receiver decoded the zstd stream
-  int64_t sndbuf_bytes = 0;    // granted by the kernel (getsockopt)
-  int64_t rcvbuf_bytes = 0;
-  int64_t mtu_bytes = 0;
-  bool nodelay = false;
-  uint32_t notsent_lowat = 0;  // TCP_NOTSENT_LOWAT on the socket (0: not set)
+  SocketInfo socket;           // what the kernel granted (getsockopt)
   // TCP segments this side's socket sent and received during the data phase (TCP_INFO): a
   // sender's until the receiver's RESULT arrived, a receiver's until its last byte.
   uint64_t segs_out = 0;

@@ -68,10 +68,10 @@ const std::array kColumns{
     Column{"segs_out", [](const Row& r) { return plain(r.side.segs_out); }},
     Column{"voluntary_ctxsw", [](const Row& r) { return plain(r.side.vol_ctxsw); }},
     Column{"involuntary_ctxsw", [](const Row& r) { return plain(r.side.invol_ctxsw); }},
-    Column{"sndbuf_bytes", [](const Row& r) { return plain(r.side.sndbuf_bytes); }},
-    Column{"rcvbuf_bytes", [](const Row& r) { return plain(r.side.rcvbuf_bytes); }},
-    Column{"nodelay", [](const Row& r) { return plain(r.side.nodelay ? 1 : 0); }},
-    Column{"mtu_bytes", [](const Row& r) { return plain(r.side.mtu_bytes); }},
+    Column{"sndbuf_bytes", [](const Row& r) { return plain(r.side.socket.sndbuf_bytes); }},
+    Column{"rcvbuf_bytes", [](const Row& r) { return plain(r.side.socket.rcvbuf_bytes); }},
+    Column{"nodelay", [](const Row& r) { return plain(r.side.socket.nodelay ? 1 : 0); }},
+    Column{"mtu_bytes", [](const Row& r) { return plain(r.side.socket.mtu_bytes); }},
     Column{"proto", [](const Row& r) { return std::string(name_of(r.report.options.proto)); }},
     Column{"engine", [](const Row& r) { return r.side.engine; }},
     Column{"decoded_bytes", [](const Row& r) { return plain(r.side.decoded_bytes); }},
@@ -113,11 +113,36 @@ const std::array kColumns{
            }},
 };
 
-std::string line(const std::function<std::string(const Column&)>& cell) {
+// The run's described option blocks, a column per field ("tuning.queue_depth", "socket.sndbuf"),
+// after the figures: (name, value) in the blocks' order, the same for every row of a report.
+std::vector<std::pair<std::string, std::string>> option_cells(const ClientOptions& o) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for_each_option_block(o, [&](const char* block, const char*, const auto& fields) {
+    describe(fields, [&](const Field& f, const auto& v) {
+      using V = std::decay_t<decltype(v)>;
+      std::string value;
+      if constexpr (NamedEnum<V>)
+        value = std::string(name_of(v));
+      else if constexpr (std::is_same_v<V, bool>)
+        value = plain(v ? 1 : 0);
+      else
+        value = plain(v);
+      out.emplace_back(fmt::format("{}.{}", block, f.name), std::move(value));
+    });
+  });
+  return out;
+}
+
+std::string line(const std::function<std::string(const Column&)>& cell,
+                 const std::vector<std::pair<std::string, std::string>>& options, bool header) {
   std::string out;
   for (const Column& c : kColumns) {
     if (!out.empty()) out += ',';
     out += cell(c);
+  }
+  for (const auto& [name, value] : options) {
+    out += ',';
+    out += header ? name : value;
   }
   out += '\n';
   return out;
@@ -126,7 +151,8 @@ std::string line(const std::function<std::string(const Column&)>& cell) {
 }  // namespace
 
 std::string render_csv(const Report& r) {
-  std::string out = line([](const Column& c) { return std::string(c.name); });
+  const auto options = option_cells(r.options);
+  std::string out = line([](const Column& c) { return std::string(c.name); }, options, true);
   const bool client_sends = !r.options.reverse;
   for (const auto& size : r.sizes) {
     // The counting run (--syscalls auto) last, its run column "counting".
@@ -144,7 +170,7 @@ std::string render_csv(const Report& r) {
                       counting ? "counting" : std::to_string(run->run),
                       side->is_sender == client_sends,
                       g};
-        out += line([&](const Column& c) { return c.value(row); });
+        out += line([&](const Column& c) { return c.value(row); }, options, false);
       }
     }
   }

@@ -10,6 +10,26 @@ namespace {
 
 using nlohmann::json;
 
+// A described block as a JSON object, a key per field: enums by name, a number whose 0 means
+// "not set" as null, nested blocks as objects.
+template <Described T>
+json fields_json(const T& block) {
+  json out = json::object();
+  describe(block, [&](const Field& f, const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    const std::string key(f.name);
+    if constexpr (Described<V>)
+      out[key] = fields_json(v);
+    else if constexpr (NamedEnum<V>)
+      out[key] = name_of(v);
+    else if constexpr (std::is_arithmetic_v<V> && !std::is_same_v<V, bool>)
+      out[key] = f.zero_is_unset && v == 0 ? json(nullptr) : json(v);
+    else
+      out[key] = v;
+  });
+  return out;
+}
+
 json tls_json(const proto::SideResult& r) {
   if (r.tls_version.empty()) return nullptr;
   return {{"version", r.tls_version},
@@ -94,12 +114,7 @@ json side_json(const proto::SideResult& r, bool client_sends,
       {"xxh3", fmt::format("{:016x}", r.xxh3)},
       {"decoded", r.decoded},
       {"decoded_bytes", r.decoded_bytes},
-      {"socket",
-       {{"sndbuf_bytes", r.sndbuf_bytes},
-        {"rcvbuf_bytes", r.rcvbuf_bytes},
-        {"nodelay", r.nodelay},
-        {"mtu_bytes", r.mtu_bytes},
-        {"notsent_lowat_bytes", r.notsent_lowat == 0 ? json(nullptr) : json(r.notsent_lowat)}}},
+      {"socket", fields_json(r.socket)},
       {"segments",
        {{"out", r.segs_out},
         {"in", r.segs_in},
@@ -211,9 +226,6 @@ json options_json(const Report& r) {
               {"payload", r.payload_source},
               {"seed", o.payload.seed},
               {"zstd_level", o.payload.zstd_level},
-              {"sndbuf_requested", o.sndbuf},
-              {"rcvbuf_requested", o.rcvbuf},
-              {"nodelay", o.nodelay},
               {"reverse", o.reverse},
               {"decompress", o.decompress},
               {"repeat", o.repeat},
@@ -233,12 +245,9 @@ json options_json(const Report& r) {
               {"syscalls", name_of(o.syscalls)},
               {"sender_cpu", o.sender_cpu < 0 ? json(nullptr) : json(o.sender_cpu)},
               {"receiver_cpu", o.receiver_cpu < 0 ? json(nullptr) : json(o.receiver_cpu)}};
-  // The engines' tuning, every field of its list (trigger mode, queue depth, zero-copy, ...).
-  describe(o.tuning, [&](const Field& f, const auto& v) {
-    if constexpr (NamedEnum<std::decay_t<decltype(v)>>)
-      doc[std::string(f.name)] = name_of(v);
-    else
-      doc[std::string(f.name)] = v;
+  // Every field of the described option blocks (the engines' tuning, the socket options, ...).
+  for_each_option_block(o, [&](const char*, const char*, const auto& block) {
+    doc.update(fields_json(block));
   });
   return doc;
 }

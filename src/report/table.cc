@@ -84,11 +84,13 @@ std::string side_header_lines(const proto::SideResult& side, const proto::SideRe
                               bool has_counting_run, bool client_sends) {
   const char* name = side.is_sender ? "sender" : "receiver";
   std::string out = fmt::format(
-      "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}{}\n", name,
-      side.sndbuf_bytes, side.rcvbuf_bytes, side.nodelay ? "on" : "off", side.mtu_bytes,
-      side.notsent_lowat == 0
+      "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}{}{}\n",
+      name, side.socket.sndbuf_bytes, side.socket.rcvbuf_bytes,
+      side.socket.nodelay ? "on" : "off", side.socket.mtu_bytes,
+      side.socket.notsent_lowat_bytes == 0
           ? ""
-          : fmt::format(", TCP_NOTSENT_LOWAT {} B", side.notsent_lowat));
+          : fmt::format(", TCP_NOTSENT_LOWAT {} B", side.socket.notsent_lowat_bytes),
+      side.socket.congestion.empty() ? "" : ", congestion " + side.socket.congestion);
   out += placement_line(side);
   if (!side.tls_version.empty()) out += tls_line(side, side.is_sender == client_sends);
   if (side.zerocopy)

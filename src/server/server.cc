@@ -73,9 +73,6 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
     if (b < kMinBuf || b > kMaxBuf)
       return fail(fmt::format("buffer size {} outside {}..{}", b, kMinBuf, kMaxBuf));
   }
-  for (uint64_t b : {h.sndbuf_bytes, h.rcvbuf_bytes}) {
-    if (b > kGiB) return fail(fmt::format("socket buffer {} above 1 GiB", b));
-  }
   if (h.zstd_level < 1 || h.zstd_level > 19)
     return fail(fmt::format("zstd level {} outside 1..19", h.zstd_level));
   if (h.conns < 1 || h.conns > o.max_conns)

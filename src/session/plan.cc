@@ -15,7 +15,7 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
   p.grouped = h.conns > 1 || h.adaptive || h.fanout;
   p.engine = mine.engine;
   p.engine_options = side_engine_options(h.tuning, sends, mine.timeout_s);
-  p.socket = {h.sndbuf_bytes, h.rcvbuf_bytes, h.nodelay};
+  p.socket = h.socket;
   p.tls_io = mine.tls_io;
   p.tls_read_ahead = h.tls_read_ahead;
   p.tls_max_fragment = h.tls_max_fragment;

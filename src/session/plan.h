@@ -35,7 +35,7 @@ struct SidePlan {
   bool grouped = false;  // one connection of a --conns or --buf adaptive run
   EngineKind engine = EngineKind::kBlocking;
   EngineOptions engine_options;
-  SocketRequest socket;
+  SocketOptions socket;
   tls::TlsIo tls_io = tls::TlsIo::kSocket;
   bool tls_read_ahead = false;
   uint64_t tls_max_fragment = 16384;

@@ -270,12 +270,7 @@ Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns) {
 
 proto::SideResult describe_transport(const Stream& s) {
   proto::SideResult r;
-  const SocketInfo info = query_socket_info(s.fd());
-  r.sndbuf_bytes = info.sndbuf_bytes;
-  r.rcvbuf_bytes = info.rcvbuf_bytes;
-  r.mtu_bytes = info.mtu_bytes;
-  r.nodelay = info.nodelay;
-  r.notsent_lowat = info.notsent_lowat;
+  r.socket = query_socket_info(s.fd());
   if (const std::optional<tls::TlsInfo> tls = s.tls_info()) {
     const tls::TlsInfo& i = *tls;
     r.tls_version = i.version;

@@ -28,6 +28,9 @@ struct Field {
   int64_t max = std::numeric_limits<int64_t>::max();
   std::string_view choices = {};  // strings: the accepted values, comma-separated ("" : any)
   bool summed = false;  // a count: over several connections, the total is their sum
+  bool size = false;    // a byte count, written on the command line as 16k, 4M (bounds in bytes)
+  bool negated = false;  // a bool whose flag turns it off ("--no-nodelay"); on by default
+  bool zero_is_unset = false;  // a number whose 0 means "not set" (the JSON writes null)
   bool has_range() const {
     return min != std::numeric_limits<int64_t>::min() || max != std::numeric_limits<int64_t>::max();
   }

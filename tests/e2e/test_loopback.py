@@ -123,6 +123,26 @@ def test_socket_buffers_report_what_the_kernel_granted(cache_dir):
     assert s["mtu_bytes"] > 0
 
 
+def test_congestion_control_reaches_both_sides_sockets(cache_dir):
+    # Both sides apply --congestion (the server learns it from the HELLO's socket block), and
+    # each reports what its socket ran (getsockopt), beside the option in the options block.
+    doc = run_json(cache_dir, "--bytes", "1M", "--congestion", "reno")
+    assert doc["options"]["congestion"] == "reno"
+    assert doc["options"]["sndbuf"] is None  # not set: the kernel's default
+    run0 = doc["results"][0]["runs"][0]
+    assert run0["sender"]["socket"]["congestion"] == "reno"
+    assert run0["receiver"]["socket"]["congestion"] == "reno"
+    csv = run("--bytes", "1M", "--congestion", "reno", "--csv", "-", "-q", cache=cache_dir,
+              check=0).stdout.splitlines()
+    header, row = csv[0].split(","), csv[1].split(",")
+    assert row[header.index("socket.congestion")] == "reno"
+
+
+def test_an_unknown_congestion_control_is_named_with_what_the_kernel_has(cache_dir):
+    p = run("--bytes", "1M", "--congestion", "nosuch", cache=cache_dir, check=1)
+    assert "TCP_CONGESTION=nosuch" in p.stderr and "this kernel has" in p.stderr, p.stderr
+
+
 def test_payload_file_is_streamed(cache_dir, tmp_path):
     f = tmp_path / "dump.rdb"
     f.write_bytes(b"REDIS0011" + bytes(range(256)) * 1000)

@@ -21,8 +21,8 @@ TEST(Proto, HelloRoundTrip) {
   h.bytes = 123456789;
   h.send_buf_bytes = 1024;
   h.recv_buf_bytes = 65536;
-  h.sndbuf_bytes = 1 << 20;
-  h.nodelay = false;
+  h.socket.sndbuf = 1 << 20;
+  h.socket.nodelay = false;
   h.decompress = true;
   h.seed = 42;
   h.zstd_level = 9;
@@ -35,8 +35,8 @@ TEST(Proto, HelloRoundTrip) {
   EXPECT_EQ(g.client_sends, false);
   EXPECT_EQ(g.bytes, h.bytes);
   EXPECT_EQ(g.recv_buf_bytes, 65536u);
-  EXPECT_EQ(g.sndbuf_bytes, 1u << 20);
-  EXPECT_EQ(g.nodelay, false);
+  EXPECT_EQ(g.socket.sndbuf, 1u << 20);
+  EXPECT_EQ(g.socket.nodelay, false);
   EXPECT_EQ(g.decompress, true);
   EXPECT_EQ(g.seed, 42u);
   EXPECT_EQ(g.zstd_level, 9);
@@ -54,7 +54,7 @@ TEST(Proto, ResultRoundTrip) {
   r.xxh3 = 0xdeadbeefcafef00d;
   r.decoded = true;
   r.decoded_bytes = 1000;
-  r.mtu_bytes = 9001;
+  r.socket.mtu_bytes = 9001;
   r.engine = "blocking";
   r.error = "boom";
   auto m = roundtrip(encode(r));
@@ -64,7 +64,7 @@ TEST(Proto, ResultRoundTrip) {
   EXPECT_EQ(g.cpu_ns, -1);
   EXPECT_EQ(g.io_calls, 77u);
   EXPECT_EQ(g.xxh3, r.xxh3);
-  EXPECT_EQ(g.mtu_bytes, 9001);
+  EXPECT_EQ(g.socket.mtu_bytes, 9001);
   EXPECT_EQ(g.error, "boom");
   EXPECT_TRUE(g.decoded);
 }

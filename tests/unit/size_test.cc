@@ -94,7 +94,7 @@ TEST(CommandLine, DefaultsTo16KAnd100MiB) {
   ASSERT_EQ(o.bufs.size(), 1u);
   EXPECT_EQ(o.bufs[0].send_bytes, 16 * kKiB);
   EXPECT_EQ(o.payload.bytes, 100 * kMiB);
-  EXPECT_TRUE(o.nodelay);
+  EXPECT_TRUE(o.socket.nodelay);
 }
 
 TEST(CommandLine, Subcommands) {
