@@ -16,13 +16,13 @@ def _runs(runs, shape, proto, n, buf, key):
         {"shape": shape, "proto": proto, "replicas": n, "buf": buf}), [])]
 
 
-def verdict(runs, replicas, bufs, shape, proto, tolerance):
+def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per_gib"):
     """Per N: the best fixed size, the sizes within `tolerance` of it, adaptive against it; and
     the fixed size whose worst ratio to the best over every N is smallest (minimax)."""
     fixed = [b for b in bufs if b != "adaptive"]
     per_n, near_sets, worst = [], [], {b: 1.0 for b in fixed}
     for n in replicas:
-        cpu = {b: _runs(runs, shape, proto, n, b, "writer_cpu_s_per_gib") for b in bufs}
+        cpu = {b: _runs(runs, shape, proto, n, b, key) for b in bufs}
         mem = {b: _runs(runs, shape, proto, n, b, "peak_buffer_bytes") for b in bufs}
         known = [b for b in fixed if cpu[b]]
         if not known:
@@ -53,6 +53,34 @@ def verdict(runs, replicas, bufs, shape, proto, tolerance):
     return {"shape": shape, "proto": proto, "tolerance": tolerance, "per_n": per_n,
             "one_size_for_every_n": sorted(common, key=size_bytes),
             "minimax": minimax, "minimax_worst_ratio": worst.get(minimax)}
+
+
+def conns_cells(rows):
+    """A many-connections sweep (sweeplib.load's rows) as verdict cells of the shape
+    "independent": per cell, each measured run's sender + receiver CPU per GiB, and the sender's
+    peak buffer memory (the median over runs; one connection without a group: its buffer)."""
+    cells = {}
+    for r in rows:
+        buf = "adaptive" if r["label"] == "adaptive" else r["label"].lower()
+        group = r["group"] or {}
+        memory = group.get("peak_buffer_bytes", {}).get("sender", r["buf"] * r["conns"])
+        cid = cell_id({"shape": "independent", "proto": r["proto"], "replicas": r["conns"],
+                       "buf": buf})
+        cells[cid] = [{"cpu_s_per_gib": c, "peak_buffer_bytes": memory}
+                      for c in r["total_cpu_runs"]]
+    return cells
+
+
+def conns_verdicts(rows, tolerance):
+    """The verdicts of a many-connections sweep, one per protocol: criterion sender + receiver
+    CPU per GiB, the same rules as the fan-out writer's."""
+    cells = conns_cells(rows)
+    conns = sorted({r["conns"] for r in rows})
+    fixed = sorted({r["label"].lower() for r in rows if r["label"] != "adaptive"},
+                   key=size_bytes)
+    bufs = fixed + (["adaptive"] if any(r["label"] == "adaptive" for r in rows) else [])
+    return [verdict(cells, conns, bufs, "independent", p, tolerance, key="cpu_s_per_gib")
+            for p in sorted({r["proto"] for r in rows})]
 
 
 def _adaptive_detail(rows):
@@ -90,12 +118,14 @@ def answer_text(v):
 def recommendation(v):
     """The chunk size a replication design should default to, for this shape and protocol."""
     ada = [r for r in v["per_n"] if "adaptive" in r]
+    noun, many = (("buffer", "live connections") if v["shape"] == "independent"
+                  else ("chunk", "replicas"))
     if ada and all(r["adaptive"]["within"] and r["adaptive"]["no_more_memory"] for r in ada):
-        return (f"{v['shape']}, {v['proto']}: size the chunk by the number of replicas "
+        return (f"{v['shape']}, {v['proto']}: size the {noun} by the number of {many} "
                 "(adaptive): as cheap as the best fixed size at every N, with no more memory.")
     if v["one_size_for_every_n"]:
         size = v["one_size_for_every_n"][0]
-        return (f"{v['shape']}, {v['proto']}: a fixed {size} chunk (the smallest size within "
+        return (f"{v['shape']}, {v['proto']}: a fixed {size} {noun} (the smallest size within "
                 f"{v['tolerance'] * 100:g}% of the best at every N measured).")
     return (f"{v['shape']}, {v['proto']}: no fixed size is best at every N; {v['minimax']} "
             f"loses least at its worst N (x{v['minimax_worst_ratio']:.3f}), and the best size "

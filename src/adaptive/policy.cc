@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "adaptive/chunk_rule.h"
 #include "util/size.h"
 
 namespace iobench {
@@ -20,6 +21,23 @@ uint64_t BudgetPolicy::size_for(uint32_t live) const {
   const uint64_t share = l_.budget / std::max<uint32_t>(live, 1);
   const uint64_t pow2 = share == 0 ? 0 : std::bit_floor(share);
   return std::clamp(pow2, l_.min, l_.max);
+}
+
+std::string WriterPolicy::describe() const {
+  return fmt::format("adaptive writer: {}..{}, doubling with the live replicas", format_size(l_.min),
+                     format_size(std::min(l_.max, l_.budget)));
+}
+
+uint64_t WriterPolicy::next_size(uint32_t live, uint64_t prev) const {
+  const uint64_t cap = std::max(l_.min, std::min(l_.max, l_.budget));
+  return replication_chunk_size(live, prev, l_.min, cap);
+}
+
+std::unique_ptr<BufferPolicy> make_policy(bool adaptive, bool fanout, const PolicyLimits& limits,
+                                          uint64_t fixed_bytes) {
+  if (!adaptive) return std::make_unique<FixedPolicy>(fixed_bytes);
+  if (fanout) return std::make_unique<WriterPolicy>(limits);
+  return std::make_unique<BudgetPolicy>(limits);
 }
 
 Status validate_limits(const PolicyLimits& l, uint32_t conns) {

@@ -22,6 +22,9 @@ class BufferPolicy {
   virtual std::string describe() const = 0;  // "adaptive: budget 256K, 4K..64K"
   // The buffer size each connection should use while `live` connections (>= 1) are open.
   virtual uint64_t size_for(uint32_t live) const = 0;
+  // The next size when the live count changes to `live` from a size `prev` (0: none yet): a
+  // rule with hysteresis looks at both; the others at the count alone.
+  virtual uint64_t next_size(uint32_t live, uint64_t /*prev*/) const { return size_for(live); }
   // Total buffer memory the registry keeps a side within (0: none), and the floor a joining
   // connection always gets.
   virtual uint64_t budget() const { return 0; }
@@ -54,6 +57,31 @@ class BudgetPolicy final : public BufferPolicy {
  private:
   PolicyLimits l_;
 };
+
+// The chunk a fan-out writer starts from with one replica (--buf-min's default with --fanout):
+// Valkey's chunk since PR #817, and at parity with 64K for one replica in results/fanout-fleet.
+inline constexpr uint64_t kWriterStartChunk = 16 * 1024;
+
+// One writer and N replicas (--fanout): the writer's chunk holds or grows with the live replicas,
+// from `min` (the one-replica chunk) doubling per doubling of N up to `max` and to the budget (the
+// chunk is one buffer, shared by every replica); adaptive/chunk_rule.h is the rule itself.
+class WriterPolicy final : public BufferPolicy {
+ public:
+  explicit WriterPolicy(PolicyLimits l) : l_(l) {}
+  std::string describe() const override;
+  uint64_t size_for(uint32_t live) const override { return next_size(live, 0); }
+  uint64_t next_size(uint32_t live, uint64_t prev) const override;
+  uint64_t floor() const override { return l_.min; }
+  const PolicyLimits& limits() const { return l_; }
+
+ private:
+  PolicyLimits l_;
+};
+
+// The adaptive policy of a shape: the writer's for a fan-out run, the shared budget otherwise;
+// the fixed size when not adaptive.
+std::unique_ptr<BufferPolicy> make_policy(bool adaptive, bool fanout, const PolicyLimits& limits,
+                                          uint64_t fixed_bytes);
 
 // The checks of --budget/--buf-min/--buf-max against --conns; errors name the numbers.
 // min <= max; budget >= min * conns (so every connection's minimum fits the budget).

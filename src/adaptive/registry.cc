@@ -16,7 +16,8 @@ void LiveRegistry::set_live_locked(uint32_t live) {
   live_ = live;
   rec_.peak_live = std::max(rec_.peak_live, live);
   // With none live the target keeps the last value: nobody reads it until the next join.
-  const uint64_t size = live > 0 ? policy_.size_for(live) : 0;
+  const uint64_t prev = target_.load(std::memory_order_relaxed) & 0xffffffffu;
+  const uint64_t size = live > 0 ? policy_.next_size(live, prev) : 0;
   if (live > 0) target_.store(uint64_t{live} << 32 | size, std::memory_order_relaxed);
   if (rec_.timeline.size() < kMaxRecorded)
     rec_.timeline.push_back({monotonic_ns() - t0_ns_, live, size});

@@ -28,7 +28,9 @@ void add_connection_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                  "Shorten each connection by a seeded random fraction up to this (0..0.9)");
   app.add_option("--budget", raw.budget,
                  "--buf adaptive: buffer memory per side, all connections (default 256K)");
-  app.add_option("--buf-min", raw.buf_min, "--buf adaptive: smallest buffer (default 4K)");
+  app.add_option("--buf-min", raw.buf_min,
+                 "--buf adaptive: smallest buffer (default 4K; with --fanout 16K, the chunk the "
+                 "writer starts from with one replica)");
   app.add_option("--buf-max", raw.buf_max, "--buf adaptive: largest buffer (default 64K)");
 }
 
@@ -75,7 +77,11 @@ Status validate_conns(ClientOptions& o, const RawClient& raw) {
       if (!text->empty()) return fail(fmt::format("{} needs --buf adaptive", name));
     return {};
   }
-  if (auto st = validate_limits({o.budget, o.buf_min, o.buf_max}, o.conns); !st) return st;
+  const bool fanout = o.fanout != FanoutShape::kOff;
+  if (fanout && raw.buf_min.empty()) o.buf_min = std::min(kWriterStartChunk, o.buf_max);
+  // The writer's chunk is one buffer for every replica: the budget holds one chunk, not N.
+  if (auto st = validate_limits({o.budget, o.buf_min, o.buf_max}, fanout ? 1 : o.conns); !st)
+    return st;
   for (BufPair& b : o.bufs)
     if (b.adaptive) b.send_bytes = b.recv_bytes = o.buf_max;
   return {};

@@ -191,7 +191,7 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
                             const Payload* payload, const tls::Context* tls_ctx) {
   const bool client_sends = !o.reverse;
   const uint64_t my_buf = client_sends ? buf.send_bytes : buf.recv_bytes;
-  GroupSide mine(make_policy(buf.adaptive, {o.budget, o.buf_min, o.buf_max}, my_buf), client_sends,
+  GroupSide mine(make_policy(buf.adaptive, o.fanout != FanoutShape::kOff, {o.budget, o.buf_min, o.buf_max}, my_buf), client_sends,
                  o.syscalls != SyscallsMode::kOff, o.conns);
   std::random_device rd;
   const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "adaptive/chunk_rule.h"
 #include "adaptive/policy.h"
 #include "adaptive/registry.h"
 
@@ -19,6 +20,39 @@ void BM_AdaptiveTargetPerCall(benchmark::State& state) {
   auto member = reg.join(0);
   for (auto _ : state)  // NOLINT(clang-analyzer-deadcode.DeadStores)
     benchmark::DoNotOptimize(member->target());
+}
+
+// One decision of each rule, the live count cycling 1..64: the independent connections' budget
+// share (BudgetPolicy) and the fan-out writer's chunk (the portable C rule, as a server would
+// call it, and through WriterPolicy as iobench does).
+void BM_DecisionBudgetShare(benchmark::State& state) {
+  const iobench::BudgetPolicy policy(limits());
+  uint32_t live = 0;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores)
+    live = live % 64 + 1;
+    benchmark::DoNotOptimize(policy.size_for(live));
+  }
+}
+
+void BM_DecisionWriterChunkRule(benchmark::State& state) {
+  unsigned live = 0;
+  size_t chunk = 0;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores)
+    live = live % 64 + 1;
+    chunk = replication_chunk_size(live, live == 1 ? 0 : chunk, 16u << 10, 64u << 10);
+    benchmark::DoNotOptimize(chunk);
+  }
+}
+
+void BM_DecisionWriterPolicy(benchmark::State& state) {
+  const iobench::WriterPolicy policy({256u << 10, 16u << 10, 64u << 10});
+  uint32_t live = 0;
+  uint64_t chunk = 0;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores)
+    live = live % 64 + 1;
+    chunk = policy.next_size(live, live == 1 ? 0 : chunk);
+    benchmark::DoNotOptimize(chunk);
+  }
 }
 
 void BM_AdaptiveJoinLeave(benchmark::State& state) {
@@ -36,4 +70,7 @@ void BM_AdaptiveJoinLeave(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_AdaptiveTargetPerCall);
+BENCHMARK(BM_DecisionBudgetShare);
+BENCHMARK(BM_DecisionWriterChunkRule);
+BENCHMARK(BM_DecisionWriterPolicy);
 BENCHMARK(BM_AdaptiveJoinLeave)->Arg(0)->Arg(15)->Arg(1023);

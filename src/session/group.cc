@@ -23,12 +23,6 @@ bool hold_joins() {
 
 }  // namespace
 
-std::unique_ptr<BufferPolicy> make_policy(bool adaptive, const PolicyLimits& limits,
-                                          uint64_t fixed_bytes) {
-  if (adaptive) return std::make_unique<BudgetPolicy>(limits);
-  return std::make_unique<FixedPolicy>(fixed_bytes);
-}
-
 GroupSide::GroupSide(std::unique_ptr<BufferPolicy> policy, bool is_sender, bool kernel_syscalls,
                      uint32_t conns)
     : policy_(std::move(policy)),

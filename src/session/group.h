@@ -54,8 +54,5 @@ class GroupSide {
   proto::GroupResult result_;
 };
 
-// The policy a side uses in a group run: adaptive within the limits, or the fixed size.
-std::unique_ptr<BufferPolicy> make_policy(bool adaptive, const PolicyLimits& limits,
-                                          uint64_t fixed_bytes);
 
 }  // namespace iobench

@@ -58,17 +58,22 @@ def test_every_replica_gets_the_whole_stream_from_one_writer(cache_dir, shape, e
 
 
 def test_adaptive_chunks_follow_the_live_replicas(cache_dir):
-    # Replicas of different lengths leave one by one: the chunk grows as the live count falls.
+    # One writer: the chunk grows with the live replicas (--buf-min for one, doubling per
+    # doubling of N, up to --buf-max) and holds as replicas of different lengths leave.
     run0, _ = fanout_run(cache_dir, "--fanout", "connset", "--conns", 4, "--bytes", "8M",
-                         "--bytes-spread", "0.6", "--buf", "adaptive", "--budget", "64k",
-                         "--buf-min", "4k", "--buf-max", "64k")
+                         "--bytes-spread", "0.6", "--buf", "adaptive", "--buf-min", "4k",
+                         "--buf-max", "64k")
     g = run0["group"]
     assert all(c["ok"] for c in g["conns"])
-    lives = [p["live"] for p in g["sender"]["live_timeline"]]
-    assert max(lives) == 4 and lives[-1] == 0
-    assert g["fanout"]["peak_chunk_bytes"] == 64 * KiB  # the last replica alone
-    sizes = {p["live"]: p["buf_bytes"] for p in g["sender"]["live_timeline"] if p["live"]}
-    assert sizes[4] == 16 * KiB
+    timeline = [(p["live"], p["buf_bytes"]) for p in g["sender"]["live_timeline"] if p["live"]]
+    lives = [live for live, _ in timeline]
+    assert max(lives) == 4 and g["sender"]["live_timeline"][-1]["live"] == 0
+    peak = lives.index(4)
+    joining = dict(timeline[:peak + 1])
+    assert joining[1] == 4 * KiB and joining[4] == 16 * KiB, timeline
+    assert all(size == 16 * KiB for _, size in timeline[peak:]), timeline  # holds
+    assert g["fanout"]["peak_chunk_bytes"] == 16 * KiB
+    assert g["sender"]["policy"].startswith("adaptive writer")
     assert g["fanout"]["delivered_bytes"] == sum(c["bytes"] for c in g["conns"])
 
 

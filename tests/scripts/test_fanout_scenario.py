@@ -91,6 +91,33 @@ def test_one_size_for_every_n_and_an_adaptive_that_costs_more():
     assert "Adaptive is not within 5%" in fanoutlib.answer_text(v)
 
 
+def conns_row(conns, label, cpus, memory):
+    """One cell of a many-connections sweep as sweeplib.load reads it."""
+    size = 0 if label == "adaptive" else fanoutlib.size_bytes(label)
+    group = {"peak_buffer_bytes": {"sender": memory, "receiver": memory}}
+    return {"proto": "tcp", "engine": "blocking", "conns": conns, "buf": size or 65536,
+            "label": label, "total_cpu_runs": cpus, "group": group if conns > 1 or not size
+            else None}
+
+
+def test_many_connections_get_the_same_verdicts_with_their_memory():
+    # Independent connections: a budget that binds at N=16 costs CPU for a quarter of the memory.
+    rows = [conns_row(1, "16K", [1.3] * 5, 16 << 10), conns_row(1, "64K", [1.0] * 5, 64 << 10),
+            conns_row(1, "adaptive", [1.0, 1.01, 0.99, 1.0, 1.0], 64 << 10),
+            conns_row(16, "16K", [1.3] * 5, 256 << 10), conns_row(16, "64K", [1.0] * 5, 1 << 20),
+            conns_row(16, "adaptive", [1.3, 1.31, 1.29, 1.3, 1.3], 256 << 10)]
+    [v] = fanoutlib.conns_verdicts(rows, 0.05)
+    assert v["shape"] == "independent" and [r["best"] for r in v["per_n"]] == ["64k", "64k"]
+    one, sixteen = (r["adaptive"] for r in v["per_n"])
+    assert one["within"] and one["no_more_memory"]
+    assert sixteen["outside"] and sixteen["memory_bytes"] == 256 << 10
+    text = fanoutlib.answer_text(v)
+    assert "Adaptive is not within 5%" in text and "N=16 x1.300" in text, text
+    assert fanoutlib.recommendation(v) == (
+        "independent, tcp: a fixed 64k buffer (the smallest size within 5% of the best at every "
+        "N measured).")
+
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
                                 reason="network namespaces need root, ip and tc")
 

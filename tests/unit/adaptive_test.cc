@@ -2,7 +2,9 @@
 #include <sys/resource.h>
 
 #include <thread>
+#include <tuple>
 
+#include "adaptive/chunk_rule.h"
 #include "adaptive/policy.h"
 #include "adaptive/registry.h"
 #include "cli/options.h"
@@ -42,6 +44,56 @@ TEST(BudgetPolicy, NonPowerOfTwoLimits) {
   EXPECT_EQ(p.size_for(20), 4 * K);  // 5K
   EXPECT_EQ(p.size_for(40), 3 * K);  // 2.5K -> 2K, clamped up
   EXPECT_EQ(p.describe(), "adaptive: budget 100K, 3K..48K");
+}
+
+TEST(ChunkRule, DoublesWithEachDoublingOfTheReplicasUpToTheMax) {
+  struct Case {
+    unsigned live;
+    size_t want;
+  };
+  for (const Case& c : std::vector<Case>{{0, 16 * K},  // none live: the one-replica chunk
+                                         {1, 16 * K},
+                                         {2, 32 * K},
+                                         {3, 64 * K},  // 3-4 replicas: four times
+                                         {4, 64 * K},
+                                         {16, 64 * K},
+                                         {100000, 64 * K}})
+    EXPECT_EQ(replication_chunk_size(c.live, 0, 16 * K, 64 * K), c.want) << "live " << c.live;
+  // A larger maximum keeps doubling; a maximum that is not min x a power of two caps it.
+  EXPECT_EQ(replication_chunk_size(8, 0, 16 * K, 1024 * K), 128 * K);
+  EXPECT_EQ(replication_chunk_size(8, 0, 16 * K, 48 * K), 48 * K);
+  // A minimum above the maximum wins (the caller's limits are checked elsewhere).
+  EXPECT_EQ(replication_chunk_size(1, 0, 64 * K, 16 * K), 64 * K);
+}
+
+TEST(ChunkRule, GrowsAtOnceAndHoldsAsReplicasLeave) {
+  EXPECT_EQ(replication_chunk_size(16, 16 * K, 16 * K, 256 * K), 256 * K);  // grows at once
+  // 16 replicas finishing one by one: the chunk holds.
+  size_t chunk = 256 * K;
+  for (unsigned live = 15; live >= 1; --live) chunk = replication_chunk_size(live, chunk, 16 * K, 256 * K);
+  EXPECT_EQ(chunk, 256 * K);
+  // A new sync starts from no chunk; a chunk above the maximum is not held.
+  EXPECT_EQ(replication_chunk_size(1, 0, 16 * K, 256 * K), 16 * K);
+  EXPECT_EQ(replication_chunk_size(1, 512 * K, 16 * K, 256 * K), 16 * K);
+}
+
+TEST(WriterPolicy, FollowsTheRuleWithinTheMaxAndTheBudget) {
+  const WriterPolicy p({256 * K, 16 * K, 64 * K});
+  EXPECT_EQ(p.size_for(1), 16 * K);
+  EXPECT_EQ(p.size_for(2), 32 * K);
+  EXPECT_EQ(p.size_for(64), 64 * K);  // the chunk is one buffer: no budget / N
+  EXPECT_EQ(p.next_size(1, 64 * K), 64 * K);  // holds as replicas leave
+  EXPECT_EQ(p.budget(), 0u);  // the registry does not share a budget among the replicas
+  EXPECT_EQ(p.describe(), "adaptive writer: 16K..64K, doubling with the live replicas");
+  const WriterPolicy small({32 * K, 16 * K, 64 * K});  // the one chunk must fit the budget
+  EXPECT_EQ(small.size_for(8), 32 * K);
+}
+
+TEST(MakePolicy, TheShapeChoosesTheRule) {
+  const PolicyLimits l{256 * K, 16 * K, 64 * K};
+  EXPECT_EQ(make_policy(true, true, l, 0)->size_for(16), 64 * K);   // one writer: grows
+  EXPECT_EQ(make_policy(true, false, l, 0)->size_for(16), 16 * K);  // independent: budget / N
+  EXPECT_EQ(make_policy(false, true, l, 4 * K)->size_for(16), 4 * K);
 }
 
 TEST(FixedPolicy, IgnoresTheLiveCount) {
@@ -217,6 +269,24 @@ TEST(CommandLineConns, AdaptiveAndConnsOptions) {
   EXPECT_EQ(o.budget, 128 * K);
   EXPECT_DOUBLE_EQ(o.stagger_s, 0.05);
   EXPECT_TRUE(o.group());
+}
+
+TEST(CommandLineConns, AFanoutWriterStartsFromTheOneReplicaChunk) {
+  for (const auto& [extra, min, conns] :
+       std::vector<std::tuple<std::vector<const char*>, uint64_t, const char*>>{
+           {{}, 16 * K, "16"},                         // --fanout: 16K, the one-replica chunk
+           {{"--buf-min", "8k"}, 8 * K, "16"},         // unless given
+           {{"--budget", "16k"}, 16 * K, "16"}}) {     // the budget holds one chunk, not N
+    auto a = args({"--fanout", "connset", "--buf", "adaptive", "--conns", conns});
+    a.insert(a.end(), extra.begin(), extra.end());
+    auto cmd = parse_command_line(static_cast<int>(a.size()), a.data());
+    ASSERT_TRUE(cmd) << cmd.error().message;
+    EXPECT_EQ(std::get<ClientOptions>(*cmd).buf_min, min);
+  }
+  auto a = args({"--buf", "adaptive", "--conns", "16"});  // independent connections: 4K
+  auto cmd = parse_command_line(static_cast<int>(a.size()), a.data());
+  ASSERT_TRUE(cmd) << cmd.error().message;
+  EXPECT_EQ(std::get<ClientOptions>(*cmd).buf_min, 4 * K);
 }
 
 TEST(CommandLineConns, ErrorsNameTheBadValue) {
