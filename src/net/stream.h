@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "util/fields.h"
 #include "util/names.h"
 #include "util/result.h"
 
@@ -50,8 +51,9 @@ struct Names<tls::Ktls> {
 namespace tls {
 
 // What a TLS session negotiated and how its data phase runs (plain data: no OpenSSL here).
+// Described once: it crosses in each side's RESULT and the JSON's `tls` object walks it.
 struct TlsInfo {
-  std::string version;  // "TLSv1.3"
+  std::string version;  // "TLSv1.3"; empty on a plain socket
   std::string cipher;   // "TLS_AES_128_GCM_SHA256"
   std::string group;    // "X25519"
   int64_t handshake_ns = 0;
@@ -63,6 +65,22 @@ struct TlsInfo {
   std::string ktls;  // "off", "unavailable (<reason>)", "enabled: send yes, recv no"
   bool verified = false;
 };
+
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, TlsInfo>
+void describe(Self& t, Visit&& visit) {
+  visit(Field{"version"}, t.version);
+  visit(Field{"cipher"}, t.cipher);
+  visit(Field{"group"}, t.group);
+  visit(Field{"handshake_ns"}, t.handshake_ns);
+  visit(Field{"io"}, t.io);
+  visit(Field{"read_ahead"}, t.read_ahead);
+  visit(Field{"max_fragment_bytes"}, t.max_fragment);
+  visit(Field{"ktls_send"}, t.ktls_send);
+  visit(Field{"ktls_recv"}, t.ktls_recv);
+  visit(Field{"ktls"}, t.ktls);
+  visit(Field{"verified"}, t.verified);
+}
 
 }  // namespace tls
 

@@ -92,15 +92,7 @@ void describe(Self& r, V&& v) {
   v(Field{.name = "sys_writes", .summed = true}, r.sys_writes);
   v(Field{.name = "records_in", .summed = true}, r.records_in);
   v(Field{.name = "records_out", .summed = true}, r.records_out);
-  v(Field{"tls_version"}, r.tls_version);
-  v(Field{"tls_cipher"}, r.tls_cipher);
-  v(Field{"tls_group"}, r.tls_group);
-  v(Field{"tls_io"}, r.tls_io);
-  v(Field{"ktls"}, r.ktls);
-  v(Field{"tls_handshake_ns"}, r.tls_handshake_ns);
-  v(Field{"tls_read_ahead"}, r.tls_read_ahead);
-  v(Field{"tls_max_fragment"}, r.tls_max_fragment);
-  v(Field{"tls_verified"}, r.tls_verified);
+  v(Field{"tls"}, r.tls);
   v(Field{"syscalls_source"}, r.syscalls_source);
   v(Field{"syscalls_note"}, r.syscalls_note);
   v(Field{"kernel_syscalls_total"}, r.kernel_syscalls_total);

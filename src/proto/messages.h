@@ -19,6 +19,7 @@
 
 #include "engine/tuning.h"
 #include "net/socket.h"
+#include "net/stream.h"
 #include "probe/syscall_source.h"
 #include "util/result.h"
 
@@ -33,8 +34,8 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // the placement. 4: the tuning's notsent_lowat, and RESULT the socket's. 5: RESULT the TCP
 // segments sent and received during the data phase. 6: HELLO's fanout. 7: HELLO's socket
 // options as one described block (sndbuf, rcvbuf, nodelay, congestion), RESULT the socket's
-// figures as one (the congestion control it ran added). Peers of different
-// versions refuse each other's first frame, naming both.
+// figures as one (the congestion control it ran added) and its TLS figures as another.
+// Peers of different versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
 inline constexpr uint16_t kVersion = 7;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
@@ -44,7 +45,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 5> kLayoutOfVersion{{
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
     {6, 0x19d783e0710d6542},
-    {7, 0xcd555bd9a9c5c29c},
+    {7, 0x6fa213a60ea6d23c},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -128,12 +129,7 @@ struct SideResult {
   uint64_t sys_writes = 0;
   uint64_t records_in = 0;
   uint64_t records_out = 0;
-  // TLS only (empty version for TCP).
-  std::string tls_version, tls_cipher, tls_group, tls_io, ktls;
-  int64_t tls_handshake_ns = 0;
-  bool tls_read_ahead = false;
-  uint64_t tls_max_fragment = 0;
-  bool tls_verified = false;
+  iobench::tls::TlsInfo tls;  // TLS only (empty version for TCP)
   // Syscalls as the kernel counted them in the data phase (eBPF or perf_event tracepoints).
   SyscallSource syscalls_source = SyscallSource::kCounted;
   std::string syscalls_note;    // why not kernel counts; why not bpf; names not counted by type

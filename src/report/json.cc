@@ -31,18 +31,11 @@ json fields_json(const T& block) {
 }
 
 json tls_json(const proto::SideResult& r) {
-  if (r.tls_version.empty()) return nullptr;
-  return {{"version", r.tls_version},
-          {"cipher", r.tls_cipher},
-          {"group", r.tls_group},
-          {"handshake_ns", r.tls_handshake_ns},
-          {"io", r.tls_io},
-          {"read_ahead", r.tls_read_ahead},
-          {"max_fragment_bytes", r.tls_max_fragment},
-          {"ktls", r.ktls},
-          {"verified", r.tls_verified},
-          {"records_in", r.records_in},
-          {"records_out", r.records_out}};
+  if (r.tls.version.empty()) return nullptr;
+  json out = fields_json(r.tls);
+  out["records_in"] = r.records_in;
+  out["records_out"] = r.records_out;
+  return out;
 }
 
 json syscalls_json(const proto::SideResult& r, const SideFigures& f) {

@@ -34,10 +34,10 @@ std::string tls_line(const proto::SideResult& r, bool is_client) {
   std::string line = fmt::format(
       "  {:<8} tls: {} {} {}, handshake {:.2f} ms, io {}, read-ahead {}, max fragment {}, "
       "ktls {}",
-      r.is_sender ? "sender" : "receiver", r.tls_version, r.tls_cipher, r.tls_group,
-      static_cast<double>(r.tls_handshake_ns) / 1e6, r.tls_io, r.tls_read_ahead ? "on" : "off",
-      r.tls_max_fragment, r.ktls);
-  if (is_client) line += r.tls_verified ? ", server verified" : ", server NOT verified (insecure)";
+      r.is_sender ? "sender" : "receiver", r.tls.version, r.tls.cipher, r.tls.group,
+      static_cast<double>(r.tls.handshake_ns) / 1e6, r.tls.io, r.tls.read_ahead ? "on" : "off",
+      r.tls.max_fragment, r.tls.ktls);
+  if (is_client) line += r.tls.verified ? ", server verified" : ", server NOT verified (insecure)";
   return line + "\n";
 }
 
@@ -92,7 +92,7 @@ std::string side_header_lines(const proto::SideResult& side, const proto::SideRe
           : fmt::format(", TCP_NOTSENT_LOWAT {} B", side.socket.notsent_lowat_bytes),
       side.socket.congestion.empty() ? "" : ", congestion " + side.socket.congestion);
   out += placement_line(side);
-  if (!side.tls_version.empty()) out += tls_line(side, side.is_sender == client_sends);
+  if (!side.tls.version.empty()) out += tls_line(side, side.is_sender == client_sends);
   if (side.zerocopy)
     out += fmt::format(
         "  {:<8} zerocopy: {} sends, {} notifications, {} copied by the kernel after all{}\n",

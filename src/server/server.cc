@@ -269,7 +269,7 @@ void log_outcome(const ServerSession& s, const SidePlan& plan, const SideOutcome
   const std::string what =
       fmt::format("{} {} buf {} over {}", plan.data.is_sender ? "sent" : "received",
                   format_bytes_human(out.mine.bytes), format_size(plan.data.buf_bytes),
-                  out.mine.tls_version.empty() ? "tcp" : out.mine.tls_version);
+                  out.mine.tls.version.empty() ? "tcp" : out.mine.tls.version);
   if (!out.error.empty()) {
     if (const int sig = interrupt::received())
       s.log(fmt::format("aborted: server stopping on {}: {} ({})", interrupt::name(sig), out.error,

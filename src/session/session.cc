@@ -271,18 +271,7 @@ Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns) {
 proto::SideResult describe_transport(const Stream& s) {
   proto::SideResult r;
   r.socket = query_socket_info(s.fd());
-  if (const std::optional<tls::TlsInfo> tls = s.tls_info()) {
-    const tls::TlsInfo& i = *tls;
-    r.tls_version = i.version;
-    r.tls_cipher = i.cipher;
-    r.tls_group = i.group;
-    r.tls_io = i.io;
-    r.ktls = i.ktls;
-    r.tls_handshake_ns = i.handshake_ns;
-    r.tls_read_ahead = i.read_ahead;
-    r.tls_max_fragment = i.max_fragment;
-    r.tls_verified = i.verified;
-  }
+  r.tls = s.tls_info().value_or(tls::TlsInfo{});
   return r;
 }
 
