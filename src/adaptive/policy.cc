@@ -24,8 +24,8 @@ uint64_t BudgetPolicy::size_for(uint32_t live) const {
 }
 
 std::string WriterPolicy::describe() const {
-  return fmt::format("adaptive writer: {}..{}, doubling with the live replicas", format_size(l_.min),
-                     format_size(std::min(l_.max, l_.budget)));
+  return fmt::format("adaptive writer: {}..{}, doubling with the live replicas",
+                     format_size(l_.min), format_size(std::min(l_.max, l_.budget)));
 }
 
 uint64_t WriterPolicy::next_size(uint32_t live, uint64_t prev) const {

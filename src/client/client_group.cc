@@ -68,11 +68,11 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
     add_summed(t, *side);  // every count the field list marks summed
   }
   t.is_sender = sender;
-  t.wall_ns = run.wall_ns;
-  t.cpu_ns = run.cpu_ns;
-  t.user_us = run.user_us;
-  t.sys_us = run.sys_us;
-  t.vol_ctxsw = t.invol_ctxsw = 0;
+  t.probe.wall_ns = run.wall_ns;
+  t.probe.cpu_ns = run.cpu_ns;
+  t.probe.user_us = run.user_us;
+  t.probe.sys_us = run.sys_us;
+  t.probe.vol_ctxsw = t.probe.invol_ctxsw = 0;
   t.cpu_scope = "process";
   t.syscalls_source = run.syscalls_source;
   t.syscalls_note = run.syscalls_note;
@@ -191,8 +191,9 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
                             const Payload* payload, const tls::Context* tls_ctx) {
   const bool client_sends = !o.reverse;
   const uint64_t my_buf = client_sends ? buf.send_bytes : buf.recv_bytes;
-  GroupSide mine(make_policy(buf.adaptive, o.fanout != FanoutShape::kOff, {o.budget, o.buf_min, o.buf_max}, my_buf), client_sends,
-                 o.syscalls != SyscallsMode::kOff, o.conns);
+  const bool one_writer = o.fanout != FanoutShape::kOff;
+  GroupSide mine(make_policy(buf.adaptive, one_writer, {o.budget, o.buf_min, o.buf_max}, my_buf),
+                 client_sends, o.syscalls != SyscallsMode::kOff, o.conns);
   std::random_device rd;
   const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
   std::optional<FanoutWriter> fanout;

@@ -37,7 +37,7 @@ void tally_data_phases(Report& report, const RunRecord& run, bool measured) {
   const proto::SideResult& server = client_sends ? run.receiver : run.sender;
   for (auto [host, side] : {std::pair{"client", &client}, {"server", &server}}) {
     ProcessCpu& p = entry(report.processes, host);
-    (measured ? p.measured_ns : p.other_runs_ns) += side->cpu_ns;
+    (measured ? p.measured_ns : p.other_runs_ns) += side->probe.cpu_ns;
     if (!run.reported(side->is_sender)) p.phase_unreported = true;
   }
 }

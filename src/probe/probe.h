@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "util/fields.h"
+
 namespace iobench {
 
 struct ProbeSample {
@@ -17,7 +19,8 @@ struct ProbeSample {
 };
 
 // Deltas between two samples. On a tick-accounting kernel the user/sys split is sampled per
-// tick (4 ms at HZ=250) and coarse on short runs; cpu_ns (user + sys) is exact.
+// tick (4 ms at HZ=250) and coarse on short runs; cpu_ns (user + sys) is exact. Described once:
+// each side's RESULT carries it as its `probe` block.
 struct ProbeDelta {
   int64_t wall_ns = 0;
   int64_t cpu_ns = 0;
@@ -26,6 +29,17 @@ struct ProbeDelta {
   int64_t vol_ctxsw = 0;
   int64_t invol_ctxsw = 0;
 };
+
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, ProbeDelta>
+void describe(Self& d, Visit&& visit) {
+  visit(Field{"wall_ns"}, d.wall_ns);
+  visit(Field{"cpu_ns"}, d.cpu_ns);
+  visit(Field{"user_us"}, d.user_us);
+  visit(Field{"sys_us"}, d.sys_us);
+  visit(Field{"vol_ctxsw"}, d.vol_ctxsw);
+  visit(Field{"invol_ctxsw"}, d.invol_ctxsw);
+}
 
 // `thread`: this thread only (CLOCK_THREAD_CPUTIME_ID, RUSAGE_THREAD) — one connection among
 // several; otherwise the whole process (all threads, io_uring workers included).

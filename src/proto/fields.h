@@ -72,12 +72,7 @@ void describe(Self& r, V&& v) {
   v(Field{"bytes_expected"}, r.bytes_expected);
   v(Field{.name = "bytes", .summed = true}, r.bytes);
   v(Field{"buf_bytes"}, r.buf_bytes);
-  v(Field{"wall_ns"}, r.wall_ns);
-  v(Field{"cpu_ns"}, r.cpu_ns);
-  v(Field{"user_us"}, r.user_us);
-  v(Field{"sys_us"}, r.sys_us);
-  v(Field{"vol_ctxsw"}, r.vol_ctxsw);
-  v(Field{"invol_ctxsw"}, r.invol_ctxsw);
+  v(Field{"probe"}, r.probe);
   v(Field{.name = "io_calls", .summed = true}, r.io_calls);
   v(Field{.name = "short_writes", .summed = true}, r.short_writes);
   v(Field{"xxh3"}, r.xxh3);

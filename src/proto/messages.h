@@ -20,6 +20,7 @@
 #include "engine/tuning.h"
 #include "net/socket.h"
 #include "net/stream.h"
+#include "probe/probe.h"
 #include "probe/syscall_source.h"
 #include "util/result.h"
 
@@ -34,7 +35,8 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // the placement. 4: the tuning's notsent_lowat, and RESULT the socket's. 5: RESULT the TCP
 // segments sent and received during the data phase. 6: HELLO's fanout. 7: HELLO's socket
 // options as one described block (sndbuf, rcvbuf, nodelay, congestion), RESULT the socket's
-// figures as one (the congestion control it ran added) and its TLS figures as another.
+// figures as one (the congestion control it ran added), its TLS figures and its probe (wall,
+// CPU, context switches) as others.
 // Peers of different versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
 inline constexpr uint16_t kVersion = 7;
@@ -45,7 +47,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 5> kLayoutOfVersion{{
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
     {6, 0x19d783e0710d6542},
-    {7, 0x6fa213a60ea6d23c},
+    {7, 0xc6c11468bbc50a8d},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -106,12 +108,7 @@ struct SideResult {
   uint64_t bytes_expected = 0;
   uint64_t bytes = 0;  // moved before the end (== expected on success)
   uint64_t buf_bytes = 0;
-  int64_t wall_ns = 0;
-  int64_t cpu_ns = 0;
-  int64_t user_us = 0;
-  int64_t sys_us = 0;
-  int64_t vol_ctxsw = 0;
-  int64_t invol_ctxsw = 0;
+  ProbeDelta probe;  // the data phase's wall time, CPU and context switches
   uint64_t io_calls = 0;
   uint64_t short_writes = 0;
   uint64_t xxh3 = 0;           // sender: of the payload; receiver: of what arrived

@@ -10,14 +10,14 @@ namespace iobench {
 SideFigures side_figures(const proto::SideResult& r) {
   SideFigures f;
   f.bytes = static_cast<double>(r.bytes);
-  f.wall_s = static_cast<double>(r.wall_ns) / 1e9;
-  if (r.wall_ns > 0) {
-    f.throughput_gbps = f.bytes * 8 / static_cast<double>(r.wall_ns);
+  f.wall_s = static_cast<double>(r.probe.wall_ns) / 1e9;
+  if (r.probe.wall_ns > 0) {
+    f.throughput_gbps = f.bytes * 8 / static_cast<double>(r.probe.wall_ns);
     f.throughput_mib_s = f.bytes / static_cast<double>(kMiB) / f.wall_s;
   }
-  f.cpu_user_s = static_cast<double>(r.user_us) / 1e6;
-  f.cpu_sys_s = static_cast<double>(r.sys_us) / 1e6;
-  f.cpu_s = static_cast<double>(r.cpu_ns) / 1e9;
+  f.cpu_user_s = static_cast<double>(r.probe.user_us) / 1e6;
+  f.cpu_sys_s = static_cast<double>(r.probe.sys_us) / 1e6;
+  f.cpu_s = static_cast<double>(r.probe.cpu_ns) / 1e9;
   if (r.bytes > 0) f.cpu_s_per_gib = f.cpu_s / (f.bytes / static_cast<double>(kGiB));
   f.io_calls = static_cast<double>(r.io_calls);
   if (r.io_calls > 0) f.bytes_per_call = f.bytes / f.io_calls;
@@ -130,9 +130,9 @@ GroupFigures group_figures(const GroupRecord& g) {
   double slowest = -1;
   uint64_t bytes = 0;
   for (const ConnRecord& c : g.conns) {
-    if (!c.error.empty() || !c.receiver || c.receiver->wall_ns <= 0) continue;
+    if (!c.error.empty() || !c.receiver || c.receiver->probe.wall_ns <= 0) continue;
     const double v =
-        static_cast<double>(c.receiver->bytes) * 8 / static_cast<double>(c.receiver->wall_ns);
+        static_cast<double>(c.receiver->bytes) * 8 / static_cast<double>(c.receiver->probe.wall_ns);
     gbps.push_back(v);
     bytes += c.receiver->bytes;
     if (slowest < 0 || v < slowest) {

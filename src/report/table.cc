@@ -193,7 +193,7 @@ std::string group_lines(const Report& r) {
       out += fmt::format("  {:>5} {:>11} {:>9} {:>8} {:>7} {:>9} {:>9}  {}\n", "conn", "bytes",
                          "start_ms", "time_s", "Gbit/s", "s_resize", "r_resize", "status");
       for (const ConnRecord& c : g.conns) {
-        const double wall = c.receiver ? static_cast<double>(c.receiver->wall_ns) / 1e9 : 0;
+        const double wall = c.receiver ? static_cast<double>(c.receiver->probe.wall_ns) / 1e9 : 0;
         const double got = c.receiver ? static_cast<double>(c.receiver->bytes) : 0;
         out +=
             fmt::format("  {:>5} {:>11} {:>9.1f} {:>8.4f} {:>7.2f} {:>9} {:>9}  {}\n", c.index,

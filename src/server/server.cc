@@ -280,10 +280,10 @@ void log_outcome(const ServerSession& s, const SidePlan& plan, const SideOutcome
   }
   if (!out.peer) return s.log(fmt::format("failed: no result from the client ({})", what));
   if (!ended.mismatch.empty()) return s.log(fmt::format("failed: {} ({})", ended.mismatch, what));
-  const double secs = static_cast<double>(out.mine.wall_ns) / 1e9;
+  const double secs = static_cast<double>(out.mine.probe.wall_ns) / 1e9;
   s.log(fmt::format("ok: {} in {:.4f} s ({:.2f} Gbit/s), cpu {:.3f} s, {} calls, xxh3 ok", what,
                     secs, secs > 0 ? static_cast<double>(out.mine.bytes) * 8 / secs / 1e9 : 0.0,
-                    static_cast<double>(out.mine.cpu_ns) / 1e9, out.mine.io_calls));
+                    static_cast<double>(out.mine.probe.cpu_ns) / 1e9, out.mine.io_calls));
 }
 
 // Aborted by a signal: close with a reset, so a peer blocked in write() (our receive window

@@ -55,8 +55,8 @@ Result<std::shared_ptr<GroupSide>> GroupTable::get(const proto::Hello& h, uint64
   auto it = groups_.find(h.group_id);
   if (it == groups_.end()) {
     auto side = std::make_shared<GroupSide>(
-        make_policy(h.adaptive, h.fanout, {h.budget, h.buf_min, h.buf_max}, fixed_buf), server_sends,
-        h.kernel_syscalls, h.conns);
+        make_policy(h.adaptive, h.fanout, {h.budget, h.buf_min, h.buf_max}, fixed_buf),
+        server_sends, h.kernel_syscalls, h.conns);
     groups_.emplace(h.group_id, Entry{h, side});
     return side;
   }

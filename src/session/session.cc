@@ -59,15 +59,6 @@ class VerifierSink final : public ByteSink {
   Verifier& v_;
 };
 
-void fill_probe(proto::SideResult& r, const ProbeDelta& d) {
-  r.wall_ns = d.wall_ns;
-  r.cpu_ns = d.cpu_ns;
-  r.user_us = d.user_us;
-  r.sys_us = d.sys_us;
-  r.vol_ctxsw = d.vol_ctxsw;
-  r.invol_ctxsw = d.invol_ctxsw;
-}
-
 Result<proto::SideResult> expect_result(Stream& s) {
   auto m = recv_message(s);
   if (!m) return fail(fmt::format("no result from peer: {}", m.error().message));
@@ -197,7 +188,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   m.take_stream_and_placement();
   Result<proto::SideResult> peer =
       sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
-  fill_probe(me, probe_now(d.thread_cpu) - start);
+  me.probe = probe_now(d.thread_cpu) - start;
   m.take_segments();  // every data segment has left once the receiver's RESULT is here
   take_io_counts(io, me);
   if (!peer) {
@@ -230,7 +221,7 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   if (d.data_done) d.data_done();
   me.buf_resizes = buf.resizes();
   if (got) got = verifier.finish();
-  fill_probe(me, probe_now(d.thread_cpu) - start);
+  me.probe = probe_now(d.thread_cpu) - start;
   m.take_stream_and_placement();
   m.take_segments();
   take_io_counts(io, me);

@@ -70,7 +70,8 @@ TEST(ChunkRule, GrowsAtOnceAndHoldsAsReplicasLeave) {
   EXPECT_EQ(replication_chunk_size(16, 16 * K, 16 * K, 256 * K), 256 * K);  // grows at once
   // 16 replicas finishing one by one: the chunk holds.
   size_t chunk = 256 * K;
-  for (unsigned live = 15; live >= 1; --live) chunk = replication_chunk_size(live, chunk, 16 * K, 256 * K);
+  for (unsigned live = 15; live >= 1; --live)
+    chunk = replication_chunk_size(live, chunk, 16 * K, 256 * K);
   EXPECT_EQ(chunk, 256 * K);
   // A new sync starts from no chunk; a chunk above the maximum is not held.
   EXPECT_EQ(replication_chunk_size(1, 0, 16 * K, 256 * K), 16 * K);

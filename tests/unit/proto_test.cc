@@ -48,8 +48,8 @@ TEST(Proto, ResultRoundTrip) {
   SideResult r;
   r.is_sender = false;
   r.bytes = r.bytes_expected = 100;
-  r.wall_ns = 5;
-  r.cpu_ns = -1;
+  r.probe.wall_ns = 5;
+  r.probe.cpu_ns = -1;
   r.io_calls = 77;
   r.xxh3 = 0xdeadbeefcafef00d;
   r.decoded = true;
@@ -61,7 +61,7 @@ TEST(Proto, ResultRoundTrip) {
   ASSERT_TRUE(m) << m.error().message;
   const auto& g = std::get<SideResult>(*m);
   EXPECT_EQ(g.is_sender, false);
-  EXPECT_EQ(g.cpu_ns, -1);
+  EXPECT_EQ(g.probe.cpu_ns, -1);
   EXPECT_EQ(g.io_calls, 77u);
   EXPECT_EQ(g.xxh3, r.xxh3);
   EXPECT_EQ(g.socket.mtu_bytes, 9001);

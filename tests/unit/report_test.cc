@@ -12,10 +12,10 @@ proto::SideResult side(bool sender, uint64_t bytes, int64_t wall_ns, int64_t cpu
   proto::SideResult r;
   r.is_sender = sender;
   r.bytes = r.bytes_expected = bytes;
-  r.wall_ns = wall_ns;
-  r.cpu_ns = cpu_ns;
-  r.user_us = cpu_ns / 4000;
-  r.sys_us = cpu_ns / 1000 - r.user_us;
+  r.probe.wall_ns = wall_ns;
+  r.probe.cpu_ns = cpu_ns;
+  r.probe.user_us = cpu_ns / 4000;
+  r.probe.sys_us = cpu_ns / 1000 - r.probe.user_us;
   r.io_calls = calls;
   r.engine = "blocking";
   return r;
