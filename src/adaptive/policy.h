@@ -2,6 +2,7 @@
 // one interface a user implements to try another rule (see make_policy).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,9 +59,13 @@ class BudgetPolicy final : public BufferPolicy {
   PolicyLimits l_;
 };
 
-// The chunk a fan-out writer starts from with one replica (--buf-min's default with --fanout):
-// Valkey's chunk since PR #817, and at parity with 64K for one replica in results/fanout-fleet.
-inline constexpr uint64_t kWriterStartChunk = 16 * 1024;
+// The chunk a fan-out writer starts from with one replica (--buf-min's default with --fanout).
+// TLS: one full record (16K): a TLS writer pays per record, and for one replica a 16K chunk cost
+// what 64K did (results/fanout-fleet). TCP: the maximum: a TCP writer pays per write call, and
+// for one replica 16K cost it 1.5x what 64K did there.
+inline uint64_t writer_start_chunk(bool tls, uint64_t max) {
+  return tls ? std::min<uint64_t>(16 * 1024, max) : max;
+}
 
 // One writer and N replicas (--fanout): the writer's chunk holds or grows with the live replicas,
 // from `min` (the one-replica chunk) doubling per doubling of N up to `max` and to the budget (the

@@ -29,8 +29,8 @@ void add_connection_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--budget", raw.budget,
                  "--buf adaptive: buffer memory per side, all connections (default 256K)");
   app.add_option("--buf-min", raw.buf_min,
-                 "--buf adaptive: smallest buffer (default 4K; with --fanout 16K, the chunk the "
-                 "writer starts from with one replica)");
+                 "--buf adaptive: smallest buffer (default 4K; with --fanout the chunk the writer "
+                 "starts from with one replica: 16K, one record, on TLS; --buf-max on TCP)");
   app.add_option("--buf-max", raw.buf_max, "--buf adaptive: largest buffer (default 64K)");
 }
 
@@ -78,7 +78,8 @@ Status validate_conns(ClientOptions& o, const RawClient& raw) {
     return {};
   }
   const bool fanout = o.fanout != FanoutShape::kOff;
-  if (fanout && raw.buf_min.empty()) o.buf_min = std::min(kWriterStartChunk, o.buf_max);
+  if (fanout && raw.buf_min.empty())
+    o.buf_min = writer_start_chunk(o.proto == Proto::kTls, o.buf_max);
   // The writer's chunk is one buffer for every replica: the budget holds one chunk, not N.
   if (auto st = validate_limits({o.budget, o.buf_min, o.buf_max}, fanout ? 1 : o.conns); !st)
     return st;

@@ -275,9 +275,11 @@ TEST(CommandLineConns, AdaptiveAndConnsOptions) {
 TEST(CommandLineConns, AFanoutWriterStartsFromTheOneReplicaChunk) {
   for (const auto& [extra, min, conns] :
        std::vector<std::tuple<std::vector<const char*>, uint64_t, const char*>>{
-           {{}, 16 * K, "16"},                         // --fanout: 16K, the one-replica chunk
-           {{"--buf-min", "8k"}, 8 * K, "16"},         // unless given
-           {{"--budget", "16k"}, 16 * K, "16"}}) {     // the budget holds one chunk, not N
+           {{}, 64 * K, "16"},                          // --fanout, TCP: --buf-max from N = 1
+           {{"--proto", "tls"}, 16 * K, "16"},          // TLS: one record
+           {{"--buf-max", "32k"}, 32 * K, "16"},
+           {{"--buf-min", "8k"}, 8 * K, "16"},          // unless given
+           {{"--proto", "tls", "--budget", "16k"}, 16 * K, "16"}}) {  // one chunk, not N
     auto a = args({"--fanout", "connset", "--buf", "adaptive", "--conns", conns});
     a.insert(a.end(), extra.begin(), extra.end());
     auto cmd = parse_command_line(static_cast<int>(a.size()), a.data());
