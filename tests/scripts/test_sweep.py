@@ -132,10 +132,21 @@ def recommend(d):
 def test_a_knee_at_the_largest_size_tried_is_not_a_default(tmp_path):
     d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0), ("tcp", 16384, -1, 1.0)])
     text = recommend(d)
-    assert "No knee: the lowest CPU per GiB is at the largest size tried (16K); sweep larger " \
-           "sizes" in text
+    assert "No knee: the lowest CPU per GiB is at the largest size tried (16K), and 4K is " \
+           "clearly above it" in text and "sweep larger sizes" in text
     assert "One connection: no default from this sweep" in text
     assert "nothing is gained" not in text
+
+
+def test_a_largest_size_the_next_cannot_be_told_from_is_no_edge(tmp_path):
+    # TLS at 64K and 256K writes the same 16K records: 256K's median lead is inside the noise,
+    # so the knee is 64K, inside the range, not "sweep larger sizes".
+    d = fake_sweep(tmp_path, [("tls", 16384, -1, 3.0),
+                              ("tls", 65536, -1, [2.4, 2.9, 2.6, 2.2, 2.7]),
+                              ("tls", 262144, -1, [2.3, 2.5, 2.4, 2.6, 2.2])])
+    text = recommend(d)
+    assert "sweep larger sizes" not in text
+    assert "It cannot be told from 64K" in text and "the knee is inside the range" in text
 
 
 def test_a_default_is_bounded_by_the_largest_size_tried(tmp_path):
