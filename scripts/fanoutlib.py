@@ -109,9 +109,12 @@ def answer_text(v):
             text += (f" Adaptive is within {pct} of the best fixed size at every N with no more "
                      f"memory ({_adaptive_detail(ada)}).")
         else:
+            above = [r for r in ada if r["adaptive"]["outside"]]
+            more = [r for r in ada if not r["adaptive"]["no_more_memory"]]
             text += (f" Adaptive is not within {pct} of the best with no more memory at every N: "
                      f"it is at {len(good)} of {len(ada)} ({len(unsure)} undecided: the interval "
-                     f"reaches past {pct}); {_adaptive_detail(ada)}.")
+                     f"reaches past {pct}; {len(above)} clearly above it; {len(more)} with more "
+                     f"memory); {_adaptive_detail(ada)}.")
     return f"**{v['shape']}, {v['proto']}.** {text}"
 
 

@@ -89,7 +89,9 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
         return fail(fmt::format("buffer size {} outside {}..{}", b, kMinBuf, kMaxBuf));
     }
     if (h.budget > kGiB) return fail(fmt::format("budget {} above 1 GiB", h.budget));
-    if (auto st = validate_limits({h.budget, h.buf_min, h.buf_max}, h.conns); !st) return st;
+    // A fan-out writer's chunk is one buffer for every replica: the budget holds one, not N.
+    if (auto st = validate_limits({h.budget, h.buf_min, h.buf_max}, h.fanout ? 1 : h.conns); !st)
+      return st;
   }
   return {};
 }

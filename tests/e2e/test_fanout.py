@@ -77,6 +77,17 @@ def test_adaptive_chunks_follow_the_live_replicas(cache_dir):
     assert g["fanout"]["delivered_bytes"] == sum(c["bytes"] for c in g["conns"])
 
 
+def test_the_default_adaptive_writer_serves_more_replicas_than_its_budget_holds_chunks(cache_dir):
+    # TCP: the writer starts at --buf-max (64K) and holds it; eight replicas share that one
+    # chunk, so a 256K budget is enough on both sides (it holds one chunk, not eight).
+    run0, _ = fanout_run(cache_dir, "--fanout", "connset", "--conns", 8, "--bytes", "4M",
+                         "--buf", "adaptive", "--budget", "256k")
+    g = run0["group"]
+    assert all(c["ok"] for c in g["conns"]) and len(g["conns"]) == 8
+    assert g["fanout"]["peak_chunk_bytes"] == 64 * KiB
+    assert {p["buf_bytes"] for p in g["sender"]["live_timeline"] if p["live"]} == {64 * KiB}
+
+
 def test_staggered_replicas_join_behind_and_the_lag_is_reported(cache_dir):
     run0, _ = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", "epoll",
                          "--conns", 3, "--bytes", "64M", "--buf", "16k", "--stagger", "3ms")
