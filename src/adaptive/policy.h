@@ -59,12 +59,16 @@ class BudgetPolicy final : public BufferPolicy {
   PolicyLimits l_;
 };
 
+// A full TLS record. Independent TLS connections gain nothing above it (results/conns-loopback:
+// 16K and 64K at parity at every N), so it is their --buf-max's default.
+inline constexpr uint64_t kTlsRecordBytes = 16 * 1024;
+
 // The chunk a fan-out writer starts from with one replica (--buf-min's default with --fanout).
 // TLS: one full record (16K): a TLS writer pays per record, and for one replica a 16K chunk cost
 // what 64K did (results/fanout-fleet). TCP: the maximum: a TCP writer pays per write call, and
 // for one replica 16K cost it 1.5x what 64K did there.
 inline uint64_t writer_start_chunk(bool tls, uint64_t max) {
-  return tls ? std::min<uint64_t>(16 * 1024, max) : max;
+  return tls ? std::min(kTlsRecordBytes, max) : max;
 }
 
 // One writer and N replicas (--fanout): the writer's chunk holds or grows with the live replicas,

@@ -31,7 +31,9 @@ void add_connection_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--buf-min", raw.buf_min,
                  "--buf adaptive: smallest buffer (default 4K; with --fanout the chunk the writer "
                  "starts from with one replica: 16K, one record, on TLS; --buf-max on TCP)");
-  app.add_option("--buf-max", raw.buf_max, "--buf adaptive: largest buffer (default 64K)");
+  app.add_option("--buf-max", raw.buf_max,
+                 "--buf adaptive: largest buffer (default 64K; independent TLS connections: 16K, "
+                 "one record)");
 }
 
 Status validate_conns(ClientOptions& o, const RawClient& raw) {
@@ -78,6 +80,8 @@ Status validate_conns(ClientOptions& o, const RawClient& raw) {
     return {};
   }
   const bool fanout = o.fanout != FanoutShape::kOff;
+  if (!fanout && o.proto == Proto::kTls && raw.buf_max.empty())
+    o.buf_max = std::max(kTlsRecordBytes, o.buf_min);
   if (fanout && raw.buf_min.empty())
     o.buf_min = writer_start_chunk(o.proto == Proto::kTls, o.buf_max);
   // The writer's chunk is one buffer for every replica: the budget holds one chunk, not N.

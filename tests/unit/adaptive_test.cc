@@ -290,6 +290,17 @@ TEST(CommandLineConns, AFanoutWriterStartsFromTheOneReplicaChunk) {
   auto cmd = parse_command_line(static_cast<int>(a.size()), a.data());
   ASSERT_TRUE(cmd) << cmd.error().message;
   EXPECT_EQ(std::get<ClientOptions>(*cmd).buf_min, 4 * K);
+  EXPECT_EQ(std::get<ClientOptions>(*cmd).buf_max, 64 * K);
+  // Independent TLS connections: at most one record each, unless --buf-max says otherwise.
+  for (const auto& [extra, max] : std::vector<std::pair<std::vector<const char*>, uint64_t>>{
+           {{}, 16 * K}, {{"--buf-max", "64k"}, 64 * K}, {{"--buf-min", "32k"}, 32 * K}}) {
+    a = args({"--buf", "adaptive", "--conns", "4", "--proto", "tls"});
+    a.insert(a.end(), extra.begin(), extra.end());
+    cmd = parse_command_line(static_cast<int>(a.size()), a.data());
+    ASSERT_TRUE(cmd) << cmd.error().message;
+    EXPECT_EQ(std::get<ClientOptions>(*cmd).buf_max, max);
+    EXPECT_EQ(std::get<ClientOptions>(*cmd).bufs[0].send_bytes, max);
+  }
 }
 
 TEST(CommandLineConns, ErrorsNameTheBadValue) {
