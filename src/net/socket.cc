@@ -97,6 +97,8 @@ Result<Fd> listen_on(const HostPort& where) {
   return fail(fmt::format("cannot listen on {}: {}", where.str(), std::strerror(last_errno)));
 }
 
+namespace {
+
 // TCP_CONGESTION by name; the error lists what this kernel has.
 Status set_congestion(int fd, const std::string& name) {
   if (name.empty()) return {};
@@ -110,6 +112,8 @@ Status set_congestion(int fd, const std::string& name) {
   return fail(fmt::format("setsockopt TCP_CONGESTION={}: {}{}", name, std::strerror(err),
                           available.empty() ? "" : " (this kernel has: " + available + ")"));
 }
+
+}  // namespace
 
 Status apply_socket_options(int fd, const SocketOptions& req) {
   // Socket buffer sizes are requested before connect so the window scale is negotiated for them.
