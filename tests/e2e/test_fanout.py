@@ -77,6 +77,22 @@ def test_adaptive_chunks_follow_the_live_replicas(cache_dir):
     assert g["fanout"]["delivered_bytes"] == sum(c["bytes"] for c in g["conns"])
 
 
+@pytest.mark.parametrize("shape,engine", SHAPES)
+@pytest.mark.parametrize("proto", ["tcp", "tls"])
+def test_adaptive_resizes_lose_and_reorder_nothing(cache_dir, shape, engine, proto):
+    # Replicas joining 2 ms apart and of different lengths: the writer's chunk grows at each
+    # join (4K, 8K, 16K, 16K) while bytes are in flight on every engine; every replica still
+    # verifies the XXH3 of exactly its bytes.
+    run0, _ = fanout_run(cache_dir, "--fanout", shape, *engine, "--proto", proto, "--conns", 4,
+                         "--bytes", "4M", "--bytes-spread", "0.5", "--stagger", "2ms",
+                         "--buf", "adaptive", "--buf-min", "4k", "--buf-max", "16k")
+    g = run0["group"]
+    assert len(g["conns"]) == 4 and all(c["ok"] for c in g["conns"]), g["conns"]
+    sizes = {p["buf_bytes"] for p in g["sender"]["live_timeline"] if p["live"]}
+    assert len(sizes) > 1, g["sender"]["live_timeline"]  # it did resize
+    assert g["fanout"]["delivered_bytes"] == sum(c["bytes"] for c in g["conns"])
+
+
 def test_the_default_adaptive_writer_serves_more_replicas_than_its_budget_holds_chunks(cache_dir):
     # TCP: the writer starts at --buf-max (64K) and holds it; eight replicas share that one
     # chunk, so a 256K budget is enough on both sides (it holds one chunk, not eight).
