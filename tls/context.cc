@@ -106,9 +106,7 @@ Status validate(const TlsOptions& o) {
   if (!find_cipher(o.cipher))
     return fail(fmt::format(
         "invalid --cipher '{}': expected AES-128-GCM, AES-256-GCM or CHACHA20-POLY1305", o.cipher));
-  if (o.max_fragment < 512 || o.max_fragment > 16384)
-    return fail(
-        fmt::format("invalid --tls-max-fragment '{}': expected 512..16384", o.max_fragment));
+  if (auto st = check_fields(o.records, true); !st) return st;
   if (o.ktls == Ktls::kOn && o.io == TlsIo::kBio)
     return fail("--ktls on needs --tls-io socket: the kernel cannot encrypt memory BIO output");
   return {};

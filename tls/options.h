@@ -5,16 +5,39 @@
 #include <string>
 
 #include "net/stream.h"
+#include "util/fields.h"
 #include "util/result.h"
 
 namespace iobench::tls {
+
+// How a session's records are read and written, which both sides apply. Described once: the
+// command line, the HELLO, the server's check, the JSON options and the CSV walk this list.
+struct TlsRecords {
+  bool read_ahead = false;
+  uint64_t max_fragment = 16384;  // SSL_set_max_send_fragment
+};
+
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, TlsRecords>
+void describe(Self& r, Visit&& visit) {
+  visit(Field{.name = "tls_read_ahead",
+              .flag = "--tls-read-ahead",
+              .help = "Let OpenSSL read ahead (fewer read calls)"},
+        r.read_ahead);
+  visit(Field{.name = "tls_max_fragment",
+              .flag = "--tls-max-fragment",
+              .help = "Largest record sent, 512..16384 (default 16384)",
+              .min = 512,
+              .max = 16384,
+              .size = true},
+        r.max_fragment);
+}
 
 struct TlsOptions {
   std::string version = "1.3";         // "1.2" or "1.3" (client: exactly this; server: both)
   std::string cipher = "AES-128-GCM";  // AES-128-GCM, AES-256-GCM, CHACHA20-POLY1305
   TlsIo io = TlsIo::kAuto;
-  bool read_ahead = false;
-  uint64_t max_fragment = 16384;    // SSL_set_max_send_fragment, 512..16384
+  TlsRecords records;  // --tls-read-ahead, --tls-max-fragment: both sides
   Ktls ktls = Ktls::kAuto;
   std::string ca_file;              // client: trust anchors (default: the system's)
   bool insecure = false;            // client: skip verification (reported)

@@ -163,10 +163,6 @@ void add_tls_options(CLI::App& app, tls::TlsOptions& tls, RawClient& raw) {
   t.push_back(app.add_option("--tls-version", tls.version, "1.2 or 1.3 (default)"));
   t.push_back(app.add_option("--cipher", tls.cipher,
                              "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305"));
-  t.push_back(app.add_flag("--tls-read-ahead", tls.read_ahead,
-                           "Let OpenSSL read ahead (fewer read calls)"));
-  t.push_back(app.add_option("--tls-max-fragment", raw.max_fragment,
-                             "Largest record sent, 512..16384 (default 16384)"));
   t.push_back(app.add_option("--ktls", raw.ktls, "Kernel TLS: auto (default), on, off"));
   t.push_back(app.add_option("--tls-ca", tls.ca_file,
                              "CA file to verify the server (default: system CAs)"));
@@ -174,7 +170,7 @@ void add_tls_options(CLI::App& app, tls::TlsOptions& tls, RawClient& raw) {
                            "Do not verify the server (the report says so)"));
   t.push_back(
       app.add_option("--tls-server-name", tls.server_name, "Name to verify (default: the host)"));
-  for (CLI::Option* opt : t) opt->group("TLS (with --proto tls)");
+  for (CLI::Option* opt : t) opt->group(kTlsGroup);
 }
 
 }  // namespace
@@ -227,6 +223,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
                  "only), off, strace or perf (also attach the tool to each side for every "
                  "session)");
   add_tls_options(app, o.tls, raw);
+  // Every option of the TLS group, the described blocks' too, is refused without --proto tls.
+  raw.tls_options = app.get_options([](CLI::Option* opt) { return opt->get_group() == kTlsGroup; });
 }
 
 namespace {
@@ -348,11 +346,6 @@ Status parse_servers(ClientOptions& o) {
 Status validate_client(ClientOptions& o, RawClient& raw) {
   if (auto st = resolve_token(o.auth_token); !st) return st;
   if (auto st = parse_named(o, raw); !st) return st;
-  if (!raw.max_fragment.empty()) {
-    auto v = parse_size(raw.max_fragment, "--tls-max-fragment", 512, 16384);
-    if (!v) return std::unexpected(v.error());
-    o.tls.max_fragment = *v;
-  }
   if (auto st = tls::validate(o.tls); !st) return st;
   if (o.proto == Proto::kTcp) {
     for (const CLI::Option* opt : raw.tls_options) {

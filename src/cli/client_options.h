@@ -21,7 +21,6 @@ struct RawClient {
   RawPayload payload;
   std::string buf, send_buf, recv_buf;
   std::string stagger, budget, buf_min, buf_max;
-  std::string max_fragment;
   std::string cpus;
   // Named values, turned into their enums by validate_client (the error names the value).
   std::string proto = "tcp", engine = "blocking", send_engine, recv_engine, syscalls = "auto";

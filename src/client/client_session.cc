@@ -54,8 +54,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.engine = name_of(o.server_engine());
   hello.timeout_s = o.timeout_s;
   hello.tls_io = name_of(tls::io_model_for(o.tls, o.server_engine() == EngineKind::kUring));
-  hello.tls_read_ahead = o.tls.read_ahead;
-  hello.tls_max_fragment = o.tls.max_fragment;
+  hello.tls_records = o.tls.records;
   hello.kernel_syscalls = o.syscalls != SyscallsMode::kOff;
   hello.tuning = o.tuning;
   hello.cpu = o.server_cpu();

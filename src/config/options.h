@@ -132,6 +132,9 @@ struct ClientOptions {
   }
 };
 
+// The --help group of the TLS options (refused without --proto tls).
+inline constexpr const char* kTlsGroup = "TLS (with --proto tls)";
+
 // The client's described option blocks: each field's flag, help, bounds and (through the HELLO)
 // the server's check come from its block's field list; the parser, the --help group, the JSON
 // options block and the CSV walk this one list. A new block is one line here.
@@ -140,6 +143,7 @@ template <typename Options, typename Visit>
 void for_each_option_block(Options& o, Visit&& visit) {
   visit("tuning", "Engines", o.tuning);
   visit("socket", "Transport", o.socket);
+  visit("tls", kTlsGroup, o.tls.records);
 }
 
 struct ServerOptions {

@@ -28,8 +28,7 @@ void describe(Self& h, V&& v) {
   v(Field{"engine"}, h.engine);
   v(Field{"timeout_s"}, h.timeout_s);
   v(Field{"tls_io"}, h.tls_io);
-  v(Field{"tls_read_ahead"}, h.tls_read_ahead);
-  v(Field{"tls_max_fragment"}, h.tls_max_fragment);
+  v(Field{"tls_records"}, h.tls_records);
   v(Field{"kernel_syscalls"}, h.kernel_syscalls);
   v(Field{"tuning"}, h.tuning);
   v(Field{.name = "cpu", .min = -1, .max = CPU_SETSIZE - 1}, h.cpu);

@@ -22,6 +22,7 @@
 #include "net/stream.h"
 #include "probe/probe.h"
 #include "probe/syscall_source.h"
+#include "tls/options.h"
 #include "util/result.h"
 
 namespace iobench::proto {
@@ -34,10 +35,10 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // 2: PROGRESS. 3: HELLO carries the engine tuning as one block and the server's CPU; RESULT
 // the placement. 4: the tuning's notsent_lowat, and RESULT the socket's. 5: RESULT the TCP
 // segments sent and received during the data phase. 6: HELLO's fanout. 7: HELLO's socket
-// options as one described block (sndbuf, rcvbuf, nodelay, congestion), RESULT the socket's
-// figures as one (the congestion control it ran added), its TLS figures and its probe (wall,
-// CPU, context switches) as others.
-// Peers of different versions refuse each other's first frame, naming both.
+// options as one described block (sndbuf, rcvbuf, nodelay, congestion) and the TLS record
+// options as another; RESULT the socket's figures as one (the congestion control it ran
+// added), its TLS figures and its probe (wall, CPU, context switches) as others. Peers of
+// different versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
 inline constexpr uint16_t kVersion = 7;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
@@ -47,7 +48,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 5> kLayoutOfVersion{{
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
     {6, 0x19d783e0710d6542},
-    {7, 0xc6c11468bbc50a8d},
+    {7, 0x2f132aa734e3a892},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -77,8 +78,7 @@ struct Hello {
   std::string engine;  // the server side's engine
   double timeout_s = 30;
   std::string tls_io;  // "socket" or "bio" (TLS only)
-  bool tls_read_ahead = false;
-  uint64_t tls_max_fragment = 16384;
+  tls::TlsRecords tls_records;  // read-ahead and the largest record (TLS only)
   bool kernel_syscalls = true;  // count with perf_event tracepoints where the kernel allows
   EngineTuning tuning;           // the server side applies it to its own engine
   int64_t cpu = -1;              // --cpus: the server side's data phase runs on it (-1: anywhere)

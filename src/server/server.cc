@@ -62,10 +62,6 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
   if (auto st = check_fields(h, false); !st) return st;  // bounds in the field list
   if (auto st = check_cpu_usable(static_cast<int>(h.cpu), "server"); !st)
     return fail("--cpus: " + st.error().message);
-  if (tls) {
-    if (h.tls_max_fragment < 512 || h.tls_max_fragment > 16384)
-      return fail(fmt::format("TLS max fragment {} outside 512..16384", h.tls_max_fragment));
-  }
   if (h.bytes < kMinBytes || h.bytes > o.max_bytes)
     return fail(fmt::format("bytes {} outside this server's range {}..{}", h.bytes, kMinBytes,
                             o.max_bytes));

@@ -17,8 +17,8 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
   p.engine_options = side_engine_options(h.tuning, sends, mine.timeout_s);
   p.socket = h.socket;
   p.tls_io = mine.tls_io;
-  p.tls_read_ahead = h.tls_read_ahead;
-  p.tls_max_fragment = h.tls_max_fragment;
+  p.tls_read_ahead = h.tls_records.read_ahead;
+  p.tls_max_fragment = h.tls_records.max_fragment;
   DataPhase& d = p.data;
   d.is_sender = sends;
   d.bytes = h.bytes;

@@ -19,7 +19,7 @@ TEST(TlsOptions, ValidateNamesTheBadValue) {
   o.cipher = "RC4";
   EXPECT_NE(validate(o).error().message.find("'RC4'"), std::string::npos);
   o = {};
-  o.max_fragment = 100;
+  o.records.max_fragment = 100;
   EXPECT_FALSE(validate(o));
   o = {};
   o.io = TlsIo::kBio;
