@@ -61,7 +61,7 @@ class BudgetPolicy final : public BufferPolicy {
 
 // A full TLS record. Independent TLS connections gain nothing above it (results/conns-loopback:
 // 16K and 64K at parity at every N), so it is their --buf-max's default.
-inline constexpr uint64_t kTlsRecordBytes = 16 * 1024;
+inline constexpr uint64_t kTlsRecordBytes = uint64_t{16} * 1024;
 
 // The chunk a fan-out writer starts from with one replica (--buf-min's default with --fanout).
 // TLS: one full record (16K): a TLS writer pays per record, and for one replica a 16K chunk cost
