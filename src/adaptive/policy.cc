@@ -25,12 +25,11 @@ uint64_t BudgetPolicy::size_for(uint32_t live) const {
 
 std::string WriterPolicy::describe() const {
   return fmt::format("adaptive writer: {}..{}, doubling with the live replicas",
-                     format_size(l_.min), format_size(std::min(l_.max, l_.budget)));
+                     format_size(l_.min), format_size(cap()));
 }
 
 uint64_t WriterPolicy::next_size(uint32_t live, uint64_t prev) const {
-  const uint64_t cap = std::max(l_.min, std::min(l_.max, l_.budget));
-  return replication_chunk_size(live, prev, l_.min, cap);
+  return replication_chunk_size(live, prev, l_.min, cap());
 }
 
 std::unique_ptr<BufferPolicy> make_policy(bool adaptive, bool fanout, const PolicyLimits& limits,

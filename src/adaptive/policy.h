@@ -84,6 +84,8 @@ class WriterPolicy final : public BufferPolicy {
   const PolicyLimits& limits() const { return l_; }
 
  private:
+  // The largest chunk: --buf-max, within the budget (one chunk), never below --buf-min.
+  uint64_t cap() const { return std::max(l_.min, std::min(l_.max, l_.budget)); }
   PolicyLimits l_;
 };
 

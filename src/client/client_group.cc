@@ -197,7 +197,7 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
   std::random_device rd;
   const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
   std::optional<FanoutWriter> fanout;
-  if (o.fanout != FanoutShape::kOff)
+  if (one_writer)
     fanout.emplace(o.fanout, o.send_engine, o.conns, o.stagger_s == 0, o.timeout_s,
                    o.source_rate);
   const std::vector<HostPort> servers =

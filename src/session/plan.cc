@@ -17,8 +17,7 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
   p.engine_options = side_engine_options(h.tuning, sends, mine.timeout_s);
   p.socket = h.socket;
   p.tls_io = mine.tls_io;
-  p.tls_read_ahead = h.tls_records.read_ahead;
-  p.tls_max_fragment = h.tls_records.max_fragment;
+  p.tls_records = h.tls_records;
   DataPhase& d = p.data;
   d.is_sender = sends;
   d.bytes = h.bytes;
@@ -33,7 +32,8 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
 
 Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* payload) {
   DataPhase& d = plan.data;
-  if (auto st = s.configure(plan.tls_io, plan.tls_read_ahead, plan.tls_max_fragment, d.buf_bytes);
+  const tls::TlsRecords& records = plan.tls_records;
+  if (auto st = s.configure(plan.tls_io, records.read_ahead, records.max_fragment, d.buf_bytes);
       !st)
     return st;
   if (d.is_sender && plan.engine_options.notsent_lowat > 0)

@@ -37,8 +37,7 @@ struct SidePlan {
   EngineOptions engine_options;
   SocketOptions socket;
   tls::TlsIo tls_io = tls::TlsIo::kSocket;
-  bool tls_read_ahead = false;
-  uint64_t tls_max_fragment = 16384;
+  tls::TlsRecords tls_records;
   DataPhase data;  // the payload is added by prepare_side
 };
 
