@@ -5,9 +5,9 @@
 #include <variant>
 
 #include "cli/options.h"
-#include "report/compare.h"
 #include "client/client.h"
 #include "commands/commands.h"
+#include "report/compare.h"
 #include "server/server.h"
 #include "watch/watch_command.h"
 

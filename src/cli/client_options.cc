@@ -9,8 +9,8 @@
 
 #include "adaptive/policy.h"
 #include "cli/engine_options.h"
-#include "util/size.h"
 #include "probe/syscall_counter.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

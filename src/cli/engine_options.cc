@@ -6,9 +6,9 @@
 #include <charconv>
 #include <utility>
 
-#include "util/size.h"
-#include "probe/placement.h"
 #include "engine/write_pattern.h"
+#include "probe/placement.h"
+#include "util/size.h"
 
 namespace iobench {
 

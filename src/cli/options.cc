@@ -11,10 +11,10 @@
 #include "cli/client_options.h"
 #include "cli/hints.h"
 #include "cli/manpage.h"
-#include "util/size.h"
-#include "watch/proc_watch.h"
 #include "probe/syscall_counter.h"
 #include "proto/fields.h"
+#include "util/size.h"
+#include "watch/proc_watch.h"
 
 namespace iobench {
 namespace {

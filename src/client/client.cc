@@ -8,7 +8,9 @@
 #include <cstring>
 #include <thread>
 
-#include "util/size.h"
+#include "client/client.h"
+#include "client/client_internal.h"
+#include "client/live_line.h"
 #include "engine/engine.h"
 #include "net/interrupt.h"
 #include "net/socket.h"
@@ -17,13 +19,11 @@
 #include "probe/syscall_counter.h"
 #include "probe/tracer.h"
 #include "report/report.h"
-#include "client/client_internal.h"
-#include "client/live_line.h"
-#include "session/progress.h"
-#include "client/client.h"
 #include "server/server.h"
+#include "session/progress.h"
 #include "session/session.h"
 #include "tls/tls.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

@@ -11,14 +11,14 @@
 #include <random>
 #include <thread>
 
-#include "util/size.h"
-#include "engine/engine.h"
-#include "proto/fields.h"
 #include "client/client_internal.h"
+#include "engine/engine.h"
 #include "fanout/fanout.h"
+#include "proto/fields.h"
 #include "session/group.h"
 #include "session/session.h"
 #include "session/test_hooks.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

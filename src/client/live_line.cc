@@ -9,8 +9,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "util/size.h"
 #include "probe/probe.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

@@ -7,11 +7,11 @@
 
 #include <algorithm>
 
+#include "client/client_internal.h"
 #include "net/socket.h"
 #include "probe/probe.h"
-#include "client/client_internal.h"
-#include "session/progress.h"
 #include "server/server.h"
+#include "session/progress.h"
 #include "tls/tls.h"
 
 namespace iobench {

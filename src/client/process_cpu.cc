@@ -10,8 +10,8 @@
 #include <chrono>
 #include <thread>
 
-#include "probe/probe.h"
 #include "client/client_internal.h"
+#include "probe/probe.h"
 
 namespace iobench {
 namespace {

@@ -1,8 +1,8 @@
 // `iobench doctor`: what this host offers, one line per check.
 #include <fmt/format.h>
 
-#include "probe/host_check.h"
 #include "commands/commands.h"
+#include "probe/host_check.h"
 #include "tls/tls.h"
 
 namespace iobench {

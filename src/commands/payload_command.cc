@@ -4,13 +4,13 @@
 
 #include <ctime>
 
-#include "util/size.h"
+#include "commands/commands.h"
 #include "net/interrupt.h"
 #include "payload/cache.h"
 #include "payload/payload.h"
 #include "report/output.h"
 #include "session/progress.h"
-#include "commands/commands.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

@@ -11,8 +11,8 @@
 #include "net/address.h"
 #include "net/socket.h"
 #include "net/stream.h"
-#include "probe/syscall_counter.h"
 #include "payload/spec.h"
+#include "probe/syscall_counter.h"
 #include "tls/options.h"
 #include "util/result.h"
 

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "util/size.h"
 #include "engine/uring_ops.h"
 #include "probe/probe.h"
+#include "util/size.h"
 
 namespace iobench {
 

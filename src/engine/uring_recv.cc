@@ -12,9 +12,9 @@
 #include <cstring>
 #include <vector>
 
-#include "util/size.h"
 #include "engine/uring.h"
 #include "engine/uring_ops.h"
+#include "util/size.h"
 
 namespace iobench {
 

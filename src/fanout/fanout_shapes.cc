@@ -15,8 +15,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "probe/probe.h"
 #include "fanout/fanout.h"
+#include "probe/probe.h"
 
 namespace iobench {
 namespace {

@@ -14,8 +14,8 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "probe/probe.h"
 #include "fanout/fanout.h"
+#include "probe/probe.h"
 
 namespace iobench {
 namespace {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "net/socket.h"
-#include "watch/bpf_watch.h"
 #include "probe/syscall_counter.h"
+#include "watch/bpf_watch.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <array>
 #include <functional>
 
-#include "util/size.h"
 #include "report/report.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "util/size.h"
 #include "report/report.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

@@ -2,8 +2,8 @@
 // per-size summaries, with the source of every figure named.
 #include <fmt/format.h>
 
-#include "util/size.h"
 #include "report/report.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

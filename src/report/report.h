@@ -8,10 +8,10 @@
 
 #include "config/options.h"
 #include "fanout/figures.h"
-#include "probe/tracer.h"
 #include "probe/softirqs.h"
-#include "tls/crypto_cost.h"
+#include "probe/tracer.h"
 #include "proto/messages.h"
+#include "tls/crypto_cost.h"
 
 namespace iobench {
 

@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <array>
 
-#include "util/size.h"
 #include "report/report.h"
+#include "util/size.h"
 #include "util/stats.h"
 
 namespace iobench {

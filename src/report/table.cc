@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "util/size.h"
 #include "probe/placement.h"
 #include "report/report.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

@@ -14,7 +14,6 @@
 #include <mutex>
 #include <thread>
 
-#include "util/size.h"
 #include "engine/engine.h"
 #include "net/interrupt.h"
 #include "net/socket.h"
@@ -23,13 +22,14 @@
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
 #include "proto/fields.h"
-#include "session/group.h"
-#include "session/plan.h"
 #include "server/server.h"
 #include "server/server_state.h"
-#include "session/test_hooks.h"
+#include "session/group.h"
+#include "session/plan.h"
 #include "session/session.h"
+#include "session/test_hooks.h"
 #include "tls/tls.h"
+#include "util/size.h"
 
 namespace iobench {
 namespace {

@@ -5,9 +5,9 @@
 
 #include <cstdio>
 
-#include "util/size.h"
 #include "net/interrupt.h"
 #include "probe/probe.h"
+#include "util/size.h"
 
 namespace iobench {
 

@@ -7,12 +7,12 @@
 #include <optional>
 #include <vector>
 
+#include "engine/write_pattern.h"
+#include "net/tcp_segments.h"
 #include "payload/verifier.h"
 #include "probe/placement.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
-#include "net/tcp_segments.h"
-#include "engine/write_pattern.h"
 
 namespace iobench {
 namespace {

@@ -8,12 +8,12 @@
 #include <thread>
 
 #include "net/interrupt.h"
-#include "watch/bpf_watch.h"
 #include "probe/syscall_counter.h"
 #include "report/output.h"
 #include "report/report.h"
-#include "watch/watch_report.h"
+#include "watch/bpf_watch.h"
 #include "watch/watch_command.h"
+#include "watch/watch_report.h"
 
 namespace iobench {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "watch/watch_report.h"
 #include "util/size.h"
+#include "watch/watch_report.h"
 
 namespace iobench {
 namespace {

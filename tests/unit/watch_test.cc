@@ -10,8 +10,8 @@
 #include <array>
 #include <cerrno>
 
-#include "watch/bpf_watch.h"
 #include "probe/syscall_counter.h"
+#include "watch/bpf_watch.h"
 #include "watch/watch_report.h"
 
 namespace iobench {
