@@ -25,23 +25,28 @@ void add_described(CLI::App& app, T& s, std::map<std::string, std::string>& raw,
     using V = std::decay_t<decltype(v)>;
     if (f.flag.empty()) return;
     const std::string flag(f.flag), help(f.help);
+    const std::string names = f.short_flag.empty() ? flag : flag + "," + std::string(f.short_flag);
     CLI::Option* opt = nullptr;
     if constexpr (NamedEnum<V>) {
       opt = app.add_option(flag, raw[flag], help);
     } else if constexpr (std::is_same_v<V, bool>) {
-      opt = f.negated ? app.add_flag_function(flag, [&v](std::int64_t) { v = false; }, help)
-                      : app.add_flag(flag, v, help);
+      opt = f.negated ? app.add_flag_function(names, [&v](std::int64_t) { v = false; }, help)
+                      : app.add_flag(names, v, help);
     } else if constexpr (std::is_unsigned_v<V>) {
-      opt = f.size ? app.add_option(flag, raw[flag], help)->type_name("SIZE")
-                   : unsigned_option(app.add_option(flag, v, help));
+      opt = f.size ? app.add_option(names, raw[flag], help)->type_name("SIZE")
+                   : unsigned_option(app.add_option(names, v, help));
+    } else if constexpr (std::is_floating_point_v<V>) {
+      opt = f.duration ? app.add_option(names, raw[flag], help)->type_name("DURATION")
+                       : app.add_option(names, v, help);
     } else if constexpr (!Described<V>) {
-      opt = app.add_option(flag, v, help);
+      opt = app.add_option(names, v, help);
     }
     if (opt) opt->group(group);
   });
 }
 
-// The fields add_described read as text: enums by name, sizes by parse_size within the bounds.
+// The fields add_described read as text: enums by name, sizes by parse_size within the bounds,
+// durations by parse_duration.
 template <Described T>
 Status parse_described(T& s, const std::map<std::string, std::string>& raw) {
   Status first;
@@ -63,6 +68,13 @@ Status parse_described(T& s, const std::map<std::string, std::string>& raw) {
         v = static_cast<V>(*n);
       else
         first = std::unexpected(n.error());
+    } else if constexpr (std::is_floating_point_v<V>) {
+      if (!f.duration) return;
+      auto d = parse_duration(it->second, f.flag, f.real_max);
+      if (d)
+        v = *d;
+      else
+        first = std::unexpected(d.error());
     }
   });
   return first;
@@ -77,24 +89,22 @@ Status set_named(E& out, std::string_view flag, const std::string& text) {
   return {};
 }
 
-// The named options: the enums they spell (the first bad one is reported).
+// The described blocks' text (enums, sizes, durations) and every field's bounds, then the named
+// TLS options (the first bad value is reported).
 Status parse_named(ClientOptions& o, const RawClient& raw) {
-  const std::string& send = raw.send_engine.empty() ? raw.engine : raw.send_engine;
-  const std::string& recv = raw.recv_engine.empty() ? raw.engine : raw.recv_engine;
-  for (const Status& st :
-       {set_named(o.proto, "--proto", raw.proto), set_named(o.engine, "--engine", raw.engine),
-        set_named(o.send_engine, "--send-engine", send),
-        set_named(o.recv_engine, "--recv-engine", recv),
-        set_named(o.syscalls, "--syscalls", raw.syscalls),
-        set_named(o.tls.io, "--tls-io", raw.tls_io), set_named(o.tls.ktls, "--ktls", raw.ktls),
-        set_named(o.fanout, "--fanout", raw.fanout)})
-    if (!st) return st;
   Status blocks;
   for_each_option_block(o, [&](const char*, const char*, auto& block) {
     if (blocks) blocks = parse_described(block, raw.described);
     if (blocks) blocks = check_fields(block, true);
   });
-  return blocks;
+  if (!blocks) return blocks;
+  // Each side's engine is --engine unless given.
+  if (!raw.typed("--send-engine")) o.send_engine = o.engine;
+  if (!raw.typed("--recv-engine")) o.recv_engine = o.engine;
+  for (const Status& st :
+       {set_named(o.tls.io, "--tls-io", raw.tls_io), set_named(o.tls.ktls, "--ktls", raw.ktls)})
+    if (!st) return st;
+  return {};
 }
 
 Result<std::vector<uint64_t>> optional_list(const std::string& text, std::string_view what) {
@@ -106,20 +116,15 @@ Result<std::vector<uint64_t>> optional_list(const std::string& text, std::string
 Result<std::vector<uint64_t>> buf_list(const std::string& text, std::vector<bool>& adaptive) {
   std::vector<uint64_t> out;
   if (text.empty()) return out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+  for (std::string_view item : split_commas(text)) {
     adaptive.push_back(item == "adaptive");
     if (item == "adaptive") {
       out.push_back(0);
-    } else {
-      auto v = parse_size(item, "--buf", kMinBuf, kMaxBuf);
-      if (!v) return std::unexpected(v.error());
-      out.push_back(*v);
+      continue;
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+    auto v = parse_size(item, "--buf", kMinBuf, kMaxBuf);
+    if (!v) return std::unexpected(v.error());
+    out.push_back(*v);
   }
   return out;
 }
@@ -142,12 +147,8 @@ void add_cache_options(CLI::App& app, std::string& dir, std::string& max) {
                      format_size(PayloadSpec{}.cache_max) + ")");
 }
 
-void add_payload_options(CLI::App& app, PayloadSpec& p, RawPayload& raw) {
-  app.add_option("--bytes,-n", raw.bytes,
-                 "Payload bytes to stream (default 100MiB; 100M, 1GiB, ...)");
-  unsigned_option(
-      app.add_option("--seed", p.seed, "Seed of the replication-stream generator (default 1)"));
-  app.add_option("--zstd-level", p.zstd_level, "zstd level of the payload (default 3)");
+void add_payload_options(CLI::App& app, PayloadSpec& p, RawPayload& raw, bool described) {
+  if (described) add_described(app, p, raw.described, "Payload");
   app.add_option("--payload", p.file, "Stream this file (zstd-compressed, cached) instead");
   add_cache_options(app, p.cache_dir, raw.cache_max);
 }
@@ -179,10 +180,6 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--buf,-b", raw.buf,
                  "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k; 'adaptive' follows the "
                  "live connection count (--budget)");
-  app.add_option("--proto", raw.proto, "Transport: tcp (default) or tls");
-  app.add_option("--engine", raw.engine, "I/O engine: blocking (default), epoll or uring");
-  app.add_option("--send-engine", raw.send_engine, "The sender's engine, overriding --engine");
-  app.add_option("--recv-engine", raw.recv_engine, "The receiver's engine, overriding --engine");
   for_each_option_block(o, [&](const char*, const char* group, auto& block) {
     add_described(app, block, raw.described, group);
   });
@@ -192,15 +189,9 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
       app.add_option("--auth-token", o.auth_token,
                      "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)");
   raw.queue_depth = app.get_option("--qd");
-  add_connection_options(app, o, raw);
   app.add_option("--send-buf", raw.send_buf, "Sender buffer size(s), overrides --buf");
-  app.add_option("--write-pattern", o.write_pattern,
-                 "The client's writes follow a pattern, e.g. 16384+tail:1-17, 16384,836 or "
-                 "@watch.json (an `iobench watch --json` report): a real primary's writes");
   app.add_option("--recv-buf", raw.recv_buf, "Receiver buffer size(s), overrides --buf");
-  add_payload_options(app, o.payload, raw.payload);
-  app.add_flag("--reverse,-R", o.reverse, "Server sends, client receives");
-  app.add_flag("--decompress", o.decompress, "Receiver decodes the zstd stream as it arrives");
+  add_payload_options(app, o.payload, raw, false);
   app.add_option("--repeat", raw.repeat,
                  "Measured runs per buffer size (default 1), or auto: until CPU per GiB is known "
                  "to --target-ci");
@@ -208,20 +199,10 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw) {
   app.add_option("--target-ci", raw.target_ci,
                  "--repeat auto: the 95% interval of each side's median CPU per GiB, +-PCT of it "
                  "(default 2%)");
-  app.add_option("--warmup", o.warmup, "Unreported runs before the measured ones (default 0)");
   app.add_option("--json", o.json_path, "Write the JSON report to FILE ('-' = stdout)");
   app.add_option("--csv", o.csv_path, "Write CSV rows to FILE ('-' = stdout)");
   app.add_flag("--quiet,-q", o.quiet, "Print no table");
   raw.verbose = app.add_flag("--verbose", o.verbose, "Log server lines too (loopback)");
-  app.add_option("--timeout", o.timeout_s,
-                 "Seconds without progress before giving up (default 30)");
-  app.add_option("--hello-timeout", o.hello_timeout_s,
-                 "Seconds the server has to answer the HELLO, TLS handshake included (default 10)");
-  app.add_option("--syscalls", raw.syscalls,
-                 "Syscall counting: auto (the kernel's counters where allowed: eBPF, else perf "
-                 "tracepoints), bpf, tracepoints, taskio (the kernel's free read/write counts "
-                 "only), off, strace or perf (also attach the tool to each side for every "
-                 "session)");
   add_tls_options(app, o.tls, raw);
   // Every option of the TLS group, the described blocks' too, is refused without --proto tls.
   raw.tls_options = app.get_options([](CLI::Option* opt) { return opt->get_group() == kTlsGroup; });
@@ -279,13 +260,9 @@ Status parse_cache_max(const std::string& text, uint64_t& max) {
 }
 
 Status validate_payload(PayloadSpec& p, const RawPayload& raw) {
-  auto b = parse_size(raw.bytes, "--bytes", kMinBytes, kMaxBytes);
-  if (!b) return std::unexpected(b.error());
-  p.bytes = *b;
-  if (auto st = parse_cache_max(raw.cache_max, p.cache_max); !st) return st;
-  if (p.zstd_level < 1 || p.zstd_level > 19)
-    return fail(fmt::format("invalid --zstd-level '{}': expected 1..19", p.zstd_level));
-  return {};
+  if (auto st = parse_described(p, raw.described); !st) return st;
+  if (auto st = check_fields(p, true); !st) return st;
+  return parse_cache_max(raw.cache_max, p.cache_max);
 }
 
 Status resolve_token(std::string& token) {
@@ -356,23 +333,17 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
   if (auto st = parse_cpus(raw.cpus, o); !st) return st;
   if (auto st = parse_bufs(o, raw); !st) return st;
   if (auto st = validate_conns(o, raw); !st) return st;
-  if (auto st = validate_fanout(o, raw.source_rate); !st) return st;
+  if (auto st = validate_fanout(o, raw.typed("--source-rate")); !st) return st;
   if (auto st = parse_servers(o); !st) return st;
   if (auto st = refuse_no_effect(o, {.queue_depth = raw.queue_depth->count() > 0,
                                      .auth_token = raw.auth_token->count() > 0,
-                                     .stagger = !raw.stagger.empty(),
+                                     .stagger = raw.typed("--stagger"),
                                      .verbose = raw.verbose->count() > 0});
       !st)
     return st;
 
-  if (auto s = validate_payload(o.payload, raw.payload); !s) return s;
+  if (auto st = parse_cache_max(raw.cache_max, o.payload.cache_max); !st) return st;
   if (auto st = parse_repeat(o, raw); !st) return st;
-  if (o.warmup < 0 || o.warmup > 100000)
-    return fail(fmt::format("invalid --warmup '{}': expected 0..100000", o.warmup));
-  for (auto [v, name] :
-       {std::pair{o.timeout_s, "--timeout"}, {o.hello_timeout_s, "--hello-timeout"}})
-    if (!(v > 0 && v <= 3600))
-      return fail(fmt::format("invalid {} '{}': expected seconds in (0, 3600]", name, v));
   if (!o.connect.empty() && o.reverse && !o.payload.file.empty())
     return fail(fmt::format(
         "--payload '{}' with --reverse needs the server to send a local file: only in loopback",

@@ -101,14 +101,9 @@ Status validate_write_pattern(const ClientOptions& o) {
 }
 
 
-Status validate_fanout(ClientOptions& o, const std::string& source_rate) {
-  if (!source_rate.empty()) {
-    if (o.fanout == FanoutShape::kOff)
-      return fail("--source-rate paces the --fanout writer's source: give --fanout");
-    auto v = parse_size(source_rate, "--source-rate", 1 * kMiB, 1024 * kGiB);
-    if (!v) return std::unexpected(v.error());
-    o.source_rate = *v;
-  }
+Status validate_fanout(ClientOptions& o, bool source_rate_typed) {
+  if (source_rate_typed && o.fanout == FanoutShape::kOff)
+    return fail("--source-rate paces the --fanout writer's source: give --fanout");
   if (o.fanout == FanoutShape::kOff) return {};
   const std::string_view shape = name_of(o.fanout);
   if (o.reverse)

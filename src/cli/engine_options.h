@@ -34,7 +34,7 @@ Status refuse_no_effect(const ClientOptions& o, const TypedOptions& typed);
 Status validate_write_pattern(const ClientOptions& o);
 
 // --fanout: the client writes (no --reverse), with the engine its shape waits on; --source-rate
-// (bytes per second, as a size: 90M) only with it.
-Status validate_fanout(ClientOptions& o, const std::string& source_rate);
+// only with it.
+Status validate_fanout(ClientOptions& o, bool source_rate_typed);
 
 }  // namespace iobench

@@ -27,7 +27,7 @@ const std::array kClientGroups{
     Group{"Connections", {"--conns", "--stagger", "--bytes-spread", "--fanout", "--source-rate"}},
     Group{"Payload",
           {"--seed", "--zstd-level", "--payload", "--cache-dir", "--cache-max", "--decompress"}},
-    Group{"Measurement", {"--repeat", "--warmup", "--syscalls", "--cpus"}},
+    Group{"Measurement", {"--repeat", "--max-repeat", "--target-ci", "--warmup", "--syscalls", "--cpus"}},
     Group{"Output", {"--json", "--csv", "--quiet", "--verbose"}},
 };
 

@@ -92,7 +92,7 @@ CLI::App* add_server_command(CLI::App& app, ServerOptions& o, RawServer& raw) {
 
 CLI::App* add_payload_command(CLI::App& app, PayloadCommand& c, RawPayload& raw) {
   auto* payload = app.add_subcommand("payload", "Write the payload stream to a file");
-  add_payload_options(*payload, c.payload, raw);
+  add_payload_options(*payload, c.payload, raw, true);
   auto* out = payload->add_option("--out,-o", c.out, "Write the payload to this file");
   auto* list =
       payload->add_flag("--list", c.list, "List the cached payloads, most recently used first");

@@ -68,11 +68,7 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
     add_summed(t, *side);  // every count the field list marks summed
   }
   t.is_sender = sender;
-  t.probe.wall_ns = run.wall_ns;
-  t.probe.cpu_ns = run.cpu_ns;
-  t.probe.user_us = run.user_us;
-  t.probe.sys_us = run.sys_us;
-  t.probe.vol_ctxsw = t.probe.invol_ctxsw = 0;
+  t.probe = run.probe;  // the process's clocks over the whole run
   t.cpu_scope = "process";
   t.syscalls_source = run.syscalls_source;
   t.syscalls_note = run.syscalls_note;

@@ -13,13 +13,12 @@
 #include "net/stream.h"
 #include "payload/spec.h"
 #include "probe/syscall_counter.h"
+#include "proto/messages.h"
 #include "tls/options.h"
 #include "util/result.h"
 
 namespace iobench {
 
-inline constexpr uint64_t kMinBuf = 64;
-inline constexpr uint64_t kMaxBuf = 16 * kMiB;
 inline constexpr uint16_t kDefaultPort = 5210;
 
 // One buffer-size pair of a run list: `--buf 1k,16k` gives two.
@@ -30,8 +29,6 @@ struct BufPair {
   // send_bytes/recv_bytes then hold --buf-max (the size a lone connection starts from).
   bool adaptive = false;
 };
-
-inline constexpr uint32_t kMaxConns = 1024;
 
 // --syscalls: who counts the data phase's syscalls. The kernel's counters (auto: eBPF, else perf
 // tracepoints; bpf; tracepoints; taskio: the free read/write counts), nobody, or a tool attached
@@ -132,6 +129,129 @@ struct ClientOptions {
   }
 };
 
+// The client's own options, described once (the flag, help and bounds; the JSON options block
+// and the CSV's "run." columns). The options that are lists or words (--buf, --cpus, --repeat,
+// --connect), local paths and the token (never reported) are parsed by hand in cli/.
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, ClientOptions>
+void describe(Self& o, Visit&& visit) {
+  visit(Field{.name = "proto", .flag = "--proto", .help = "Transport: tcp (default) or tls"},
+        o.proto);
+  visit(Field{.name = "engine",
+              .flag = "--engine",
+              .help = "I/O engine: blocking (default), epoll or uring"},
+        o.engine);
+  visit(Field{.name = "send_engine",
+              .flag = "--send-engine",
+              .help = "The sender's engine, overriding --engine"},
+        o.send_engine);
+  visit(Field{.name = "recv_engine",
+              .flag = "--recv-engine",
+              .help = "The receiver's engine, overriding --engine"},
+        o.recv_engine);
+  visit(Field{.name = "reverse",
+              .flag = "--reverse",
+              .help = "Server sends, client receives",
+              .short_flag = "-R"},
+        o.reverse);
+  visit(Field{.name = "decompress",
+              .flag = "--decompress",
+              .help = "Receiver decodes the zstd stream as it arrives"},
+        o.decompress);
+  visit(Field{.name = "warmup",
+              .flag = "--warmup",
+              .help = "Unreported runs before the measured ones (default 0)",
+              .min = 0,
+              .max = 100000},
+        o.warmup);
+  visit(Field{.name = "timeout_s",
+              .flag = "--timeout",
+              .help = "Seconds without progress before giving up (default 30)",
+              .real_min = 0,
+              .real_max = 3600,
+              .above_min = true},
+        o.timeout_s);
+  visit(Field{.name = "hello_timeout_s",
+              .flag = "--hello-timeout",
+              .help = "Seconds the server has to answer the HELLO, TLS handshake included "
+                      "(default 10)",
+              .real_min = 0,
+              .real_max = 3600,
+              .above_min = true},
+        o.hello_timeout_s);
+  visit(Field{.name = "conns",
+              .flag = "--conns",
+              .help = "Connections at once, each streaming --bytes (default 1)",
+              .min = 1,
+              .max = kMaxConns},
+        o.conns);
+  visit(Field{.name = "stagger_s",
+              .flag = "--stagger",
+              .help = "Start connection i at i x this (e.g. 50ms)",
+              .real_min = 0,
+              .real_max = 60,
+              .duration = true},
+        o.stagger_s);
+  visit(Field{.name = "bytes_spread",
+              .flag = "--bytes-spread",
+              .help = "Shorten each connection by a seeded random fraction up to this (0..0.9)",
+              .real_min = 0,
+              .real_max = 0.9},
+        o.bytes_spread);
+  visit(Field{.name = "write_pattern",
+              .flag = "--write-pattern",
+              .help = "The client's writes follow a pattern, e.g. 16384+tail:1-17, 16384,836 or "
+                      "@watch.json (an `iobench watch --json` report): a real primary's writes",
+              .zero_is_unset = true},
+        o.write_pattern);
+  visit(Field{.name = "fanout",
+              .flag = "--fanout",
+              .help = "One writer thread streams to all --conns replicas, as a primary's full "
+                      "sync: connset (blocking, each chunk to each in turn) or event-loop (epoll "
+                      "or uring, the slowest paces all); off (default)"},
+        o.fanout);
+  visit(Field{.name = "source_rate_bytes_per_s",
+              .flag = "--source-rate",
+              .help = "--fanout: the writer's source produces at most this per second (e.g. "
+                      "90M), as a fork serialising the dataset does",
+              .min = int64_t{kMiB},
+              .max = int64_t{1024} * kGiB,
+              .size = true,
+              .zero_is_unset = true},
+        o.source_rate);
+  visit(Field{.name = "budget_bytes",
+              .flag = "--budget",
+              .help = "--buf adaptive: buffer memory per side, all connections (default 256K)",
+              .min = kMinBuf,
+              .max = kGiB,
+              .size = true},
+        o.budget);
+  visit(Field{.name = "buf_min_bytes",
+              .flag = "--buf-min",
+              .help = "--buf adaptive: smallest buffer (default 4K; with --fanout the chunk the "
+                      "writer starts from with one replica: 16K, one record, on TLS; --buf-max "
+                      "on TCP)",
+              .min = kMinBuf,
+              .max = kMaxBuf,
+              .size = true},
+        o.buf_min);
+  visit(Field{.name = "buf_max_bytes",
+              .flag = "--buf-max",
+              .help = "--buf adaptive: largest buffer (default 64K; independent TLS "
+                      "connections: 16K, one record)",
+              .min = kMinBuf,
+              .max = kMaxBuf,
+              .size = true},
+        o.buf_max);
+  visit(Field{.name = "syscalls",
+              .flag = "--syscalls",
+              .help = "Syscall counting: auto (the kernel's counters where allowed: eBPF, else "
+                      "perf tracepoints), bpf, tracepoints, taskio (the kernel's free read/write "
+                      "counts only), off, strace or perf (also attach the tool to each side for "
+                      "every session)"},
+        o.syscalls);
+}
+
 // The --help group of the TLS options (refused without --proto tls).
 inline constexpr const char* kTlsGroup = "TLS (with --proto tls)";
 
@@ -141,6 +261,8 @@ inline constexpr const char* kTlsGroup = "TLS (with --proto tls)";
 template <typename Options, typename Visit>
   requires DescribesAs<Options, ClientOptions>
 void for_each_option_block(Options& o, Visit&& visit) {
+  visit("run", "Run", o);
+  visit("payload", "Payload", o.payload);
   visit("tuning", "Engines", o.tuning);
   visit("socket", "Transport", o.socket);
   visit("tls", kTlsGroup, o.tls.records);

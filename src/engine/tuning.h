@@ -9,8 +9,13 @@
 
 #include "util/fields.h"
 #include "util/names.h"
+#include "util/size.h"
 
 namespace iobench {
+
+// One I/O call's buffer: what --buf (and a HELLO's buffer sizes) accept.
+inline constexpr uint64_t kMinBuf = 64;
+inline constexpr uint64_t kMaxBuf = 16 * kMiB;
 
 // How a side moves its bytes.
 enum class EngineKind { kBlocking, kEpoll, kUring };

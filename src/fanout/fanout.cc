@@ -146,19 +146,12 @@ Result<std::unique_ptr<FanoutShapeLoop>> FanoutWriter::make_loop() const {
 }
 
 void FanoutWriter::start_clock() {
-  const ProbeSample s = probe_now(true);
-  t0_ns_ = s.wall_ns;
-  cpu0_ns_ = s.cpu_ns;
-  user0_us_ = s.user_us;
-  sys0_us_ = s.sys_us;
+  start_ = probe_now(true);
+  t0_ns_ = start_.wall_ns;
 }
 
 void FanoutWriter::stop_clock() {
-  const ProbeSample s = probe_now(true);
-  fig_.wall_ns = s.wall_ns - t0_ns_;
-  fig_.cpu_ns = s.cpu_ns - cpu0_ns_;
-  fig_.user_us = s.user_us - user0_us_;
-  fig_.sys_us = s.sys_us - sys0_us_;
+  fig_.probe = probe_now(true) - start_;
 }
 
 // How far each live replica is behind the one furthest ahead, at the start of a round.

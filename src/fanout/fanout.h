@@ -117,7 +117,8 @@ class FanoutWriter {
   std::string loop_error_;
   FanoutCounts counts_;
   FanoutWriterFigures fig_;
-  int64_t t0_ns_ = 0, cpu0_ns_ = 0, user0_us_ = 0, sys0_us_ = 0;
+  ProbeSample start_;  // the writer thread's clocks at the first chunk
+  int64_t t0_ns_ = 0;  // start_.wall_ns
   std::thread thread_;
 };
 

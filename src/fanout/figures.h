@@ -5,6 +5,7 @@
 #include <string>
 
 #include "config/options.h"
+#include "probe/probe.h"
 
 namespace iobench {
 
@@ -25,8 +26,7 @@ struct FanoutWriterFigures {
   std::string engine;             // how it waits: "blocking" (connset), "epoll", "uring"
   uint32_t replicas = 0;          // that joined
   uint32_t dropped = 0;
-  int64_t wall_ns = 0;            // first chunk to the last replica done
-  int64_t cpu_ns = 0, user_us = 0, sys_us = 0;
+  ProbeDelta probe;               // first chunk to the last replica done, this thread's CPU
   uint64_t chunks = 0;            // rounds: one chunk to every live replica
   uint64_t writes = 0;            // write calls, all replicas
   uint64_t waits = 0;             // epoll_wait / io_uring waits

@@ -132,6 +132,23 @@ std::unique_ptr<iobench::BpfWatch> watch_for(benchmark::State& state, int64_t ki
   return std::move(*w);
 }
 
+// What a benchmark counting with `kind` holds while it runs, in the order it opens them.
+struct Counting {
+  std::optional<EmptyProgram> empty;
+  std::unique_ptr<iobench::BpfWatch> watch;
+  std::unique_ptr<iobench::SyscallCounter> counter;
+  // Opens what `kind` asks for and starts the counter; false: the benchmark was skipped.
+  bool arm(benchmark::State& state, int64_t kind) {
+    if (kind == 4 && !empty.emplace(state).ok()) return false;
+    watch = watch_for(state, kind);
+    if ((kind == 5 || kind == 6) && !watch) return false;
+    counter = counter_for(state, kind);
+    if (counter && !counter->available()) return false;
+    if (counter) counter->start();
+    return true;
+  }
+};
+
 void tcp_loopback(benchmark::State& state, int64_t kind) {
   auto listener = iobench::listen_on({"127.0.0.1", 0});
   if (!listener) {
@@ -150,13 +167,9 @@ void tcp_loopback(benchmark::State& state, int64_t kind) {
     return;
   }
   set_buffers(server->get());
-  std::optional<EmptyProgram> empty;
-  if (kind == 4 && !empty.emplace(state).ok()) return;
-  auto watch = watch_for(state, kind);
-  if ((kind == 5 || kind == 6) && !watch) return;
-  auto counter = counter_for(state, kind);
-  if (counter && !counter->available()) return;
-  if (counter) counter->start();
+  Counting counting;
+  if (!counting.arm(state, kind)) return;
+  auto& counter = counting.counter;
   write_read(state, client->get(), server->get());
   if (counter) (void)counter->stop();
 }
@@ -185,13 +198,9 @@ namespace {
 // `iobench watch` on this process (5: its result counted on exit too) or on another (6).
 void BM_SyscallWithCounting(benchmark::State& state) {
   const int64_t kind = state.range(0);
-  std::optional<EmptyProgram> empty;
-  if (kind == 4 && !empty.emplace(state).ok()) return;
-  auto watch = watch_for(state, kind);
-  if ((kind == 5 || kind == 6) && !watch) return;
-  auto counter = counter_for(state, kind);
-  if (counter && !counter->available()) return;
-  if (counter) counter->start();
+  Counting counting;
+  if (!counting.arm(state, kind)) return;
+  auto& counter = counting.counter;
   for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores)
     benchmark::DoNotOptimize(::write(-1, nullptr, 0));
   }

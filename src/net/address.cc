@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "util/size.h"
+
 namespace iobench {
 
 std::string HostPort::str() const {
@@ -62,17 +64,12 @@ Result<HostPort> parse_host_port(std::string_view text, std::string_view what,
 Result<std::vector<HostPort>> parse_host_ports(std::string_view text, std::string_view what,
                                                uint16_t default_port, bool allow_any) {
   std::vector<HostPort> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    auto one = parse_host_port(text.substr(start, comma == std::string_view::npos ? comma
-                                                                                  : comma - start),
-                               what, default_port, allow_any);
+  for (std::string_view item : split_commas(text)) {
+    auto one = parse_host_port(item, what, default_port, allow_any);
     if (!one) return std::unexpected(one.error());
     out.push_back(std::move(*one));
-    if (comma == std::string_view::npos) return out;
-    start = comma + 1;
   }
+  return out;
 }
 
 }  // namespace iobench

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "util/fields.h"
 #include "util/size.h"
 
 namespace iobench {
@@ -11,6 +12,7 @@ namespace iobench {
 inline constexpr uint64_t kMinBytes = 64;
 // The payload is held in memory on the sending side.
 inline constexpr uint64_t kMaxBytes = 4 * kGiB;
+inline constexpr int kMinZstdLevel = 1, kMaxZstdLevel = 19;
 
 struct PayloadSpec {
   uint64_t bytes = 100 * kMiB;
@@ -22,5 +24,30 @@ struct PayloadSpec {
   // built but not cached.
   uint64_t cache_max = uint64_t{6} << 30;
 };
+
+// What a run's payload is, described once: the client's and `iobench payload`'s flags and their
+// bounds, the JSON options block and the CSV (a file and the cache are local: not listed).
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, PayloadSpec>
+void describe(Self& p, Visit&& visit) {
+  visit(Field{.name = "bytes",
+              .flag = "--bytes",
+              .help = "Payload bytes to stream (default 100MiB; 100M, 1GiB, ...)",
+              .min = kMinBytes,
+              .max = kMaxBytes,
+              .size = true,
+              .short_flag = "-n"},
+        p.bytes);
+  visit(Field{.name = "seed",
+              .flag = "--seed",
+              .help = "Seed of the replication-stream generator (default 1)"},
+        p.seed);
+  visit(Field{.name = "zstd_level",
+              .flag = "--zstd-level",
+              .help = "zstd level of the payload (default 3)",
+              .min = kMinZstdLevel,
+              .max = kMaxZstdLevel},
+        p.zstd_level);
+}
 
 }  // namespace iobench

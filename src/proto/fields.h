@@ -8,6 +8,7 @@
 
 #include <type_traits>
 
+#include "payload/spec.h"
 #include "proto/messages.h"
 #include "util/fields.h"
 
@@ -18,12 +19,13 @@ template <typename Self, typename V>
 void describe(Self& h, V&& v) {
   v(Field{"client_sends"}, h.client_sends);
   v(Field{"bytes"}, h.bytes);
-  v(Field{"send_buf_bytes"}, h.send_buf_bytes);
-  v(Field{"recv_buf_bytes"}, h.recv_buf_bytes);
+  // The bounds here are the command line's (the constants both share): the server checks them.
+  v(Field{.name = "send_buf_bytes", .min = kMinBuf, .max = kMaxBuf}, h.send_buf_bytes);
+  v(Field{.name = "recv_buf_bytes", .min = kMinBuf, .max = kMaxBuf}, h.recv_buf_bytes);
   v(Field{"socket"}, h.socket);
   v(Field{"decompress"}, h.decompress);
   v(Field{"seed"}, h.seed);
-  v(Field{"zstd_level"}, h.zstd_level);
+  v(Field{.name = "zstd_level", .min = kMinZstdLevel, .max = kMaxZstdLevel}, h.zstd_level);
   v(Field{"proto"}, h.proto);
   v(Field{"engine"}, h.engine);
   v(Field{"timeout_s"}, h.timeout_s);
@@ -32,15 +34,16 @@ void describe(Self& h, V&& v) {
   v(Field{"kernel_syscalls"}, h.kernel_syscalls);
   v(Field{"tuning"}, h.tuning);
   v(Field{.name = "cpu", .min = -1, .max = CPU_SETSIZE - 1}, h.cpu);
-  v(Field{"conns"}, h.conns);
+  v(Field{.name = "conns", .min = 1, .max = kMaxConns}, h.conns);
   v(Field{"conn_index"}, h.conn_index);
   v(Field{"group_id"}, h.group_id);
   v(Field{"payload_bytes"}, h.payload_bytes);
   v(Field{"adaptive"}, h.adaptive);
   v(Field{"fanout"}, h.fanout);
-  v(Field{"budget"}, h.budget);
-  v(Field{"buf_min"}, h.buf_min);
-  v(Field{"buf_max"}, h.buf_max);
+  // 0 unless adaptive.
+  v(Field{.name = "budget", .min = kMinBuf, .max = kGiB, .zero_is_unset = true}, h.budget);
+  v(Field{.name = "buf_min", .min = kMinBuf, .max = kMaxBuf, .zero_is_unset = true}, h.buf_min);
+  v(Field{.name = "buf_max", .min = kMinBuf, .max = kMaxBuf, .zero_is_unset = true}, h.buf_max);
   v(Field{"auth_token"}, h.auth_token);
 }
 
@@ -132,10 +135,7 @@ void describe(Self& g, V&& v) {
   v(Field{"is_sender"}, g.is_sender);
   v(Field{"conns"}, g.conns);
   v(Field{"conns_failed"}, g.conns_failed);
-  v(Field{"wall_ns"}, g.wall_ns);
-  v(Field{"cpu_ns"}, g.cpu_ns);
-  v(Field{"user_us"}, g.user_us);
-  v(Field{"sys_us"}, g.sys_us);
+  v(Field{"probe"}, g.probe);
   v(Field{"syscalls_source"}, g.syscalls_source);
   v(Field{"syscalls_note"}, g.syscalls_note);
   v(Field{"kernel_syscalls_total"}, g.kernel_syscalls_total);

@@ -25,6 +25,11 @@
 #include "tls/options.h"
 #include "util/result.h"
 
+namespace iobench {
+// Connections in one run (a HELLO's `conns`); a server may allow fewer (--max-conns).
+inline constexpr uint32_t kMaxConns = 1024;
+}  // namespace iobench
+
 namespace iobench::proto {
 
 // How decode_header's error (kind kNotPeer) begins when a frame lacks the magic: the peer
@@ -37,18 +42,20 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // segments sent and received during the data phase. 6: HELLO's fanout. 7: HELLO's socket
 // options as one described block (sndbuf, rcvbuf, nodelay, congestion) and the TLS record
 // options as another; RESULT the socket's figures as one (the congestion control it ran
-// added), its TLS figures and its probe (wall, CPU, context switches) as others. Peers of
+// added), its TLS figures and its probe (wall, CPU, context switches) as others. 8: GROUP's
+// clocks as the same probe block (context switches added). Peers of
 // different versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 7;
+inline constexpr uint16_t kVersion = 8;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 5> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 6> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
     {6, 0x19d783e0710d6542},
     {7, 0x2f132aa734e3a892},
+    {8, 0xa392776080fecd7a},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -171,10 +178,8 @@ struct GroupResult {
   bool is_sender = true;
   uint32_t conns = 0;         // connections that took part on this side
   uint32_t conns_failed = 0;  // of those, ended with an error
-  int64_t wall_ns = 0;        // first connection's data phase start to last one's end
-  int64_t cpu_ns = 0;
-  int64_t user_us = 0;
-  int64_t sys_us = 0;
+  // The process's clocks from the first connection's data phase start to the last one's end.
+  ProbeDelta probe;
   SyscallSource syscalls_source = SyscallSource::kCounted;
   std::string syscalls_note;
   uint64_t kernel_syscalls_total = 0;

@@ -125,6 +125,8 @@ std::vector<std::pair<std::string, std::string>> option_cells(const ClientOption
         value = std::string(name_of(v));
       else if constexpr (std::is_same_v<V, bool>)
         value = plain(v ? 1 : 0);
+      else if constexpr (std::is_same_v<V, std::string>)
+        value = csv_quoted(v);
       else
         value = plain(v);
       out.emplace_back(fmt::format("{}.{}", block, f.name), std::move(value));

@@ -21,9 +21,10 @@ FanoutFigures fanout_figures(const GroupRecord& g) {
   const FanoutWriterFigures& w = *g.fanout;
   if (w.delivered_bytes > 0)
     f.cpu_s_per_gib_delivered =
-        seconds(w.cpu_ns) / (static_cast<double>(w.delivered_bytes) / kGiBytes);
+        seconds(w.probe.cpu_ns) / (static_cast<double>(w.delivered_bytes) / kGiBytes);
   if (w.chunks > 0)
-    f.cpu_us_per_chunk = static_cast<double>(w.cpu_ns) / 1e3 / static_cast<double>(w.chunks);
+    f.cpu_us_per_chunk =
+        static_cast<double>(w.probe.cpu_ns) / 1e3 / static_cast<double>(w.chunks);
   double slowest_stall = -1;
   for (const ConnRecord& c : g.conns) {
     if (!c.fanout) continue;
@@ -50,7 +51,7 @@ std::string fanout_lines(const GroupRecord& g) {
       "  fan-out {} ({}): one writer thread, {} replica(s) ({} dropped); last done {:.3f} s; "
       "writer CPU {:.3f} s = {:.3f} s/GiB delivered ({} delivered), {:.2f} us per chunk round "
       "({} rounds, {} writes, {} waits); largest chunk {}; slowest replica {} ({:.3f} s)\n",
-      name_of(w.shape), w.engine, w.replicas, w.dropped, f.last_done_s, seconds(w.cpu_ns),
+      name_of(w.shape), w.engine, w.replicas, w.dropped, f.last_done_s, seconds(w.probe.cpu_ns),
       f.cpu_s_per_gib_delivered, format_bytes_human(w.delivered_bytes), f.cpu_us_per_chunk,
       w.chunks, w.writes, w.waits, format_bytes_human(w.peak_chunk_bytes), f.slowest,
       f.slowest_s);
@@ -100,11 +101,11 @@ nlohmann::json fanout_json(const GroupRecord& g) {
           {"replicas", w.replicas},
           {"dropped", w.dropped},
           {"peak_live", w.peak_live},
-          {"wall_s", seconds(w.wall_ns)},
+          {"wall_s", seconds(w.probe.wall_ns)},
           {"last_done_s", f.last_done_s},
-          {"writer_cpu_s", seconds(w.cpu_ns)},
-          {"writer_cpu_user_s", static_cast<double>(w.user_us) / 1e6},
-          {"writer_cpu_sys_s", static_cast<double>(w.sys_us) / 1e6},
+          {"writer_cpu_s", seconds(w.probe.cpu_ns)},
+          {"writer_cpu_user_s", static_cast<double>(w.probe.user_us) / 1e6},
+          {"writer_cpu_sys_s", static_cast<double>(w.probe.sys_us) / 1e6},
           {"writer_cpu_s_per_gib_delivered", f.cpu_s_per_gib_delivered},
           {"writer_cpu_us_per_chunk", f.cpu_us_per_chunk},
           {"delivered_bytes", w.delivered_bytes},

@@ -10,8 +10,8 @@ namespace {
 
 using nlohmann::json;
 
-// A described block as a JSON object, a key per field: enums by name, a number whose 0 means
-// "not set" as null, nested blocks as objects.
+// A described block as a JSON object, a key per field: enums by name, a number whose 0 (a text
+// whose "") means "not set" as null, nested blocks as objects.
 template <Described T>
 json fields_json(const T& block) {
   json out = json::object();
@@ -22,8 +22,9 @@ json fields_json(const T& block) {
       out[key] = fields_json(v);
     else if constexpr (NamedEnum<V>)
       out[key] = name_of(v);
-    else if constexpr (std::is_arithmetic_v<V> && !std::is_same_v<V, bool>)
-      out[key] = f.zero_is_unset && v == 0 ? json(nullptr) : json(v);
+    else if constexpr ((std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) ||
+                       std::is_same_v<V, std::string>)
+      out[key] = f.zero_is_unset && v == V{} ? json(nullptr) : json(v);
     else
       out[key] = v;
   });
@@ -139,10 +140,10 @@ json group_side_json(const proto::GroupResult& g, bool known) {
           {"policy", g.policy},
           {"conns", g.conns},
           {"conns_failed", g.conns_failed},
-          {"duration_ns", g.wall_ns},
-          {"cpu_s", static_cast<double>(g.cpu_ns) / 1e9},
-          {"cpu_user_s", static_cast<double>(g.user_us) / 1e6},
-          {"cpu_sys_s", static_cast<double>(g.sys_us) / 1e6},
+          {"duration_ns", g.probe.wall_ns},
+          {"cpu_s", static_cast<double>(g.probe.cpu_ns) / 1e9},
+          {"cpu_user_s", static_cast<double>(g.probe.user_us) / 1e6},
+          {"cpu_sys_s", static_cast<double>(g.probe.sys_us) / 1e6},
           {"syscalls",
            {{"source", name_of(g.syscalls_source)},
             {"note", g.syscalls_note},
@@ -208,34 +209,14 @@ json options_json(const Report& r) {
   json bufs = json::array();
   for (const auto& b : o.bufs)
     bufs.push_back({{"send", b.send_bytes}, {"recv", b.recv_bytes}, {"adaptive", b.adaptive}});
+  // The options outside the described blocks: lists, words and where the run went.
   json doc = {{"mode", name_of(r.mode)},
               {"server", r.server},
-              {"proto", name_of(o.proto)},
-              {"engine", name_of(o.engine)},
-              {"send_engine", name_of(o.send_engine)},
-              {"recv_engine", name_of(o.recv_engine)},
               {"bufs", bufs},
-              {"bytes", o.payload.bytes},
               {"payload", r.payload_source},
-              {"seed", o.payload.seed},
-              {"zstd_level", o.payload.zstd_level},
-              {"reverse", o.reverse},
-              {"decompress", o.decompress},
               {"repeat", o.repeat},
               {"repeat_auto", o.repeat_auto},
               {"target_ci", o.repeat_auto ? json(o.target_ci) : json(nullptr)},
-              {"warmup", o.warmup},
-              {"timeout_s", o.timeout_s},
-              {"conns", o.conns},
-              {"stagger_s", o.stagger_s},
-              {"bytes_spread", o.bytes_spread},
-              {"write_pattern", o.write_pattern.empty() ? json(nullptr) : json(o.write_pattern)},
-              {"fanout", name_of(o.fanout)},
-              {"source_rate_bytes_per_s", o.source_rate == 0 ? json(nullptr) : json(o.source_rate)},
-              {"budget_bytes", o.budget},
-              {"buf_min_bytes", o.buf_min},
-              {"buf_max_bytes", o.buf_max},
-              {"syscalls", name_of(o.syscalls)},
               {"sender_cpu", o.sender_cpu < 0 ? json(nullptr) : json(o.sender_cpu)},
               {"receiver_cpu", o.receiver_cpu < 0 ? json(nullptr) : json(o.receiver_cpu)}};
   // Every field of the described option blocks (the engines' tuning, the socket options, ...).

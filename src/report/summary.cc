@@ -141,8 +141,9 @@ GroupFigures group_figures(const GroupRecord& g) {
     }
   }
   f.conn_gbps = stat_of(gbps);
-  if (g.receiver.wall_ns > 0)
-    f.aggregate_gbps = static_cast<double>(bytes) * 8 / static_cast<double>(g.receiver.wall_ns);
+  if (g.receiver.probe.wall_ns > 0)
+    f.aggregate_gbps =
+        static_cast<double>(bytes) * 8 / static_cast<double>(g.receiver.probe.wall_ns);
   return f;
 }
 

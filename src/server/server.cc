@@ -65,13 +65,7 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
   if (h.bytes < kMinBytes || h.bytes > o.max_bytes)
     return fail(fmt::format("bytes {} outside this server's range {}..{}", h.bytes, kMinBytes,
                             o.max_bytes));
-  for (uint64_t b : {h.send_buf_bytes, h.recv_buf_bytes}) {
-    if (b < kMinBuf || b > kMaxBuf)
-      return fail(fmt::format("buffer size {} outside {}..{}", b, kMinBuf, kMaxBuf));
-  }
-  if (h.zstd_level < 1 || h.zstd_level > 19)
-    return fail(fmt::format("zstd level {} outside 1..19", h.zstd_level));
-  if (h.conns < 1 || h.conns > o.max_conns)
+  if (h.conns > o.max_conns)
     return fail(fmt::format("{} connections asked for, this server's --max-conns is {}", h.conns,
                             o.max_conns));
   if (h.conn_index >= h.conns)
@@ -80,11 +74,6 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
     return fail(fmt::format("payload of {} bytes cannot hold {} bytes (limit {})", h.payload_bytes,
                             h.bytes, o.max_bytes));
   if (h.adaptive) {
-    for (uint64_t b : {h.buf_min, h.buf_max}) {
-      if (b < kMinBuf || b > kMaxBuf)
-        return fail(fmt::format("buffer size {} outside {}..{}", b, kMinBuf, kMaxBuf));
-    }
-    if (h.budget > kGiB) return fail(fmt::format("budget {} above 1 GiB", h.budget));
     // A fan-out writer's chunk is one buffer for every replica: the budget holds one, not N.
     if (auto st = validate_limits({h.budget, h.buf_min, h.buf_max}, h.fanout ? 1 : h.conns); !st)
       return st;

@@ -109,13 +109,7 @@ void GroupSide::finish_locked(const std::string& error) {
   g.conns = joined_;
   g.conns_failed = failed_ + (joined_ - std::min(joined_, ended_));
   g.syscalls_source = SyscallSource::kCounted;
-  if (started_) {
-    const ProbeDelta d = end - start_;
-    g.wall_ns = d.wall_ns;
-    g.cpu_ns = d.cpu_ns;
-    g.user_us = d.user_us;
-    g.sys_us = d.sys_us;
-  }
+  if (started_) g.probe = end - start_;
   if (!kernel_syscalls_) {
     g.syscalls_note = "kernel counting off";
   } else if (!lease_.held()) {

@@ -30,7 +30,13 @@ struct Field {
   bool summed = false;  // a count: over several connections, the total is their sum
   bool size = false;    // a byte count, written on the command line as 16k, 4M (bounds in bytes)
   bool negated = false;  // a bool whose flag turns it off ("--no-nodelay"); on by default
-  bool zero_is_unset = false;  // a number whose 0 means "not set" (the JSON writes null)
+  bool zero_is_unset = false;  // 0 or "" means "not set": unchecked, the JSON writes null
+  std::string_view short_flag = {};  // a one-letter alias ("-R")
+  // Real numbers: the accepted range, the lower end excluded when `above_min` (a timeout > 0).
+  double real_min = -std::numeric_limits<double>::infinity();
+  double real_max = std::numeric_limits<double>::infinity();
+  bool above_min = false;
+  bool duration = false;  // seconds, written on the command line as 50ms, 2s (max: real_max)
   bool has_range() const {
     return min != std::numeric_limits<int64_t>::min() || max != std::numeric_limits<int64_t>::max();
   }
@@ -78,6 +84,8 @@ inline bool is_choice(std::string_view choices, std::string_view value) {
 template <typename V>
 Status check_field(const Field& f, const V& v, bool as_flag) {
   std::string value, expected;
+  if constexpr (std::is_arithmetic_v<V> || std::is_same_v<V, std::string>)
+    if (f.zero_is_unset && v == V{}) return {};
   if constexpr (std::is_same_v<V, std::string>) {
     if (f.choices.empty() || is_choice(f.choices, v)) return {};
     value = v;
@@ -87,6 +95,12 @@ Status check_field(const Field& f, const V& v, bool as_flag) {
       return {};
     value = fmt::format("{}", v);
     expected = fmt::format("{}..{}", f.min, f.max);
+  } else if constexpr (std::is_floating_point_v<V>) {
+    if (v <= f.real_max && (f.above_min ? v > f.real_min : v >= f.real_min)) return {};
+    value = fmt::format("{}", v);
+    expected = f.above_min ? fmt::format("({}, {}]", f.real_min, f.real_max)
+                           : fmt::format("{}..{}", f.real_min, f.real_max);
+    if (f.duration) expected = "seconds in " + expected;
   } else {
     return {};
   }

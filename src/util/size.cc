@@ -58,19 +58,24 @@ Result<uint64_t> parse_size(std::string_view text, std::string_view what, uint64
   return value;
 }
 
+std::vector<std::string_view> split_commas(std::string_view text) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
+
 Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string_view what,
                                               uint64_t min, uint64_t max) {
   std::vector<uint64_t> out;
-  size_t start = 0;
-  while (true) {
-    size_t comma = text.find(',', start);
-    std::string_view item =
-        text.substr(start, comma == std::string_view::npos ? text.size() - start : comma - start);
+  for (std::string_view item : split_commas(text)) {
     auto v = parse_size(item, what, min, max);
     if (!v) return std::unexpected(v.error());
     out.push_back(*v);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
   }
   return out;
 }

@@ -20,6 +20,10 @@ inline constexpr uint64_t kGiB = 1024 * kMiB;
 Result<uint64_t> parse_size(std::string_view text, std::string_view what, uint64_t min,
                             uint64_t max);
 
+// "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma-separated list, empty ones kept (for
+// the caller's parser to refuse with its own message).
+std::vector<std::string_view> split_commas(std::string_view text);
+
 // Comma-separated list of sizes, each checked as parse_size does; duplicates are kept in order.
 Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string_view what,
                                               uint64_t min, uint64_t max);

@@ -152,7 +152,7 @@ def talk(port, data, shut=True):
     (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "not an iobench peer (first bytes 'GET / HTTP/1"),
     (hello_frame(body_len=0xFFFFFFF0), "exceeds limit"),
     (hello_frame(version=9), "protocol version 9"),
-    (hello_frame(send_buf=0), "buffer size 0"),
+    (hello_frame(send_buf=0), "send_buf_bytes 0 outside 64..16777216"),
     (hello_frame(nbytes=1 << 40), "bytes 1099511627776 outside"),
     (hello_frame(proto="quic"), "HELLO asks for proto 'quic' on a tcp connection"),
     (hello_frame(engine="magic"), "unknown engine 'magic'"),
@@ -160,6 +160,10 @@ def talk(port, data, shut=True):
     (hello_frame(fields={"tuning.queue_depth": 0}), "queue_depth 0 outside 1..4096"),
     (hello_frame(fields={"tuning.uring_recv": "many"}), "uring_recv many outside auto, multishot or batch"),
     (hello_frame(fields={"cpu": 5000}), "cpu 5000 outside -1..1023"),
+    # The command line's bounds, shared through one constant (payload/spec.h, engine/tuning.h).
+    (hello_frame(fields={"zstd_level": 99}), "zstd_level 99 outside 1..19"),
+    (hello_frame(fields={"conns": 0}), "conns 0 outside 1..1024"),
+    (hello_frame(fields={"adaptive": True, "budget": 32}), "budget 32 outside 64..1073741824"),
     (hello_frame()[:20], "peer closed"),
 ])
 def test_misbehaving_client_is_rejected_and_server_survives(server, cache_dir, data, logged):

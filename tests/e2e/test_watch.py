@@ -206,7 +206,9 @@ def check_sync(procs, primary, replica, writer_kind, writer_is_child):
     assert top["result"] == 16384, sent["sizes"]
     got = io_of(rep, "tcp", "read") or io_of(rep, "socket", "read")
     assert got and got["bytes"] >= sent["bytes"] - 4096, rep["io"]
-    written = io_of(children[0], writer_kind, "write")
+    # A descriptor opened and closed between two /proc samples keeps the kind `unknown` (seen
+    # once here: Redis's diskless pipe, 16 MB written in under a sample interval).
+    written = io_of(children[0], writer_kind, "write") or io_of(children[0], "unknown", "write")
     if writer_kind == "tcp":
         written = sent
     assert written and written["bytes"] >= 15 * MiB, [

@@ -94,3 +94,18 @@ def test_the_scripts_share_iobenchlib():
             if re.search(pattern, text):
                 twins.append(f"scripts/{path.name}: {what}")
     assert not twins, "\n".join(twins)
+
+
+def test_client_options_by_hand_are_the_ones_the_page_names():
+    """A client option is a field of a described block (its flag, bounds, JSON and CSV follow);
+    the few declared by hand in cli/ are each named on the page, so a new one is a decision."""
+    text = DOC.read_text()
+    hand = text[text.index("What stays by hand in `cli/`"):]
+    hand = hand[:hand.index("\n\n")]
+    named = set(re.findall(r"`(--[a-z-]+)", hand))
+    declared = set()
+    for name in ("client_options.cc", "conn_options.cc"):
+        code = (ROOT / "src" / "cli" / name).read_text()
+        declared |= set(re.findall(r'add_(?:option|flag)\("(--[a-z-]+)', code))
+    assert declared, "no declarations found: the pattern no longer matches the code"
+    assert declared - named == set(), f"declared by hand, not on the page: {declared - named}"

@@ -205,7 +205,7 @@ TEST(ProtoGroup, RoundTripAndBounds) {
   g.is_sender = false;
   g.conns = 4;
   g.conns_failed = 1;
-  g.cpu_ns = 123;
+  g.probe.cpu_ns = 123;
   g.policy = "adaptive: budget 256K, 4K..64K";
   g.kernel_syscalls = {{"read", 10}};
   g.timeline = {{1, 1, 65536}, {2, 2, 32768}, {3, 0, 0}};

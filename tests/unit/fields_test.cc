@@ -1,5 +1,6 @@
 // The field lists (util/fields.h, proto/fields.h): every field of every message survives the
 // codec, the layout is tied to the protocol version, and bounds give one-line errors.
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
@@ -151,12 +152,38 @@ TEST(Fields, BoundsNameTheFlagOrTheField) {
   EXPECT_EQ(parse_option<UringRecv>("--uring-recv", "many").error().message,
             "invalid --uring-recv 'many': expected auto, multishot or batch");
   Hello h;
+  h.send_buf_bytes = h.recv_buf_bytes = 16384;
+  h.zstd_level = 3;
+  EXPECT_TRUE(check_fields(h, false));
+  // The command line's bounds, shared through one constant: the server checks them too.
+  h.zstd_level = 20;
+  EXPECT_EQ(check_fields(h, false).error().message, "zstd_level 20 outside 1..19");
+  h.zstd_level = 3;
+  h.budget = 32;  // 0 (not adaptive) is unset; a budget below one buffer is not
+  EXPECT_EQ(check_fields(h, false).error().message, "budget 32 outside 64..1073741824");
+  h.budget = 0;
   h.tuning.queue_depth = 5000;
   EXPECT_EQ(check_fields(h, false).error().message, "queue_depth 5000 outside 1..4096");
   h.tuning.queue_depth = 8;
   h.cpu = -2;
   EXPECT_EQ(check_fields(h, false).error().message,
             fmt::format("cpu -2 outside -1..{}", CPU_SETSIZE - 1));
+}
+
+TEST(Fields, RealNumbersHaveBoundsAndAnOpenEnd) {
+  const Field timeout{.name = "timeout_s", .flag = "--timeout", .real_min = 0, .real_max = 3600,
+                      .above_min = true};
+  EXPECT_TRUE(check_field(timeout, 3600.0, true));
+  EXPECT_EQ(check_field(timeout, 0.0, true).error().message,
+            "invalid --timeout '0': expected (0, 3600]");
+  EXPECT_FALSE(check_field(timeout, std::nan(""), true));
+  const Field spread{.name = "bytes_spread", .real_min = 0, .real_max = 0.9};
+  EXPECT_TRUE(check_field(spread, 0.0, false));
+  EXPECT_EQ(check_field(spread, 0.95, false).error().message, "bytes_spread 0.95 outside 0..0.9");
+  // "Not set" is not checked: a rate of 0 is no rate, an empty pattern no pattern.
+  const Field rate{.name = "rate", .min = 1024, .zero_is_unset = true};
+  EXPECT_TRUE(check_field(rate, uint64_t{0}, false));
+  EXPECT_FALSE(check_field(rate, uint64_t{1}, false));
 }
 
 }  // namespace
