@@ -68,7 +68,8 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
     add_summed(t, *side);  // every count the field list marks summed
   }
   t.is_sender = sender;
-  t.probe = run.probe;  // the process's clocks over the whole run
+  t.probe = run.probe;  // the process's clocks over the whole run, and the host's
+  t.host_busy = run.host_busy;
   t.cpu_scope = "process";
   t.syscalls_source = run.syscalls_source;
   t.syscalls_note = run.syscalls_note;

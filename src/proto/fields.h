@@ -75,6 +75,7 @@ void describe(Self& r, V&& v) {
   v(Field{.name = "bytes", .summed = true}, r.bytes);
   v(Field{"buf_bytes"}, r.buf_bytes);
   v(Field{"probe"}, r.probe);
+  v(Field{"host_busy"}, r.host_busy);
   v(Field{.name = "io_calls", .summed = true}, r.io_calls);
   v(Field{.name = "short_writes", .summed = true}, r.short_writes);
   v(Field{"xxh3"}, r.xxh3);
@@ -136,6 +137,7 @@ void describe(Self& g, V&& v) {
   v(Field{"conns"}, g.conns);
   v(Field{"conns_failed"}, g.conns_failed);
   v(Field{"probe"}, g.probe);
+  v(Field{"host_busy"}, g.host_busy);
   v(Field{"syscalls_source"}, g.syscalls_source);
   v(Field{"syscalls_note"}, g.syscalls_note);
   v(Field{"kernel_syscalls_total"}, g.kernel_syscalls_total);

@@ -20,6 +20,7 @@
 #include "engine/tuning.h"
 #include "net/socket.h"
 #include "net/stream.h"
+#include "probe/host_busy.h"
 #include "probe/probe.h"
 #include "probe/syscall_source.h"
 #include "tls/options.h"
@@ -43,7 +44,8 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // options as one described block (sndbuf, rcvbuf, nodelay, congestion) and the TLS record
 // options as another; RESULT the socket's figures as one (the congestion control it ran
 // added), its TLS figures and its probe (wall, CPU, context switches) as others. 8: GROUP's
-// clocks as the same probe block (context switches added). Peers of
+// clocks as the same probe block (context switches added); RESULT and GROUP the host's busy
+// time over their window (`host_busy`). Peers of
 // different versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
 inline constexpr uint16_t kVersion = 8;
@@ -55,7 +57,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 6> kLayoutOfVersion{{
     {5, 0x7d91a990b6094162},
     {6, 0x19d783e0710d6542},
     {7, 0x2f132aa734e3a892},
-    {8, 0xa392776080fecd7a},
+    {8, 0x08614762abc7c348},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -116,6 +118,7 @@ struct SideResult {
   uint64_t bytes = 0;  // moved before the end (== expected on success)
   uint64_t buf_bytes = 0;
   ProbeDelta probe;  // the data phase's wall time, CPU and context switches
+  HostBusy host_busy;  // over the same window: every CPU's busy time, whoever spent it
   uint64_t io_calls = 0;
   uint64_t short_writes = 0;
   uint64_t xxh3 = 0;           // sender: of the payload; receiver: of what arrived
@@ -178,8 +181,10 @@ struct GroupResult {
   bool is_sender = true;
   uint32_t conns = 0;         // connections that took part on this side
   uint32_t conns_failed = 0;  // of those, ended with an error
-  // The process's clocks from the first connection's data phase start to the last one's end.
+  // The process's clocks from the first connection's data phase start to the last one's end,
+  // and the host's busy time over the same window.
   ProbeDelta probe;
+  HostBusy host_busy;
   SyscallSource syscalls_source = SyscallSource::kCounted;
   std::string syscalls_note;
   uint64_t kernel_syscalls_total = 0;

@@ -2,6 +2,7 @@
 // per-size summaries, with the source of every figure named.
 #include <fmt/format.h>
 
+#include "proto/fields.h"
 #include "report/report.h"
 #include "util/size.h"
 
@@ -66,10 +67,22 @@ json tracer_json(const std::optional<TracerCounts>& t) {
           {"by_name", by_name}};
 }
 
+// Every described block of `r` (its figure blocks: probe, socket, tls, host_busy ...) that `out`
+// does not hold yet, under its field name: a figure added to a block, or a new block, is written
+// with no line here.
+template <Described T>
+void add_blocks(json& out, const T& r) {
+  describe(r, [&](const Field& f, const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (Described<V>)
+      if (!out.contains(std::string(f.name))) out[std::string(f.name)] = fields_json(v);
+  });
+}
+
 json side_json(const proto::SideResult& r, bool client_sends,
                const std::optional<TracerCounts>& tracer) {
   const SideFigures f = side_figures(r);
-  return {
+  json out = {
       {"tracer", tracer_json(tracer)},
       {"role", r.is_sender ? "sender" : "receiver"},
       {"host", r.is_sender == client_sends ? "client" : "server"},
@@ -117,6 +130,8 @@ json side_json(const proto::SideResult& r, bool client_sends,
       {"syscalls", syscalls_json(r, f)},
       {"tls", tls_json(r)},
   };
+  add_blocks(out, r);
+  return out;
 }
 
 json group_side_json(const proto::GroupResult& g, bool known) {
@@ -136,26 +151,28 @@ json group_side_json(const proto::GroupResult& g, bool known) {
                              c.to < c.target ? ", budget full: part of target" : "")}});
   json counts = json::object();
   for (const auto& [name, n] : g.kernel_syscalls) counts[name] = n;
-  return {{"available", true},
-          {"policy", g.policy},
-          {"conns", g.conns},
-          {"conns_failed", g.conns_failed},
-          {"duration_ns", g.probe.wall_ns},
-          {"cpu_s", static_cast<double>(g.probe.cpu_ns) / 1e9},
-          {"cpu_user_s", static_cast<double>(g.probe.user_us) / 1e6},
-          {"cpu_sys_s", static_cast<double>(g.probe.sys_us) / 1e6},
-          {"syscalls",
-           {{"source", name_of(g.syscalls_source)},
-            {"note", g.syscalls_note},
-            {"total", g.kernel_syscalls_total},
-            {"by_name", counts}}},
-          {"peak_live", g.peak_live},
-          {"peak_buffer_bytes", g.peak_buffer_bytes},
-          {"peak_rss_bytes", g.peak_rss_bytes},
-          {"live_timeline", timeline},
-          {"buffer_changes", changes},
-          {"buffer_changes_dropped", g.changes_dropped},
-          {"error", g.error}};
+  json out = {{"available", true},
+              {"policy", g.policy},
+              {"conns", g.conns},
+              {"conns_failed", g.conns_failed},
+              {"duration_ns", g.probe.wall_ns},
+              {"cpu_s", static_cast<double>(g.probe.cpu_ns) / 1e9},
+              {"cpu_user_s", static_cast<double>(g.probe.user_us) / 1e6},
+              {"cpu_sys_s", static_cast<double>(g.probe.sys_us) / 1e6},
+              {"syscalls",
+               {{"source", name_of(g.syscalls_source)},
+                {"note", g.syscalls_note},
+                {"total", g.kernel_syscalls_total},
+                {"by_name", counts}}},
+              {"peak_live", g.peak_live},
+              {"peak_buffer_bytes", g.peak_buffer_bytes},
+              {"peak_rss_bytes", g.peak_rss_bytes},
+              {"live_timeline", timeline},
+              {"buffer_changes", changes},
+              {"buffer_changes_dropped", g.changes_dropped},
+              {"error", g.error}};
+  add_blocks(out, g);
+  return out;
 }
 
 json group_json(const GroupRecord& g, bool client_sends) {
@@ -265,6 +282,12 @@ json sources_json() {
            "per side: sched_setaffinity of the data phase's thread (--cpus), its allowed set "
            "(sched_getaffinity before pinning) and sched_getcpu at the data phase's start and "
            "end"},
+          {"host_busy",
+           "per side, over the same window as duration_ns: the online CPUs x the wall time "
+           "minus their idle time (source cpuidle: the sum of /sys/devices/system/cpu/cpu*/"
+           "cpuidle/state*/time, microseconds, counted as each idle period ends; proc_stat: "
+           "idle + iowait of /proc/stat, 10 ms ticks). Every CPU's busy time, whoever spent "
+           "it: both sides, softirqs and ksoftirqd, other processes"},
           {"softirqs",
            "per run: /proc/softirqs NET_RX and NET_TX per CPU, read by the client before the "
            "session opens and after it closes (host-wide counters)"},

@@ -51,6 +51,7 @@ std::unique_ptr<LiveRegistry::Member> GroupSide::join(uint32_t conn) {
           process_syscall_counter().start();
         }
       }
+      host_start_ = host_idle_now();
       start_ = probe_now();
     }
   }
@@ -104,12 +105,16 @@ proto::GroupResult GroupSide::wait(double idle_s) {
 
 void GroupSide::finish_locked(const std::string& error) {
   const ProbeSample end = probe_now();
+  const HostIdleSample host_end = host_idle_now();
   proto::GroupResult& g = result_;
   g.error = error;
   g.conns = joined_;
   g.conns_failed = failed_ + (joined_ - std::min(joined_, ended_));
   g.syscalls_source = SyscallSource::kCounted;
-  if (started_) g.probe = end - start_;
+  if (started_) {
+    g.probe = end - start_;
+    g.host_busy = host_end - host_start_;
+  }
   if (!kernel_syscalls_) {
     g.syscalls_note = "kernel counting off";
   } else if (!lease_.held()) {

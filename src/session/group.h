@@ -10,6 +10,7 @@
 
 #include "adaptive/policy.h"
 #include "adaptive/registry.h"
+#include "probe/host_busy.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
 #include "proto/messages.h"
@@ -50,6 +51,7 @@ class GroupSide {
   bool started_ = false, done_ = false;
   bool rss_reset_ = false;
   ProbeSample start_;
+  HostIdleSample host_start_;
   CounterLease lease_;
   proto::GroupResult result_;
 };

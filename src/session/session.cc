@@ -10,6 +10,7 @@
 #include "engine/write_pattern.h"
 #include "net/tcp_segments.h"
 #include "payload/verifier.h"
+#include "probe/host_busy.h"
 #include "probe/placement.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
@@ -94,6 +95,7 @@ class PhaseMeasure {
         me_(me),
         lease_(d.kernel_syscalls ? CounterLease::try_take() : CounterLease{}),
         kernel_(lease_.held() ? &process_syscall_counter() : nullptr),
+        thread_cpu_(d.thread_cpu),
         before_(s.counters()),
         segments_before_(tcp_segments(s.fd())) {
     me.syscalls_source = SyscallSource::kCounted;
@@ -121,6 +123,15 @@ class PhaseMeasure {
     seen_.sample();
     if (kernel_) kernel_->arm();
     return {};
+  }
+  // The data phase's clocks: this process's (or thread's) and the host's busy time.
+  void start_clock() {
+    host_start_ = host_idle_now();
+    start_ = probe_now(thread_cpu_);
+  }
+  void stop_clock() {
+    me_.probe = probe_now(thread_cpu_) - start_;
+    me_.host_busy = host_idle_now() - host_start_;
   }
   void start_kernel() {
     if (kernel_) kernel_->start();
@@ -150,6 +161,9 @@ class PhaseMeasure {
   proto::SideResult& me_;
   CounterLease lease_;
   SyscallCounter* kernel_;
+  bool thread_cpu_;
+  ProbeSample start_;
+  HostIdleSample host_start_;
   StreamCounters before_;
   TcpSegments segments_before_;
   std::optional<ThreadPin> pin_;
@@ -177,7 +191,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
     pattern.emplace(std::move(*p));
     buf.use_sequence(&*pattern);
   }
-  const ProbeSample start = probe_now(d.thread_cpu);
+  m.start_clock();
   m.start_kernel();
   Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
   m.stop_kernel();
@@ -188,7 +202,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   m.take_stream_and_placement();
   Result<proto::SideResult> peer =
       sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
-  me.probe = probe_now(d.thread_cpu) - start;
+  m.stop_clock();
   m.take_segments();  // every data segment has left once the receiver's RESULT is here
   take_io_counts(io, me);
   if (!peer) {
@@ -213,7 +227,7 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   if (d.follow) buf.follow(d.follow);
   Verifier verifier(d.decompress);
   VerifierSink sink(verifier);
-  const ProbeSample start = probe_now(d.thread_cpu);
+  m.start_clock();
   m.start_kernel();
   Status got = engine.recv(s, d.bytes, buf, sink, io);
   m.stop_kernel();
@@ -221,7 +235,7 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   if (d.data_done) d.data_done();
   me.buf_resizes = buf.resizes();
   if (got) got = verifier.finish();
-  me.probe = probe_now(d.thread_cpu) - start;
+  m.stop_clock();
   m.take_stream_and_placement();
   m.take_segments();
   take_io_counts(io, me);
