@@ -11,9 +11,14 @@ import iobenchlib
 from iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
 
 
-def load(sweep_dir, prog="sweeplib"):
+COSTS = ("processes", "host")
+
+
+def load(sweep_dir, prog="sweeplib", cost="processes"):
     """Returns (manifest, rows): one row per finished cell with medians and min/max per side.
-    A directory that is not a sweep stops the script with one line."""
+    A directory that is not a sweep stops the script with one line. `cost` is what the knee is
+    judged on: the two processes' CPU (sender + receiver) or the host's busy time over the data
+    phase (all CPUs: softirqs and ksoftirqd wherever they land, other processes too)."""
     path = os.path.join(sweep_dir, "manifest.json")
     try:
         manifest = json.load(open(path))
@@ -23,30 +28,58 @@ def load(sweep_dir, prog="sweeplib"):
                  "writes results/NAME)")
     except (OSError, ValueError) as e:
         sys.exit(f"{prog}: error: cannot read {path}: {e}")
+    two_hosts = manifest.get("where") not in ("loopback", "netns", None)
     rows = []
     for cell in manifest["cells"]:
         if cell.get("status") != "ok":
             continue
         doc = json.load(open(os.path.join(sweep_dir, cell["file"])))
-        for result in doc["results"]:
-            row = {"proto": cell["proto"], "engine": cell["engine"], "conns": cell["conns"],
-                   "buf": result["send_buf_bytes"], "label": result["label"],
-                   "context": doc["context"], "runs": len(result["runs"]),
-                   "placement": placement(cell, doc)}
-            for side in ("sender", "receiver"):
-                summary = result["summary"][side]
-                row[side] = {k: summary[k] for k in summary}
-            row["group"] = group_summary(result)
-            # Each measured run's total CPU per GiB (sender + receiver of that run): what a
-            # comparison of two cells resamples.
-            row["total_cpu_runs"] = [
-                r["sender"]["cpu_s_per_gib"] + r["receiver"]["cpu_s_per_gib"]
-                for r in result["runs"] if r.get("sender") and r.get("receiver")
-                and not r.get("partial")]
-            rows.append(row)
+        rows += rows_of(cell, doc, two_hosts)
+    for row in rows:
+        if cost == "host" and not row["host_runs"]:
+            sys.exit(f"{prog}: error: cell {row['proto']} {row['label']} has no host_busy "
+                     "figures (an iobench from before they were measured): use --cost processes")
+        row["cost"] = cost
+        row["total_cpu_runs"] = row["host_runs" if cost == "host" else "process_runs"]
     rows.sort(key=lambda r: (r["proto"], r["engine"], r["conns"], r["label"] == "adaptive",
                              r["buf"]))
     return manifest, rows
+
+
+def rows_of(cell, doc, two_hosts=False):
+    """A cell's rows (one per result of its JSON): medians and min/max per side, and each
+    measured run's cost per GiB two ways: the two processes' CPU (sender + receiver of that run)
+    and the host's busy time (the sender's window, which holds the receiver's; both hosts' sum
+    when the sides ran on two) — what a comparison of two cells resamples."""
+    rows = []
+    for result in doc["results"]:
+        row = {"proto": cell["proto"], "engine": cell["engine"], "conns": cell["conns"],
+               "buf": result["send_buf_bytes"], "label": result["label"],
+               "context": doc["context"], "runs": len(result["runs"]),
+               "placement": placement(cell, doc)}
+        for side in ("sender", "receiver"):
+            summary = result["summary"][side]
+            row[side] = {k: summary[k] for k in summary}
+        row["group"] = group_summary(result)
+        runs = [r for r in result["runs"] if r.get("sender") and r.get("receiver")
+                and not r.get("partial")]
+        row["process_runs"] = [r["sender"]["cpu_s_per_gib"] + r["receiver"]["cpu_s_per_gib"]
+                               for r in runs]
+        row["host_runs"] = [host_per_gib(r, two_hosts) for r in runs]
+        if any(x is None for x in row["host_runs"]):
+            row["host_runs"] = []
+        row["total_cpu_runs"] = row["process_runs"]
+        rows.append(row)
+    return rows
+
+
+def host_per_gib(run, two_hosts):
+    """A run's host busy seconds per GiB moved, or None where a side did not measure it."""
+    sides = [run["sender"], run["receiver"]] if two_hosts else [run["sender"]]
+    busy = [(s.get("host_busy") or {}).get("busy_ns") for s in sides]
+    if any(not b for b in busy) or not run["sender"]["bytes"]:
+        return None
+    return sum(busy) / 1e9 / (run["sender"]["bytes"] / GiB)
 
 
 # A side's summary figures (iobench's SideSummary) read from one run's side in the JSON.
@@ -152,6 +185,11 @@ def conns_table(rows):
 
 
 def total_cpu_per_gib(row, stat="median"):
+    """The cost a knee is judged on: the two sides' CPU per GiB (their medians' sum), or with
+    --cost host the host's busy seconds per GiB (its runs' statistic)."""
+    if row.get("cost") == "host":
+        return (iobenchlib.stat(row["total_cpu_runs"]) or {"median": 0.0, "min": 0.0,
+                                                         "max": 0.0})[stat]
     return row["sender"]["cpu_s_per_gib"][stat] + row["receiver"]["cpu_s_per_gib"][stat]
 
 
@@ -235,3 +273,103 @@ def mann_whitney_p(a, b):
         return 1.0
     z = max(abs(u - m * n / 2) - 0.5, 0) / math.sqrt(var)
     return min(1.0, math.erfc(z / math.sqrt(2)))
+
+
+# --- the knee and how sure it is: what recommend states and sweep --repeat auto waits for ---
+
+def edge_of_range(rs, k, tolerance):
+    """Why a knee cannot be a default, and the knee: one size only; or the knee at the largest
+    size tried while the next size down is clearly worse (its 95% interval against the largest
+    lies above 1 + tolerance): then larger sizes may be better still. A next size the runs cannot
+    tell from the largest (TLS above 16K writes the same 16K records) is no edge: the knee is
+    inside the range, and knee_confidence judges it. Returns (why or None, knee)."""
+    rows = sorted(rs, key=lambda r: r["buf"])
+    if len(rows) < 2:
+        return (f"only {size_label(rows[0]['buf'])} was measured: there is nothing to "
+                "compare"), k
+    if k["buf"] != rows[-1]["buf"]:
+        return None, k
+    top, below = rows[-1], rows[-2]
+    low, high = ratio_ci(top["total_cpu_runs"], below["total_cpu_runs"])
+    if low > 1 + tolerance or not below["total_cpu_runs"]:
+        return (f"the lowest CPU per GiB is at the largest size tried "
+                f"({size_label(top['buf'])}), and {size_label(below['buf'])} "
+                f"is clearly above it ({low:.3f}..{high:.3f}x); sweep larger sizes"), k
+    return None, below
+
+
+def versus(runs_a, runs_b):
+    """How cell b's total CPU per GiB compares with cell a's: (ratio of medians, half-width of
+    its 95% bootstrap interval, (low, high), Mann-Whitney p)."""
+    low, high = ratio_ci(runs_a, runs_b)
+    ratio = median(runs_b) / median(runs_a) if median(runs_a) else 0
+    return ratio, (high - low) / 2, (low, high), mann_whitney_p(runs_a, runs_b)
+
+
+def more_runs(n, half_width, distance):
+    """Runs per cell for an interval of this half-width at n runs to shrink to `distance`
+    (half-widths fall as 1/sqrt(runs)): how many more than n."""
+    if distance <= 0:
+        return None
+    return max(1, math.ceil(n * (half_width / distance) ** 2) - n)
+
+
+def knee_confidence(rs, k, best, tolerance):
+    """Is the knee K sure? It is when the size just below it is above the lowest by more than
+    the tolerance beyond the noise (its 95% interval clears 1 + tolerance), and K itself is
+    within the tolerance beyond the noise (unless it is the lowest). Returns (sure, words, more
+    runs per cell that would likely tell, or None: sure, or more runs will not move it)."""
+    runs = {r["buf"]: r["total_cpu_runs"] for r in rs}
+    n = min(len(v) for v in runs.values())
+    if n < 3:
+        return False, (f"{n} run(s) per cell cannot say how sure a knee is; "
+                       f"run the sweep with --repeat 5 or more"), 5 - n
+    bound = 1 + tolerance
+    words, sure, needed = [], True, []
+    b = size_label(best["buf"])
+    if k is not best:
+        ratio, hw, (low, high), p = versus(runs[best["buf"]], runs[k["buf"]])
+        tells = p < 0.05 and low > 1
+        words.append(f"{b} within {100 * (1 - 1 / ratio):.1f}% ± {100 * hw:.1f}%, "
+                     f"{'distinguishable' if tells else 'not distinguishable'}")
+        if high > bound:
+            sure = False
+            needed.append(more_runs(n, hw, abs(bound - ratio)))
+    smaller = [r for r in rs if r["buf"] < k["buf"]]
+    if smaller:
+        s = max(smaller, key=lambda r: r["buf"])
+        ratio, hw, (low, _), p = versus(runs[best["buf"]], runs[s["buf"]])
+        words.append(f"{size_label(s['buf'])} is {100 * (ratio - 1):.1f}% ± "
+                     f"{100 * hw:.1f}% above {b}")
+        if low <= bound:
+            sure = False
+            needed.append(more_runs(n, hw, abs(ratio - bound)))
+    more = [x for x in needed if x is not None]
+    if not sure:
+        if not more:
+            tail = ": it sits on the tolerance, more runs will not move it off"
+        elif max(more) > 100:
+            tail = (f"; more than 100 more runs per cell would be needed ({max(more)}): the "
+                    f"cells are too noisy, pin the sides (--cpus) or run longer (--bytes)")
+        else:
+            tail = f"; about {max(more)} more runs per cell would tell"
+        words.append(f"the {tolerance:.0%} tolerance lies inside that noise{tail}")
+    return sure, "; ".join(words), (max(more) if more and not sure else None)
+
+
+def all_decided(rows, tolerance):
+    """Is every one-connection knee of these rows (per placement and protocol) decided: at the
+    range's edge, sure, or where more runs will not move it? What --repeat auto stops on."""
+    groups = {}
+    for r in rows:
+        if r["conns"] == 1 and r["group"] is None:
+            groups.setdefault((r["placement"], r["proto"]), []).append(r)
+    for rs in groups.values():
+        edge, k = edge_of_range(rs, knee(rs, tolerance), tolerance)
+        if edge:
+            continue
+        best = min(rs, key=total_cpu_per_gib)
+        sure, _, more = knee_confidence(rs, k, best, tolerance)
+        if not sure and more is not None:
+            return False
+    return True

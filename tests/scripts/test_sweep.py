@@ -19,8 +19,11 @@ import sweeplib  # noqa: E402
 
 
 def sweep(tmp_path, name, *args, check=None):
+    # Unpinned unless a test places the sides: the ids below are the unpinned cells' (the
+    # default, sender on CPU 0 and receiver on CPU 1, is test_the_default_placement_is_pinned's).
+    placement = [] if "--cpus" in args else ["--cpus", "none"]
     p = subprocess.run([str(SCRIPTS / "sweep"), name, "--results", str(tmp_path), "--iobench", BIN,
-                        "--bytes", "1M", "--repeat", "2", "--warmup", "0", *args],
+                        "--bytes", "1M", "--repeat", "2", "--warmup", "0", *placement, *args],
                        capture_output=True, text=True, timeout=300)
     if check is not None:
         assert p.returncode == check, p.stdout + p.stderr
@@ -358,8 +361,9 @@ def test_conns_scenario_table_and_recommendation(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     d = tmp_path / "conns"
     m = json.loads((d / "manifest.json").read_text())
-    assert [c["id"] for c in m["cells"]] == ["tcp-blocking-c1-4k", "tcp-blocking-c1-adaptive",
-                                             "tcp-blocking-c3-4k", "tcp-blocking-c3-adaptive"]
+    # Pinned by default, as every sweep: sender on CPU 0, receiver on CPU 1.
+    assert [c["id"] for c in m["cells"]] == [
+        f"tcp-blocking-c{n}-{b}-cpus0-1" for n in (1, 3) for b in ("4k", "adaptive")]
     table = (d / "conns.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| tcp |")]
     assert len(rows) == 4, table
@@ -400,7 +404,7 @@ def test_a_broken_cell_is_retried_and_its_partial_figures_kept(tmp_path):
     fake, calls = flaky_iobench(tmp_path, failures=2)
     p = subprocess.run([str(SCRIPTS / "sweep"), "flaky", "--results", str(tmp_path), "--iobench",
                         fake, "--bytes", "1M", "--repeat", "1", "--warmup", "0", "--proto", "tcp",
-                        "--bufs", "4k", "--retries", "2", "--backoff", "0.1"],
+                        "--bufs", "4k", "--retries", "2", "--backoff", "0.1", "--cpus", "none"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     d = tmp_path / "flaky"
@@ -420,7 +424,7 @@ def test_a_cell_still_broken_after_its_retries_fails_and_the_rerun_retries_it(tm
     fake, calls = flaky_iobench(tmp_path, failures=5)
     args = [str(SCRIPTS / "sweep"), "flaky", "--results", str(tmp_path), "--iobench", fake,
             "--bytes", "1M", "--repeat", "1", "--warmup", "0", "--proto", "tcp", "--bufs",
-            "4k,8k", "--retries", "1", "--backoff", "0"]
+            "4k,8k", "--retries", "1", "--backoff", "0", "--cpus", "none"]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     # 4k: attempts 1, 2 fail; 8k: attempts 3, 4 fail.
     assert p.returncode == 1 and calls.read_text().strip() == "4", p.stdout + p.stderr
@@ -533,3 +537,63 @@ def test_statistics_on_samples_with_known_answers():
     low, high = sweeplib.ratio_ci([9, 10, 11, 10, 10.5, 9.5], [19, 21, 20, 22, 18, 20])
     assert 1.5 < low < 2 < high < 2.5
     assert (low, high) == sweeplib.ratio_ci([9, 10, 11, 10, 10.5, 9.5], [19, 21, 20, 22, 18, 20])
+
+
+def test_the_default_placement_is_pinned(tmp_path):
+    p = subprocess.run([str(SCRIPTS / "sweep"), "pin", "--results", str(tmp_path), "--iobench",
+                        BIN, "--bytes", "1M", "--repeat", "1", "--warmup", "0", "--proto", "tcp",
+                        "--bufs", "4k"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = json.loads((tmp_path / "pin" / "manifest.json").read_text())
+    assert m["placements"] == ["0,1"]
+    assert [c["id"] for c in m["cells"]] == ["tcp-blocking-c1-4k-cpus0-1"]
+    _, rows = sweeplib.load(tmp_path / "pin")
+    assert rows[0]["placement"] == "--cpus 0,1"
+
+
+def test_repeat_auto_stops_once_the_knee_is_decided(tmp_path):
+    """1K against 64K: decided at the fewest rounds auto runs (5), long before the cap."""
+    sweep(tmp_path, "auto", "--proto", "tcp", "--bufs", "1k,64k", "--repeat", "auto",
+          "--max-repeat", "8", check=0)
+    m = json.loads((tmp_path / "auto" / "manifest.json").read_text())
+    assert m["repeat"] == "auto" and m["max_repeat"] == 8 and m["rounds_run"] == 5
+    _, rows = sweeplib.load(tmp_path / "auto")
+    assert [r["runs"] for r in rows] == [5, 5]
+    assert sweeplib.all_decided(rows, 0.05)
+    for bad, why in ((["--repeat", "auto", "--order", "cell"], "not with --order cell"),
+                     (["--repeat", "0"], "invalid --repeat '0'"),
+                     (["--repeat", "auto", "--max-repeat", "3"], "invalid --max-repeat '3'")):
+        p = sweep(tmp_path, "bad", *bad)
+        assert p.returncode != 0 and why in p.stderr, p.stderr
+
+
+def test_an_undecided_knee_keeps_auto_running(tmp_path):
+    noisy = [0.7, 1.0, 1.3, 0.8, 1.2]
+    d = fake_sweep(tmp_path, [("tcp", 4096, 0, [3.0 * x for x in noisy]),
+                              ("tcp", 16384, 0, [1.02 * x for x in noisy]),
+                              ("tcp", 65536, 0, noisy)])
+    _, rows = sweeplib.load(d)
+    assert not sweeplib.all_decided(rows, 0.05)  # 16K against 64K: inside the noise
+    d2 = fake_sweep(tmp_path / "b", [("tcp", 4096, 0, 3.0), ("tcp", 16384, 0, 1.2),
+                                     ("tcp", 65536, 0, 1.0)])
+    assert sweeplib.all_decided(sweeplib.load(d2)[1], 0.05)
+
+
+def test_the_knee_can_be_judged_on_the_hosts_busy_time(tmp_path):
+    sweep(tmp_path, "host", "--proto", "tcp", "--bufs", "4k,64k", "--repeat", "3", check=0)
+    d = tmp_path / "host"
+    _, rows = sweeplib.load(d, cost="host")
+    assert all(len(r["host_runs"]) == 3 and all(x > 0 for x in r["host_runs"]) for r in rows)
+    # The host's busy time holds both sides' CPU (one host here).
+    assert all(sweeplib.median(r["host_runs"]) >= 0.9 * sweeplib.median(r["process_runs"])
+               for r in rows), [(r["host_runs"], r["process_runs"]) for r in rows]
+    subprocess.run([str(SCRIPTS / "recommend"), str(d), "--cost", "host"], check=True,
+                   capture_output=True)
+    text = (d / "recommendation.md").read_text()
+    assert "host busy s/GiB |" in text and "the knee is judged on host" in text
+    assert "Intervals (median half-width" in text and "processes ±" in text and "host ±" in text
+    # Runs from an iobench without the figure cannot be judged on it: said, not guessed.
+    old = fake_sweep(tmp_path, [("tcp", 4096, 0, 2.0), ("tcp", 65536, 0, 1.0)])
+    p = subprocess.run([str(SCRIPTS / "recommend"), str(old), "--cost", "host"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "no host_busy figures" in p.stderr
