@@ -185,11 +185,12 @@ def conns_table(rows):
 
 
 def total_cpu_per_gib(row, stat="median"):
-    """The cost a knee is judged on: the two sides' CPU per GiB (their medians' sum), or with
-    --cost host the host's busy seconds per GiB (its runs' statistic)."""
-    if row.get("cost") == "host":
-        return (iobenchlib.stat(row["total_cpu_runs"]) or {"median": 0.0, "min": 0.0,
-                                                         "max": 0.0})[stat]
+    """The cost a knee is judged on, per GiB: the statistic of the runs' costs (each run's
+    sender + receiver CPU, or with --cost host the host's busy time) — the runs the intervals
+    resample, so the knee and its confidence read the same numbers; a row without runs (an
+    old summary) the sum of the two sides' medians."""
+    if row.get("total_cpu_runs"):
+        return iobenchlib.stat(row["total_cpu_runs"])[stat]
     return row["sender"]["cpu_s_per_gib"][stat] + row["receiver"]["cpu_s_per_gib"][stat]
 
 
@@ -316,9 +317,12 @@ def more_runs(n, half_width, distance):
 
 def knee_confidence(rs, k, best, tolerance):
     """Is the knee K sure? It is when the size just below it is above the lowest by more than
-    the tolerance beyond the noise (its 95% interval clears 1 + tolerance), and K itself is
-    within the tolerance beyond the noise (unless it is the lowest). Returns (sure, words, more
-    runs per cell that would likely tell, or None: sure, or more runs will not move it)."""
+    the tolerance beyond the noise (its 95% interval clears 1 + tolerance) and K is a step below
+    that size (K's interval against the lowest ends below the lower size's) without being
+    clearly above the tolerance itself: no larger size is shown to be worth more than the
+    tolerance. Whether K is also shown to be within the tolerance (its whole interval) is said
+    beside it. Returns (sure, words, more runs per cell that would likely tell, or None: sure,
+    or more runs will not move it)."""
     runs = {r["buf"]: r["total_cpu_runs"] for r in rs}
     n = min(len(v) for v in runs.values())
     if n < 3:
@@ -327,14 +331,20 @@ def knee_confidence(rs, k, best, tolerance):
     bound = 1 + tolerance
     words, sure, needed = [], True, []
     b = size_label(best["buf"])
+    k_high = 1.0
     if k is not best:
         ratio, hw, (low, high), p = versus(runs[best["buf"]], runs[k["buf"]])
         tells = p < 0.05 and low > 1
-        words.append(f"{b} within {100 * (1 - 1 / ratio):.1f}% ± {100 * hw:.1f}%, "
-                     f"{'distinguishable' if tells else 'not distinguishable'}")
+        k_high = high
+        within = f"{b} within {100 * (1 - 1 / ratio):.1f}% ± {100 * hw:.1f}%, " + (
+            "distinguishable" if tells else "not distinguishable")
         if high > bound:
+            within += (f"; {size_label(k['buf'])} at most {100 * (high - 1):.1f}% above it "
+                       f"(95%), so within {tolerance:.0%} is not shown")
+        words.append(within)
+        if low > bound:
             sure = False
-            needed.append(more_runs(n, hw, abs(bound - ratio)))
+            needed.append(more_runs(n, hw, abs(ratio - bound)))
     smaller = [r for r in rs if r["buf"] < k["buf"]]
     if smaller:
         s = max(smaller, key=lambda r: r["buf"])
@@ -344,6 +354,11 @@ def knee_confidence(rs, k, best, tolerance):
         if low <= bound:
             sure = False
             needed.append(more_runs(n, hw, abs(ratio - bound)))
+        elif k_high >= low:
+            sure = False
+            words.append(f"{size_label(k['buf'])}'s interval reaches into "
+                         f"{size_label(s['buf'])}'s: no clear step between them")
+            needed.append(more_runs(n, hw, (low - k_high) / 2 + hw))
     more = [x for x in needed if x is not None]
     if not sure:
         if not more:

@@ -37,7 +37,7 @@ struct TracedProcess {
   }
 };
 
-Result<std::unique_ptr<TracedProcess>> trace(const std::string& tool, pid_t pid) {
+Result<std::unique_ptr<TracedProcess>> trace(TracerTool tool, pid_t pid) {
   auto t = std::make_unique<TracedProcess>();
   char name[] = "/tmp/iobench-trace-XXXXXX";
   const int fd = mkstemp(name);
@@ -57,11 +57,11 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
   if (attaches_tool(o.syscalls)) {
     // The server's tracer first: `strace -f` on this process would follow that fork.
     if (local_server > 0) {
-      auto theirs = trace(std::string(name_of(o.syscalls)), local_server);
+      auto theirs = trace(tracer_tool_of(o.syscalls), local_server);
       if (!theirs) return std::unexpected(theirs.error());
       server_trace = std::move(*theirs);
     }
-    auto mine = trace(std::string(name_of(o.syscalls)), getpid());
+    auto mine = trace(tracer_tool_of(o.syscalls), getpid());
     if (!mine) return std::unexpected(mine.error());
     my_trace = std::move(*mine);
   }

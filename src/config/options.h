@@ -13,6 +13,7 @@
 #include "net/stream.h"
 #include "payload/spec.h"
 #include "probe/syscall_counter.h"
+#include "probe/tracer.h"
 #include "proto/messages.h"
 #include "tls/options.h"
 #include "util/result.h"
@@ -47,6 +48,10 @@ struct Names<SyscallsMode> {
 };
 inline bool attaches_tool(SyscallsMode m) {
   return m == SyscallsMode::kStrace || m == SyscallsMode::kPerf;
+}
+// The tool a mode that attaches_tool attaches.
+inline TracerTool tracer_tool_of(SyscallsMode m) {
+  return m == SyscallsMode::kPerf ? TracerTool::kPerf : TracerTool::kStrace;
 }
 // The kernel counter a mode opens (kAuto for the modes that open none of their own).
 inline CounterKind counter_kind_of(SyscallsMode m) {

@@ -96,24 +96,23 @@ bool enable_perf(int ctl_write, int ack_read) {
 
 }  // namespace
 
-Result<Tracer> Tracer::attach(const std::string& tool, pid_t pid, const std::string& out_file) {
+Result<Tracer> Tracer::attach(TracerTool tool, pid_t pid, const std::string& out_file) {
+  const std::string_view name = name_of(tool);
   std::vector<std::string> args;
   const std::string target = std::to_string(pid);
   // perf stat starts with its counters disabled and enables them when told, acknowledging on a
   // second pipe: only then is every syscall of the session counted (seeing its descriptors is
   // not enough — it opens them before it enables them).
   int ctl[2] = {-1, -1}, ack[2] = {-1, -1};
-  if (tool == "strace") {
+  if (tool == TracerTool::kStrace) {
     args = {"strace", "-f", "-c", "-o", out_file, "-p", target};
-  } else if (tool == "perf") {
+  } else {
     std::string events;
     for (const auto& e : perf_events()) events += (events.empty() ? "" : ",") + e;
     if (pipe2(ctl, O_CLOEXEC) != 0 || pipe2(ack, O_CLOEXEC) != 0)
       return fail(fmt::format("pipe: {}", std::strerror(errno)));
     args = {"perf", "stat", "-x,",       "-e",     events, "-o",  out_file,
             "-D",   "-1",   "--control", "fd:3,4", "-p",   target};
-  } else {
-    return fail(fmt::format("unknown tracer '{}'", tool));
   }
   auto close_pipes = [&] {
     for (int fd : {ctl[0], ctl[1], ack[0], ack[1]})
@@ -137,29 +136,29 @@ Result<Tracer> Tracer::attach(const std::string& tool, pid_t pid, const std::str
     if (waitpid(child, &status, WNOHANG) != child) return std::nullopt;
     t.pid_ = -1;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-      return Error{fmt::format("--syscalls {}: {} not found on PATH", tool, tool)};
+      return Error{fmt::format("--syscalls {}: {} not found on PATH", name, name)};
     return Error{
-        fmt::format("--syscalls {}: {} exited before attaching (status {})", tool, tool, status)};
+        fmt::format("--syscalls {}: {} exited before attaching (status {})", name, name, status)};
   };
-  while (!(tool == "strace" ? strace_attached(pid) : perf_attached(child))) {
+  while (!(tool == TracerTool::kStrace ? strace_attached(pid) : perf_attached(child))) {
     if (auto e = exited()) {
       close_pipes();
       return std::unexpected(*e);
     }
     if (std::chrono::steady_clock::now() > deadline) {
       close_pipes();
-      return fail(fmt::format("--syscalls {}: {} did not attach within 5 s", tool, tool));
+      return fail(fmt::format("--syscalls {}: {} did not attach within 5 s", name, name));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  const bool acked = tool != "perf" || enable_perf(ctl[1], ack[0]);
+  const bool acked = tool != TracerTool::kPerf || enable_perf(ctl[1], ack[0]);
   close_pipes();
   if (!acked) return fail("--syscalls perf: perf stat did not acknowledge 'enable'");
   return t;
 }
 
 Tracer::Tracer(Tracer&& o) noexcept
-    : tool_(std::move(o.tool_)), pid_(std::exchange(o.pid_, -1)), out_(std::move(o.out_)) {}
+    : tool_(o.tool_), pid_(std::exchange(o.pid_, -1)), out_(std::move(o.out_)) {}
 
 Tracer::~Tracer() {
   if (pid_ > 0) {
@@ -174,7 +173,7 @@ Result<TracerCounts> Tracer::detach() {
   int status = 0;
   waitpid(std::exchange(pid_, -1), &status, 0);
   const std::string text = read_file(out_);
-  return tool_ == "strace" ? parse_strace_summary(text) : parse_perf_stat_csv(text);
+  return tool_ == TracerTool::kStrace ? parse_strace_summary(text) : parse_perf_stat_csv(text);
 }
 
 Result<TracerCounts> parse_strace_summary(const std::string& text) {
@@ -183,7 +182,7 @@ Result<TracerCounts> parse_strace_summary(const std::string& text) {
   //  21.24    0.001701          25        68           write
   // ------ ----------- ----------- --------- --------- ----------------
   // 100.00    0.008007          13       584        13 total
-  TracerCounts c{"strace", 0, {}};
+  TracerCounts c{TracerTool::kStrace, 0, {}};
   std::istringstream in(text);
   std::string line;
   bool in_table = false;
@@ -216,7 +215,7 @@ Result<TracerCounts> parse_strace_summary(const std::string& text) {
 
 Result<TracerCounts> parse_perf_stat_csv(const std::string& text) {
   // value,unit,event,run-time,percent,... ; "<not counted>" when the task never ran.
-  TracerCounts c{"perf", 0, {}};
+  TracerCounts c{TracerTool::kPerf, 0, {}};
   std::istringstream in(text);
   std::string line;
   bool any = false;

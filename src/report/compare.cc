@@ -100,9 +100,12 @@ Result<std::vector<FigureComparison>> compare_results(const json& base,
   auto ns = sizes_of(next, next_size, "NEW");
   if (!ns) return std::unexpected(ns.error());
   std::vector<std::pair<const json*, const json*>> pairs;
+  // Named sizes, or two files of one size each (16K against 64K, as they are): that pair;
+  // otherwise each size both files have.
+  const bool one_each = bs->size() == 1 && ns->size() == 1;
   for (const json* b : *bs)
     for (const json* n : *ns)
-      if (!base_size.empty() || b->value("label", "") == n->value("label", ""))
+      if (!base_size.empty() || one_each || b->value("label", "") == n->value("label", ""))
         pairs.emplace_back(b, n);
   if (pairs.empty()) return fail("BASE and NEW have no size in common (name one: FILE#16K)");
   std::vector<FigureComparison> rows;

@@ -60,7 +60,7 @@ json tracer_json(const std::optional<TracerCounts>& t) {
   if (!t) return nullptr;
   json by_name = json::object();
   for (const auto& [name, count] : t->by_name) by_name[name] = count;
-  return {{"tool", t->tool},
+  return {{"tool", name_of(t->tool)},
           {"window", "whole session: connect, handshake, control messages, data, teardown"},
           {"distorts", "CPU and time figures of this run"},
           {"total", t->total},

@@ -126,7 +126,7 @@ std::string tracer_lines(const Report& r) {
           out = fmt::format(
               "{} attached to each side for every session (connect to close); CPU and time "
               "above are distorted by it:\n",
-              t->tool == "strace" ? "strace -f -c" : "perf stat");
+              t->tool == TracerTool::kStrace ? "strace -f -c" : "perf stat");
         const SideFigures f = side_figures(*side);
         std::string top;
         for (const auto& [name, n] : t->by_name)

@@ -95,3 +95,18 @@ def test_real_runs_compare(cache_dir, tmp_path):
     doc = json.loads(p.stdout)
     assert len(doc["rows"]) == 6 and all(len(r["base_runs"]) == 3 for r in doc["rows"])
     assert all(r["verdict"] in ("~", "better", "worse") for r in doc["rows"])
+
+
+def test_two_files_of_one_size_each_compare_as_they_are(tmp_path):
+    """16K in one file, 64K in the other: that pair, no FILE#SIZE needed; two sizes against one
+    still need the size named."""
+    a = write(tmp_path, "a.json", results({"16K": [(1.0, 10), (1.01, 10), (0.99, 10), (1.02, 10),
+                                                   (0.98, 10)]}))
+    b = write(tmp_path, "b.json", results({"64K": [(0.5, 20), (0.51, 20), (0.49, 20), (0.52, 20),
+                                                   (0.48, 20)]}))
+    r = rows(run("compare", a, b, "--json", "-", check=0))
+    cpu = r[("16K", "sender", "cpu_s_per_gib")]
+    assert cpu["ratio"] == pytest.approx(0.5) and cpu["verdict"] == "better"
+    two = write(tmp_path, "two.json", results({"4K": [(2.0, 5)] * 5, "8K": [(1.5, 6)] * 5}))
+    p = run("compare", two, b, check=None)
+    assert p.returncode != 0 and "no size in common (name one: FILE#16K)" in p.stderr

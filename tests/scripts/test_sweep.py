@@ -568,15 +568,34 @@ def test_repeat_auto_stops_once_the_knee_is_decided(tmp_path):
 
 
 def test_an_undecided_knee_keeps_auto_running(tmp_path):
+    # 8K's runs straddle the 5% tolerance above 16K: whether the knee is 8K or 16K is open.
+    d = fake_sweep(tmp_path, [("tcp", 4096, 0, 3.0),
+                              ("tcp", 8192, 0, [1.02, 1.10, 1.04, 1.08, 1.06]),
+                              ("tcp", 16384, 0, 1.0), ("tcp", 65536, 0, 1.01)])
+    _, rows = sweeplib.load(d)
+    assert not sweeplib.all_decided(rows, 0.05)
+    d2 = fake_sweep(tmp_path / "b", [("tcp", 4096, 0, 3.0), ("tcp", 16384, 0, 1.2),
+                                     ("tcp", 65536, 0, 1.0)])
+    assert sweeplib.all_decided(sweeplib.load(d2)[1], 0.05)
+
+
+def test_a_knee_a_clear_step_above_the_size_below_is_decided_though_not_shown_within(tmp_path):
+    """16K against 64K inside wide noise (not distinguishable), 4K far above both: the knee is
+    16K — no larger size is shown to be worth more than 5% — and the report says how far above
+    the lowest 16K may be (its interval's top), and that within 5% is not shown."""
     noisy = [0.7, 1.0, 1.3, 0.8, 1.2]
     d = fake_sweep(tmp_path, [("tcp", 4096, 0, [3.0 * x for x in noisy]),
                               ("tcp", 16384, 0, [1.02 * x for x in noisy]),
                               ("tcp", 65536, 0, noisy)])
-    _, rows = sweeplib.load(d)
-    assert not sweeplib.all_decided(rows, 0.05)  # 16K against 64K: inside the noise
-    d2 = fake_sweep(tmp_path / "b", [("tcp", 4096, 0, 3.0), ("tcp", 16384, 0, 1.2),
-                                     ("tcp", 65536, 0, 1.0)])
-    assert sweeplib.all_decided(sweeplib.load(d2)[1], 0.05)
+    text = recommend(d)
+    assert "**Knee: 16K** (64K within 2.0% ± " in text, text
+    assert "not distinguishable; 16K at most " in text and "so within 5% is not shown" in text
+    assert "**One connection: 16K**" in text
+    # The size below must be a clear step: 8K's interval reaching into 16K's is no knee.
+    d = fake_sweep(tmp_path / "c", [("tcp", 8192, 0, [1.3 * x for x in noisy]),
+                                    ("tcp", 16384, 0, [1.02 * x for x in noisy]),
+                                    ("tcp", 65536, 0, noisy)])
+    assert "**Knee:" not in recommend(d)
 
 
 def test_the_knee_can_be_judged_on_the_hosts_busy_time(tmp_path):
@@ -591,7 +610,7 @@ def test_the_knee_can_be_judged_on_the_hosts_busy_time(tmp_path):
                    capture_output=True)
     text = (d / "recommendation.md").read_text()
     assert "host busy s/GiB |" in text and "the knee is judged on host" in text
-    assert "Intervals (median half-width" in text and "processes ±" in text and "host ±" in text
+    assert "Intervals (median over sizes" in text and "processes ±" in text and "host ±" in text
     # Runs from an iobench without the figure cannot be judged on it: said, not guessed.
     old = fake_sweep(tmp_path, [("tcp", 4096, 0, 2.0), ("tcp", 65536, 0, 1.0)])
     p = subprocess.run([str(SCRIPTS / "recommend"), str(old), "--cost", "host"],

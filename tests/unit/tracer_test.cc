@@ -1,5 +1,9 @@
 #include "probe/tracer.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 namespace iobench {
@@ -16,7 +20,7 @@ TEST(TracerParse, StraceSummary) {
 )";
   auto c = parse_strace_summary(text);
   ASSERT_TRUE(c) << c.error().message;
-  EXPECT_EQ(c->tool, "strace");
+  EXPECT_EQ(c->tool, TracerTool::kStrace);
   EXPECT_EQ(c->total, 2120u);
   ASSERT_EQ(c->by_name.size(), 3u);
   EXPECT_EQ(c->by_name[0], (std::pair<std::string, uint64_t>{"write", 2050}));
@@ -47,9 +51,15 @@ TEST(TracerParse, PerfStatCsv) {
 }
 
 TEST(Tracer, MissingToolIsAClearError) {
-  auto t = Tracer::attach("nonexistent-tool", 1, "/tmp/x");
+  // A PATH without the tool: the exec fails and the error names the tool.
+  const char* old = std::getenv("PATH");
+  const std::string saved = old ? old : "";
+  ::setenv("PATH", "/nonexistent-iobench-dir", 1);
+  auto t = Tracer::attach(TracerTool::kStrace, getpid(), "/tmp/iobench-tracer-test");
+  ::setenv("PATH", saved.c_str(), 1);
   ASSERT_FALSE(t);
-  EXPECT_NE(t.error().message.find("nonexistent-tool"), std::string::npos);
+  EXPECT_EQ(t.error().message, "--syscalls strace: strace not found on PATH");
+  EXPECT_EQ(name_of(TracerTool::kPerf), "perf");
 }
 
 }  // namespace
