@@ -348,9 +348,10 @@ def knee_confidence(rs, k, best, tolerance):
     smaller = [r for r in rs if r["buf"] < k["buf"]]
     if smaller:
         s = max(smaller, key=lambda r: r["buf"])
-        ratio, hw, (low, _), p = versus(runs[best["buf"]], runs[s["buf"]])
+        ratio, hw, (low, high), p = versus(runs[best["buf"]], runs[s["buf"]])
+        # The bootstrap interval of a ratio is not symmetric: its ends, beside the ±.
         words.append(f"{size_label(s['buf'])} is {100 * (ratio - 1):.1f}% ± "
-                     f"{100 * hw:.1f}% above {b}")
+                     f"{100 * hw:.1f}% above {b} [{100 * (low - 1):+.1f}%..{100 * (high - 1):+.1f}%]")
         if low <= bound:
             sure = False
             needed.append(more_runs(n, hw, abs(ratio - bound)))
@@ -367,7 +368,8 @@ def knee_confidence(rs, k, best, tolerance):
             tail = (f"; more than 100 more runs per cell would be needed ({max(more)}): the "
                     f"cells are too noisy, pin the sides (--cpus) or run longer (--bytes)")
         else:
-            tail = f"; about {max(more)} more runs per cell would tell"
+            tail = (f"; about {max(more)} more run{'s' if max(more) > 1 else ''} per cell "
+                    f"would tell")
         words.append(f"the {tolerance:.0%} tolerance lies inside that noise{tail}")
     return sure, "; ".join(words), (max(more) if more and not sure else None)
 

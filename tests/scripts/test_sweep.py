@@ -499,7 +499,7 @@ def test_a_knee_clear_of_the_noise_is_stated_with_its_confidence(tmp_path):
                               ("tcp", 65536, -1, 1.0), ("tcp", 262144, -1, 1.01)])
     text = recommend(d)
     assert "**Knee: 16K** (64K within 2.0% ± " in text, text
-    assert "distinguishable; 4K is 200.0% ± " in text and "% above 64K)" in text
+    assert "distinguishable; 4K is 200.0% ± " in text and "% above 64K [+" in text
     assert "**One connection: 16K**" in text
 
 
