@@ -9,6 +9,7 @@
 
 #include "adaptive/policy.h"
 #include "cli/engine_options.h"
+#include "payload/window.h"
 #include "probe/syscall_counter.h"
 #include "util/size.h"
 
@@ -62,6 +63,10 @@ Status parse_described(T& s, const std::map<std::string, std::string>& raw) {
         first = std::unexpected(e.error());
     } else if constexpr (std::is_unsigned_v<V> && !std::is_same_v<V, bool>) {
       if (!f.size) return;
+      if (f.zero_is_unset && it->second == "0") {  // "not set", as the default
+        v = 0;
+        return;
+      }
       auto n = parse_size(it->second, f.flag, static_cast<uint64_t>(f.min),
                           static_cast<uint64_t>(f.max));
       if (n)
@@ -305,6 +310,28 @@ Status parse_bufs(ClientOptions& o, const RawClient& raw) {
   return {};
 }
 
+// --source-window: whole pages within the payload, a bounded number of copies, and a stream
+// whose repeats a decoder or the fan-out writer do not read.
+Status validate_source_window(const ClientOptions& o) {
+  const uint64_t w = o.source_window;
+  if (w == 0) return {};
+  if (w % kWindowAlign != 0)
+    return fail(fmt::format("invalid --source-window '{}': a multiple of 4K", format_size(w)));
+  if (w > o.payload.bytes)
+    return fail(fmt::format("--source-window {} is larger than --bytes {}", format_size(w),
+                            format_size(o.payload.bytes)));
+  if ((o.payload.bytes + w - 1) / w > kMaxWindowCopies)
+    return fail(fmt::format("--source-window {} repeats more than {} times in --bytes {}: give a "
+                            "larger window",
+                            format_size(w), kMaxWindowCopies, format_size(o.payload.bytes)));
+  if (o.decompress)
+    return fail("--source-window repeats a prefix that is not whole zstd frames: not with "
+                "--decompress");
+  if (o.fanout != FanoutShape::kOff)
+    return fail("--source-window: the --fanout writer streams the payload itself");
+  return {};
+}
+
 // --connect HOST:PORT[,HOST:PORT...]: several servers only for a group that reaches each.
 Status parse_servers(ClientOptions& o) {
   if (o.connect.empty()) return {};
@@ -348,6 +375,7 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
     return fail(fmt::format(
         "--payload '{}' with --reverse needs the server to send a local file: only in loopback",
         o.payload.file));
+  if (auto st = validate_source_window(o); !st) return st;
   if (o.json_path == "-" && o.csv_path == "-")
     return fail("--json - and --csv - cannot both write to stdout");
   return validate_write_pattern(o);

@@ -48,6 +48,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.recv_buf_bytes = buf.recv_bytes;
   hello.socket = o.socket;
   hello.decompress = o.decompress;
+  hello.source_window = o.source_window;
   hello.seed = o.payload.seed;
   hello.zstd_level = o.payload.zstd_level;
   hello.proto = name_of(o.proto);

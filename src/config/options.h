@@ -128,6 +128,9 @@ struct ClientOptions {
   // --source-rate: the fan-out writer's source produces at most this many bytes per second (0:
   // unbounded), so a run is producer-bound as a real full sync is (a fork serialising the RDB).
   uint64_t source_rate = 0;
+  // --source-window: the sender streams the payload's first this many bytes over and over (0:
+  // the whole payload once), a hot source as a primary's socket writer has (payload/window.h).
+  uint64_t source_window = 0;
   bool group() const {
     return conns > 1 || fanout != FanoutShape::kOff ||
            std::any_of(bufs.begin(), bufs.end(), [](auto& b) { return b.adaptive; });
@@ -224,6 +227,16 @@ void describe(Self& o, Visit&& visit) {
               .size = true,
               .zero_is_unset = true},
         o.source_rate);
+  visit(Field{.name = "source_window_bytes",
+              .flag = "--source-window",
+              .help = "The sender streams the payload's first SIZE bytes over and over, from "
+                      "the cache as a primary's socket writer sends from the buffer it just "
+                      "filled (a multiple of 4K; default: the whole payload once)",
+              .min = int64_t{64} * kKiB,
+              .max = int64_t{kGiB},
+              .size = true,
+              .zero_is_unset = true},
+        o.source_window);
   visit(Field{.name = "budget_bytes",
               .flag = "--budget",
               .help = "--buf adaptive: buffer memory per side, all connections (default 256K)",

@@ -40,6 +40,9 @@ void describe(Self& h, V&& v) {
   v(Field{"payload_bytes"}, h.payload_bytes);
   v(Field{"adaptive"}, h.adaptive);
   v(Field{"fanout"}, h.fanout);
+  v(Field{.name = "source_window", .min = int64_t{64} * kKiB, .max = int64_t{kGiB},
+          .zero_is_unset = true},
+    h.source_window);
   // 0 unless adaptive.
   v(Field{.name = "budget", .min = kMinBuf, .max = kGiB, .zero_is_unset = true}, h.budget);
   v(Field{.name = "buf_min", .min = kMinBuf, .max = kMaxBuf, .zero_is_unset = true}, h.buf_min);

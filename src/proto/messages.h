@@ -45,7 +45,7 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // options as another; RESULT the socket's figures as one (the congestion control it ran
 // added), its TLS figures and its probe (wall, CPU, context switches) as others. 8: GROUP's
 // clocks as the same probe block (context switches added); RESULT and GROUP the host's busy
-// time over their window (`host_busy`). Peers of
+// time over their window (`host_busy`); HELLO the sender's source window. Peers of
 // different versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
 inline constexpr uint16_t kVersion = 8;
@@ -57,7 +57,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 6> kLayoutOfVersion{{
     {5, 0x7d91a990b6094162},
     {6, 0x19d783e0710d6542},
     {7, 0x2f132aa734e3a892},
-    {8, 0x08614762abc7c348},
+    {8, 0x14e7319aa74aacfa},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -101,6 +101,7 @@ struct Hello {
   // --fanout: this connection is a replica of the client's one writer thread (a group even
   // when it is the only one).
   bool fanout = false;
+  uint64_t source_window = 0;  // --source-window: the sender repeats this prefix (0: no)
   uint64_t budget = 0;
   uint64_t buf_min = 0;
   uint64_t buf_max = 0;

@@ -1,5 +1,11 @@
 #include "session/plan.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <utility>
 
 namespace iobench {
 
@@ -27,8 +33,32 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
   d.kernel_syscalls = h.kernel_syscalls && !p.grouped;
   d.thread_cpu = p.grouped;
   d.cpu = mine.cpu;
+  p.source_window = h.source_window;
   return p;
 }
+
+namespace {
+
+// The last source window mapped in this process, kept for the next session that asks for the
+// same one (the same payload bytes, window and length): a run of --repeat N, or the connections
+// of a group, map and hash it once, not per session.
+Result<std::shared_ptr<const RepeatedWindow>> shared_window(std::span<const std::byte> first,
+                                                            uint64_t total) {
+  static std::mutex mu;
+  static std::shared_ptr<const RepeatedWindow> last;
+  static std::pair<const std::byte*, uint64_t> last_key{nullptr, 0};
+  std::lock_guard lock(mu);
+  if (last && last_key.first == first.data() && last_key.second == first.size() &&
+      last->bytes().size() == total)
+    return last;
+  auto w = RepeatedWindow::map(first, total);
+  if (!w) return std::unexpected(w.error());
+  last = std::make_shared<const RepeatedWindow>(std::move(*w));
+  last_key = {first.data(), first.size()};
+  return last;
+}
+
+}  // namespace
 
 Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* payload) {
   DataPhase& d = plan.data;
@@ -39,8 +69,20 @@ Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* pa
   if (d.is_sender && plan.engine_options.notsent_lowat > 0)
     if (auto st = set_notsent_lowat(s.fd(), plan.engine_options.notsent_lowat); !st) return st;
   if (!d.is_sender || !payload) return {};
-  d.payload = payload->bytes().first(std::min<uint64_t>(d.bytes, payload->bytes().size()));
-  d.payload_xxh3 = prefix_xxh3(*payload, d.bytes);
+  const auto all = payload->bytes();
+  if (plan.source_window > 0 && plan.source_window < d.bytes) {
+    if (plan.source_window > all.size() || plan.source_window % kWindowAlign != 0)
+      return fail(fmt::format("source window {} bytes: a multiple of {} within the payload ({})",
+                              plan.source_window, kWindowAlign, all.size()));
+    auto w = shared_window(all.first(plan.source_window), d.bytes);
+    if (!w) return std::unexpected(w.error());
+    plan.window = std::move(*w);
+    d.payload = plan.window->bytes();
+    d.payload_xxh3 = plan.window->xxh3();
+  } else {
+    d.payload = all.first(std::min<uint64_t>(d.bytes, all.size()));
+    d.payload_xxh3 = prefix_xxh3(*payload, d.bytes);
+  }
   d.payload_decoded_bytes = payload->decoded_bytes;
   return engine.prepare_send(d.payload);
 }

@@ -9,12 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/engine.h"
 #include "net/socket.h"
 #include "net/stream.h"
 #include "payload/payload.h"
+#include "payload/window.h"
 #include "proto/messages.h"
 #include "session/group.h"
 #include "session/session.h"
@@ -39,6 +41,9 @@ struct SidePlan {
   tls::TlsIo tls_io = tls::TlsIo::kSocket;
   tls::TlsRecords tls_records;
   DataPhase data;  // the payload is added by prepare_side
+  uint64_t source_window = 0;  // a sender: repeat this prefix of the payload (0: no)
+  // The hot source prepare_side mapped (--source-window); data.payload points into it.
+  std::shared_ptr<const RepeatedWindow> window;
 };
 
 enum class Side { kClient, kServer };

@@ -407,3 +407,29 @@ def test_repeat_auto_stops_once_cpu_per_gib_is_known(cache_dir, tmp_path):
     assert len(size["runs"]) == 6 and size["repeat_auto"]["reached_target"] is False
     assert doc["options"]["repeat_auto"] is True and doc["options"]["target_ci"] == pytest.approx(1e-7)
     assert "repeat auto: buf 16K stopped at --max-repeat after 6 runs" in p.stdout
+
+
+def test_a_source_window_streams_a_hot_prefix_every_byte_verified(cache_dir):
+    """--source-window: the sender's stream is the payload's first 64K over and over; the
+    receiver's XXH3 of what arrived matches the sender's of that stream (not the payload's)."""
+    out = run("--bytes", "1M", "--buf", "16k", "--source-window", "64k", "--json", "-", "-q",
+              cache=cache_dir, check=0).stdout
+    doc = json.loads(out)
+    assert doc["options"]["source_window_bytes"] == 65536
+    r = doc["results"][0]["runs"][0]
+    assert r["sender"]["xxh3"] == r["receiver"]["xxh3"] and r["receiver"]["bytes"] == 1 << 20
+    # The server sends (--reverse): the window crosses in the HELLO, the stream is the same.
+    rev = json.loads(run("--bytes", "1M", "--buf", "16k", "--source-window", "64k", "-R",
+                         "--json", "-", "-q", cache=cache_dir, check=0).stdout)
+    assert rev["results"][0]["runs"][0]["receiver"]["xxh3"] == r["sender"]["xxh3"]
+    whole = json.loads(run("--bytes", "1M", "--buf", "16k", "--json", "-", "-q",
+                           cache=cache_dir, check=0).stdout)
+    assert whole["options"]["source_window_bytes"] is None
+    assert whole["results"][0]["runs"][0]["sender"]["xxh3"] != r["sender"]["xxh3"]
+    for bad, why in ((["--source-window", "65537"], "a multiple of 4K"),
+                     (["--source-window", "4M"], "larger than --bytes"),
+                     (["--source-window", "64k", "--decompress"], "not with --decompress"),
+                     (["--source-window", "64k", "--fanout", "connset", "--conns", "2"],
+                      "--fanout writer")):
+        p = run("--bytes", "1M", *bad, cache=cache_dir)
+        assert p.returncode == 2 and why in p.stderr, p.stderr

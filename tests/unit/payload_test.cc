@@ -11,6 +11,8 @@
 
 #include "payload/resp_generator.h"
 #include "payload/verifier.h"
+#include "payload/window.h"
+#include "payload/xxh3_fast.h"
 
 namespace iobench {
 namespace {
@@ -256,6 +258,26 @@ TEST(RespGenerator, AppendsWholeCommands) {
   EXPECT_GT(g.commands(), 0u);
   EXPECT_EQ(out.substr(out.size() - 2), "\r\n");
   parse_commands(out);
+}
+
+TEST(RepeatedWindow, TheSpanIsTheWindowOverAndOverAndItsHashIsTheStreams) {
+  std::vector<std::byte> window(8192);
+  for (size_t i = 0; i < window.size(); ++i) window[i] = static_cast<std::byte>(i * 7 + 3);
+  const uint64_t total = 20000;  // two windows and part of a third
+  auto w = RepeatedWindow::map(window, total);
+  ASSERT_TRUE(w) << w.error().message;
+  const auto b = w->bytes();
+  ASSERT_EQ(b.size(), total);
+  std::vector<std::byte> expected;
+  while (expected.size() < total) expected.insert(expected.end(), window.begin(), window.end());
+  expected.resize(total);
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), expected.begin()));
+  EXPECT_EQ(w->xxh3(), xxh3_oneshot(expected.data(), expected.size()));
+  // Whole pages only, and a bounded number of copies.
+  EXPECT_FALSE(RepeatedWindow::map(std::span(window).first(5000), total));
+  auto many = RepeatedWindow::map(std::span(window).first(4096), 4096 * (kMaxWindowCopies + 1));
+  ASSERT_FALSE(many);
+  EXPECT_NE(many.error().message.find("at most 32768"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+#include "payload/window.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "payload/xxh3_fast.h"
+
+namespace iobench {
+namespace {
+
+// A memfd holding the window's bytes: the pages every copy maps.
+Result<int> window_file(std::span<const std::byte> first) {
+  const int fd = memfd_create("iobench-window", MFD_CLOEXEC);
+  if (fd < 0) return fail(fmt::format("memfd_create: {}", std::strerror(errno)));
+  size_t off = 0;
+  while (off < first.size()) {
+    const ssize_t n = ::write(fd, first.data() + off, first.size() - off);
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      return fail(fmt::format("writing the source window: {}", std::strerror(err)));
+    }
+    off += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<RepeatedWindow> RepeatedWindow::map(std::span<const std::byte> first, uint64_t total) {
+  const uint64_t w = first.size();
+  if (w == 0 || w % kWindowAlign != 0)
+    return fail(fmt::format("source window of {} bytes: a multiple of {}", w, kWindowAlign));
+  const uint64_t copies = (total + w - 1) / w;
+  if (copies > kMaxWindowCopies)
+    return fail(fmt::format("source window of {} bytes repeats {} times for {} bytes: at most {}",
+                            w, copies, total, kMaxWindowCopies));
+  auto fd = window_file(first);
+  if (!fd) return std::unexpected(fd.error());
+  RepeatedWindow r;
+  r.reserved_ = static_cast<size_t>(copies * w);
+  r.total_ = total;
+  // Reserve the whole span, then lay the window's pages over it copy by copy.
+  r.base_ = mmap(nullptr, r.reserved_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (r.base_ == MAP_FAILED) {
+    r.base_ = nullptr;
+    ::close(*fd);
+    return fail(fmt::format("reserving {} bytes: {}", r.reserved_, std::strerror(errno)));
+  }
+  for (uint64_t i = 0; i < copies; ++i) {
+    void* at = static_cast<char*>(r.base_) + i * w;
+    if (mmap(at, static_cast<size_t>(w), PROT_READ, MAP_SHARED | MAP_FIXED | MAP_POPULATE, *fd,
+             0) == MAP_FAILED) {
+      const int err = errno;
+      ::close(*fd);
+      return fail(fmt::format("mapping the source window ({} of {}): {}", i, copies,
+                              std::strerror(err)));
+    }
+  }
+  ::close(*fd);  // the mappings hold the pages
+  r.xxh3_ = xxh3_oneshot(r.base_, static_cast<size_t>(total));
+  return r;
+}
+
+RepeatedWindow::RepeatedWindow(RepeatedWindow&& o) noexcept
+    : base_(std::exchange(o.base_, nullptr)),
+      reserved_(std::exchange(o.reserved_, 0)),
+      total_(o.total_),
+      xxh3_(o.xxh3_) {}
+
+RepeatedWindow::~RepeatedWindow() {
+  if (base_) munmap(base_, reserved_);
+}
+
+}  // namespace iobench
