@@ -6,8 +6,13 @@
  * iobench sends from), so a comparison can tell the two costs apart.
  *
  *   iobench-floor BUF_BYTES TOTAL_BYTES [FILE]
+ *
+ * IOBENCH_FLOOR_CPUS=S,R pins the sender to CPU S and the receiver to CPU R (as iobench --cpus
+ * S,R and iperf3 -A S,R), so a comparison can place every tool's two sides alike.
  */
+#define _GNU_SOURCE
 #include <netinet/in.h>
+#include <sched.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +45,15 @@ static void receive(int listener, size_t buf_bytes) {
     if (n == 0) _exit(0);
     if (n < 0) die("read");
   }
+}
+
+/* Pins this process to `cpu` (-1: leaves it). */
+static void pin(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) die("sched_setaffinity");
 }
 
 static const char* source(const char* path, size_t buf_bytes, size_t* span) {
@@ -78,9 +92,19 @@ int main(int argc, char** argv) {
   if (listener < 0 || bind(listener, (struct sockaddr*)&a, sizeof a) != 0 ||
       listen(listener, 1) != 0 || getsockname(listener, (struct sockaddr*)&a, &len) != 0)
     die("listen");
+  int sender_cpu = -1, receiver_cpu = -1;
+  const char* cpus = getenv("IOBENCH_FLOOR_CPUS");
+  if (cpus && sscanf(cpus, "%d,%d", &sender_cpu, &receiver_cpu) != 2) {
+    fprintf(stderr, "iobench-floor: invalid IOBENCH_FLOOR_CPUS '%s' (S,R)\n", cpus);
+    return 2;
+  }
   pid_t child = fork();
   if (child < 0) die("fork");
-  if (child == 0) receive(listener, buf_bytes);
+  if (child == 0) {
+    pin(receiver_cpu);
+    receive(listener, buf_bytes);
+  }
+  pin(sender_cpu);
   close(listener);
 
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -77,10 +77,14 @@ def test_compare_peers_measures_every_tool_in_a_cgroup():
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "cgroup" in p.stdout.splitlines()[0]
+    # Both placements by default, every tool in each: shared (CPU 0), split (sender 0, receiver 1).
+    assert "Placement shared: every process on CPU 0" in p.stdout, p.stdout
+    assert "Placement split: sender on CPU 0, receiver on CPU 1" in p.stdout, p.stdout
     tools = [l.split()[1] for l in p.stdout.splitlines() if re.match(r"\s+16K \S+", l)]
-    assert tools == ["iobench", "iperf3", "floor-hot", "floor-payload", "iobench", "socat"], p.stdout
+    assert tools == ["iobench", "iperf3", "floor-hot", "floor-payload", "iobench", "socat"] * 2, \
+        p.stdout
     ratios = [l for l in p.stdout.splitlines() if l.strip().startswith("iobench/")]
-    assert len(ratios) == 4 and all(
+    assert len(ratios) == 8 and all(
         re.search(r"(iobench lower|iobench higher|parity within noise)$", r) for r in ratios), ratios
     assert re.search(r"bound\s+\d+\.\d+ \(TCP floor-payload \+ AES-128-GCM\)", p.stdout), p.stdout
 
