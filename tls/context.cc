@@ -101,8 +101,6 @@ std::string last_ssl_error(const std::string& fallback) {
 }
 
 Status validate(const TlsOptions& o) {
-  if (o.version != "1.2" && o.version != "1.3")
-    return fail(fmt::format("invalid --tls-version '{}': expected 1.2 or 1.3", o.version));
   if (!find_cipher(o.cipher))
     return fail(fmt::format(
         "invalid --cipher '{}': expected AES-128-GCM, AES-256-GCM or CHACHA20-POLY1305", o.cipher));
@@ -220,7 +218,7 @@ Result<Context> Context::client(const TlsOptions& o, const Identity* pinned) {
   if (auto st = validate(o); !st) return std::unexpected(st.error());
   CtxPtr ctx(SSL_CTX_new(TLS_client_method()));
   if (!ctx) return fail(last_ssl_error("SSL_CTX_new failed"));
-  const int v = o.version == "1.2" ? TLS1_2_VERSION : TLS1_3_VERSION;
+  const int v = o.version == TlsVersion::k12 ? TLS1_2_VERSION : TLS1_3_VERSION;
   SSL_CTX_set_min_proto_version(ctx.get(), v);
   SSL_CTX_set_max_proto_version(ctx.get(), v);
   if (auto st = set_ciphers(ctx.get(), o, false); !st) return std::unexpected(st.error());

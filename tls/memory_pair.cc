@@ -7,7 +7,7 @@
 
 namespace iobench::tls {
 
-Result<std::unique_ptr<MemoryPair>> MemoryPair::create(const std::string& version,
+Result<std::unique_ptr<MemoryPair>> MemoryPair::create(TlsVersion version,
                                                        const std::string& cipher) {
   auto id = make_ephemeral_identity();
   if (!id) return std::unexpected(id.error());

@@ -14,7 +14,7 @@ namespace iobench::tls {
 
 class MemoryPair {
  public:
-  static Result<std::unique_ptr<MemoryPair>> create(const std::string& version,
+  static Result<std::unique_ptr<MemoryPair>> create(TlsVersion version,
                                                     const std::string& cipher);
   ~MemoryPair();
   // SSL_write of `data` on the client, then SSL_read on the server until `out` holds all of it.

@@ -34,7 +34,7 @@ void describe(Self& r, Visit&& visit) {
 }
 
 struct TlsOptions {
-  std::string version = "1.3";         // "1.2" or "1.3" (client: exactly this; server: both)
+  TlsVersion version = TlsVersion::k13;  // client: exactly this; server: both
   std::string cipher = "AES-128-GCM";  // AES-128-GCM, AES-256-GCM, CHACHA20-POLY1305
   TlsIo io = TlsIo::kAuto;
   TlsRecords records;  // --tls-read-ahead, --tls-max-fragment: both sides

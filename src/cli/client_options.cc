@@ -107,7 +107,8 @@ Status parse_named(ClientOptions& o, const RawClient& raw) {
   if (!raw.typed("--send-engine")) o.send_engine = o.engine;
   if (!raw.typed("--recv-engine")) o.recv_engine = o.engine;
   for (const Status& st :
-       {set_named(o.tls.io, "--tls-io", raw.tls_io), set_named(o.tls.ktls, "--ktls", raw.ktls)})
+       {set_named(o.tls.io, "--tls-io", raw.tls_io), set_named(o.tls.ktls, "--ktls", raw.ktls),
+        set_named(o.tls.version, "--tls-version", raw.tls_version)})
     if (!st) return st;
   return {};
 }
@@ -166,7 +167,7 @@ void add_tls_options(CLI::App& app, tls::TlsOptions& tls, RawClient& raw) {
   t.push_back(app.add_option("--tls-io", raw.tls_io,
                              "auto (default: bio for uring, socket otherwise), socket (OpenSSL on "
                              "the fd) or bio (memory BIOs)"));
-  t.push_back(app.add_option("--tls-version", tls.version, "1.2 or 1.3 (default)"));
+  t.push_back(app.add_option("--tls-version", raw.tls_version, "1.2 or 1.3 (default)"));
   t.push_back(app.add_option("--cipher", tls.cipher,
                              "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305"));
   t.push_back(app.add_option("--ktls", raw.ktls, "Kernel TLS: auto (default), on, off"));

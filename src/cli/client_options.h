@@ -29,7 +29,7 @@ struct RawClient : RawPayload {
   std::string buf, send_buf, recv_buf;
   std::string cpus;
   // Named values, turned into their enums by validate_client (the error names the value).
-  std::string tls_io = "auto", ktls = "auto";
+  std::string tls_io = "auto", ktls = "auto", tls_version = "1.3";
   std::vector<CLI::Option*> tls_options;
   std::string repeat = "1", max_repeat, target_ci;
   CLI::Option* queue_depth = nullptr;

@@ -8,7 +8,8 @@
 
 namespace {
 
-void BM_TlsRecordRoundTrip(benchmark::State& state, const char* version, const char* cipher) {
+void BM_TlsRecordRoundTrip(benchmark::State& state, iobench::tls::TlsVersion version,
+                           const char* cipher) {
   auto pair = iobench::tls::MemoryPair::create(version, cipher);
   if (!pair) {
     state.SkipWithError(pair.error().message.c_str());
@@ -30,15 +31,15 @@ void BM_TlsRecordRoundTrip(benchmark::State& state, const char* version, const c
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_TlsRecordRoundTrip, tls13_aes128gcm, "1.3", "AES-128-GCM")
+BENCHMARK_CAPTURE(BM_TlsRecordRoundTrip, tls13_aes128gcm, iobench::tls::TlsVersion::k13, "AES-128-GCM")
     ->RangeMultiplier(2)
     ->Range(1 << 10, 64 << 10);
-BENCHMARK_CAPTURE(BM_TlsRecordRoundTrip, tls13_aes256gcm, "1.3", "AES-256-GCM")
+BENCHMARK_CAPTURE(BM_TlsRecordRoundTrip, tls13_aes256gcm, iobench::tls::TlsVersion::k13, "AES-256-GCM")
     ->RangeMultiplier(2)
     ->Range(1 << 10, 64 << 10);
-BENCHMARK_CAPTURE(BM_TlsRecordRoundTrip, tls13_chacha20, "1.3", "CHACHA20-POLY1305")
+BENCHMARK_CAPTURE(BM_TlsRecordRoundTrip, tls13_chacha20, iobench::tls::TlsVersion::k13, "CHACHA20-POLY1305")
     ->RangeMultiplier(2)
     ->Range(1 << 10, 64 << 10);
-BENCHMARK_CAPTURE(BM_TlsRecordRoundTrip, tls12_aes128gcm, "1.2", "AES-128-GCM")
+BENCHMARK_CAPTURE(BM_TlsRecordRoundTrip, tls12_aes128gcm, iobench::tls::TlsVersion::k12, "AES-128-GCM")
     ->RangeMultiplier(2)
     ->Range(1 << 10, 64 << 10);

@@ -32,6 +32,8 @@ namespace tls {
 enum class TlsIo { kAuto, kSocket, kBio };
 // Kernel TLS: where the kernel has it (kAuto), required (kOn), or not used (kOff).
 enum class Ktls { kAuto, kOn, kOff };
+// --tls-version: the protocol version a client asks for (a server accepts both).
+enum class TlsVersion { k12, k13 };
 
 }  // namespace tls
 
@@ -40,6 +42,11 @@ struct Names<tls::TlsIo> {
   static constexpr std::array table{std::pair{tls::TlsIo::kAuto, std::string_view{"auto"}},
                                     std::pair{tls::TlsIo::kSocket, std::string_view{"socket"}},
                                     std::pair{tls::TlsIo::kBio, std::string_view{"bio"}}};
+};
+template <>
+struct Names<tls::TlsVersion> {
+  static constexpr std::array table{std::pair{tls::TlsVersion::k12, std::string_view{"1.2"}},
+                                    std::pair{tls::TlsVersion::k13, std::string_view{"1.3"}}};
 };
 template <>
 struct Names<tls::Ktls> {
