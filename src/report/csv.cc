@@ -6,6 +6,7 @@
 #include <array>
 #include <functional>
 
+#include "proto/fields.h"
 #include "report/report.h"
 #include "util/size.h"
 
@@ -113,39 +114,61 @@ const std::array kColumns{
            }},
 };
 
-// The run's described option blocks, a column per field ("tuning.queue_depth", "socket.sndbuf"),
-// after the figures: (name, value) in the blocks' order, the same for every row of a report.
-std::vector<std::pair<std::string, std::string>> option_cells(const ClientOptions& o) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for_each_option_block(o, [&](const char* block, const char*, const auto& fields) {
-    describe(fields, [&](const Field& f, const auto& v) {
-      using V = std::decay_t<decltype(v)>;
-      std::string value;
-      if constexpr (NamedEnum<V>)
-        value = std::string(name_of(v));
-      else if constexpr (std::is_same_v<V, bool>)
-        value = plain(v ? 1 : 0);
-      else if constexpr (std::is_same_v<V, std::string>)
-        value = csv_quoted(v);
-      else
-        value = plain(v);
-      out.emplace_back(fmt::format("{}.{}", block, f.name), std::move(value));
-    });
+using Cells = std::vector<std::pair<std::string, std::string>>;
+
+// A described block's fields as (block.field, value) cells, in its field list's order.
+template <Described T>
+void block_cells(std::string_view block, const T& fields, Cells& out) {
+  describe(fields, [&](const Field& f, const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    std::string value;
+    if constexpr (NamedEnum<V>)
+      value = std::string(name_of(v));
+    else if constexpr (std::is_same_v<V, bool>)
+      value = plain(v ? 1 : 0);
+    else if constexpr (std::is_same_v<V, std::string>)
+      value = csv_quoted(v);
+    else
+      value = plain(v);
+    out.emplace_back(fmt::format("{}.{}", block, f.name), std::move(value));
+  });
+}
+
+// The side's described figure blocks, a column per field ("side.host_busy.busy_ns",
+// "side.socket.congestion": the row's side, as the JSON nests them; "socket.congestion" is the
+// option asked for), after the listed figures: a field added to a block has its column with no
+// line here.
+Cells figure_cells(const proto::SideResult& side) {
+  Cells out;
+  describe(side, [&](const Field& f, const auto& v) {
+    if constexpr (Described<std::decay_t<decltype(v)>>)
+      block_cells(fmt::format("side.{}", f.name), v, out);
   });
   return out;
 }
 
-std::string line(const std::function<std::string(const Column&)>& cell,
-                 const std::vector<std::pair<std::string, std::string>>& options, bool header) {
+// The run's described option blocks, a column per field ("tuning.queue_depth", "socket.sndbuf"),
+// after the figures: the same for every row of a report.
+Cells option_cells(const ClientOptions& o) {
+  Cells out;
+  for_each_option_block(o, [&](const char* block, const char*, const auto& fields) {
+    block_cells(block, fields, out);
+  });
+  return out;
+}
+
+std::string line(const std::function<std::string(const Column&)>& cell, const Cells& figures,
+                 const Cells& options, bool header) {
   std::string out;
   for (const Column& c : kColumns) {
     if (!out.empty()) out += ',';
     out += cell(c);
   }
-  for (const auto& [name, value] : options) {
-    out += ',';
-    out += header ? name : value;
-  }
+  for (const Cells* cells : {&figures, &options})
+    for (const auto& [name, value] : *cells) {
+      out += ',';
+      out += header ? name : value;
+    }
   out += '\n';
   return out;
 }
@@ -154,7 +177,8 @@ std::string line(const std::function<std::string(const Column&)>& cell,
 
 std::string render_csv(const Report& r) {
   const auto options = option_cells(r.options);
-  std::string out = line([](const Column& c) { return std::string(c.name); }, options, true);
+  std::string out = line([](const Column& c) { return std::string(c.name); },
+                         figure_cells(proto::SideResult{}), options, true);
   const bool client_sends = !r.options.reverse;
   for (const auto& size : r.sizes) {
     // The counting run (--syscalls auto) last, its run column "counting".
@@ -172,7 +196,8 @@ std::string render_csv(const Report& r) {
                       counting ? "counting" : std::to_string(run->run),
                       side->is_sender == client_sends,
                       g};
-        out += line([&](const Column& c) { return c.value(row); }, options, false);
+        out += line([&](const Column& c) { return c.value(row); }, figure_cells(*side), options,
+                    false);
       }
     }
   }

@@ -91,6 +91,15 @@ def test_csv_rows_per_size_side_run(cache_dir, tmp_path):
     assert {r["side"] for r in rows} == {"sender", "receiver"}
     assert {r["send_buf_bytes"] for r in rows} == {"4096", "8192"}
     assert all(int(r["bytes"]) == MiB for r in rows)
+    # Every figure block's fields (the side's) and every option block's (the run's) have a
+    # column each, no name twice: "side.socket.congestion" measured, "socket.congestion" asked.
+    header = next(csv.reader(out.open()))
+    assert len(header) == len(set(header)), [h for h in header if header.count(h) > 1]
+    for column in ("side.host_busy.busy_ns", "side.probe.cpu_ns", "side.socket.congestion",
+                   "socket.congestion", "run.conns", "payload.bytes", "tuning.queue_depth"):
+        assert column in header, column
+    assert all(int(r["side.host_busy.busy_ns"]) > 0 and r["side.socket.congestion"]
+               for r in rows if r["run"] != "counting")
 
 
 def test_csv_to_stdout_and_table_to_stderr(cache_dir):
