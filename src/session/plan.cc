@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
+
+#include "payload/xxh3_fast.h"
 
 namespace iobench {
 
@@ -40,21 +43,22 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
 namespace {
 
 // The last source window mapped in this process, kept for the next session that asks for the
-// same one (the same payload bytes, window and length): a run of --repeat N, or the connections
-// of a group, map and hash it once, not per session.
+// same one (the same window bytes, by their hash, and length): a run of --repeat N, or the
+// connections of a group, map and hash the whole span once, not per session. The key is the
+// window's content, not its address: a server that loads another payload where the last one
+// was mapped must not stream the old one's prefix.
 Result<std::shared_ptr<const RepeatedWindow>> shared_window(std::span<const std::byte> first,
                                                             uint64_t total) {
   static std::mutex mu;
   static std::shared_ptr<const RepeatedWindow> last;
-  static std::pair<const std::byte*, uint64_t> last_key{nullptr, 0};
+  static std::tuple<uint64_t, uint64_t, uint64_t> last_key{0, 0, 0};
+  const std::tuple key{xxh3_oneshot(first.data(), first.size()), uint64_t{first.size()}, total};
   std::lock_guard lock(mu);
-  if (last && last_key.first == first.data() && last_key.second == first.size() &&
-      last->bytes().size() == total)
-    return last;
+  if (last && last_key == key) return last;
   auto w = RepeatedWindow::map(first, total);
   if (!w) return std::unexpected(w.error());
   last = std::make_shared<const RepeatedWindow>(std::move(*w));
-  last_key = {first.data(), first.size()};
+  last_key = key;
   return last;
 }
 
