@@ -8,6 +8,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "probe/placement.h"
+
 namespace iobench::bpf {
 
 long sys_bpf(int cmd, bpf_attr& a) { return syscall(SYS_bpf, cmd, &a, sizeof a); }
@@ -16,17 +18,8 @@ size_t possible_cpus() {
   std::ifstream in("/sys/devices/system/cpu/possible");
   std::string spec;
   in >> spec;
-  size_t n = 0;
-  size_t pos = 0;
-  while (pos < spec.size()) {
-    const size_t comma = spec.find(',', pos);
-    const std::string part = spec.substr(pos, comma == std::string::npos ? comma : comma - pos);
-    const size_t dash = part.find('-');
-    n += dash == std::string::npos ? 1 : std::stoul(part.substr(dash + 1)) - std::stoul(part) + 1;
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return n > 0 ? n : 1;
+  const int n = cpu_list_count(spec);
+  return n > 0 ? static_cast<size_t>(n) : 1;
 }
 
 std::string refusal(const char* what) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "probe/placement.h"
 #include "probe/probe.h"
 
 namespace iobench {
@@ -24,31 +25,12 @@ std::string read_small(const std::string& path) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-// The online CPUs' numbers, from "0-3,6" (/sys/devices/system/cpu/online).
-std::vector<int> online_cpus() {
-  std::vector<int> out;
-  const std::string text = read_small("/sys/devices/system/cpu/online");
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find_first_of(",\n", start);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(start, end - start);
-    const size_t dash = item.find('-');
-    const int lo = std::atoi(item.c_str());
-    const int hi = dash == std::string::npos ? lo : std::atoi(item.c_str() + dash + 1);
-    if (!item.empty())
-      for (int c = lo; c <= hi; ++c) out.push_back(c);
-    start = end + 1;
-  }
-  return out;
-}
-
 // Every cpuidle state's residency file of the online CPUs, found once (empty: no cpuidle).
 const std::vector<std::string>& cpuidle_files(uint32_t& cpus) {
   static uint32_t found_cpus = 0;
   static const std::vector<std::string> files = [] {
     std::vector<std::string> out;
-    for (int c : online_cpus()) {
+    for (int c : cpu_list(read_small("/sys/devices/system/cpu/online"))) {
       const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/cpuidle/";
       size_t before = out.size();
       for (int s = 0; s < 16; ++s) {

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace iobench {
 namespace {
@@ -35,23 +36,48 @@ cpu_set_t allowed_set() {
 
 std::string allowed_cpus_text() { return list_text(allowed_set()); }
 
-int cpu_list_count(std::string_view list) {
-  int count = 0;
+namespace {
+
+// Calls f(lo, hi) for each range of a list in the kernel's format ("0-3,6": 0..3, then 6..6),
+// a trailing newline allowed; false, before any call, when the list is malformed.
+template <typename F>
+bool for_each_cpu_range(std::string_view list, F&& f) {
+  while (!list.empty() && list.back() == '\n') list.remove_suffix(1);
+  std::vector<std::pair<int, int>> ranges;
   while (!list.empty()) {
     const size_t comma = std::min(list.find(','), list.size());
     const std::string_view range = list.substr(0, comma);
     const size_t dash = range.find('-');
     int lo = 0, hi = 0;
     const auto first = std::from_chars(range.data(), range.data() + range.size(), lo);
-    if (first.ec != std::errc{}) return 0;
+    if (first.ec != std::errc{}) return false;
     hi = lo;
     if (dash != std::string_view::npos &&
         std::from_chars(range.data() + dash + 1, range.data() + range.size(), hi).ec != std::errc{})
-      return 0;
-    if (hi < lo) return 0;
-    count += hi - lo + 1;
+      return false;
+    if (hi < lo) return false;
+    ranges.emplace_back(lo, hi);
     list.remove_prefix(std::min(comma + 1, list.size()));
   }
+  for (auto [lo, hi] : ranges) f(lo, hi);
+  return true;
+}
+
+}  // namespace
+
+std::vector<int> cpu_list(std::string_view list) {
+  std::vector<int> out;
+  bool fits = true;  // CPU numbers a cpu_set_t can hold: a list beyond them is not this host's
+  const bool ok = for_each_cpu_range(list, [&](int lo, int hi) {
+    fits = fits && hi < CPU_SETSIZE;
+    for (int c = lo; fits && c <= hi; ++c) out.push_back(c);
+  });
+  return ok && fits ? out : std::vector<int>{};
+}
+
+int cpu_list_count(std::string_view list) {
+  int count = 0;
+  if (!for_each_cpu_range(list, [&](int lo, int hi) { count += hi - lo + 1; })) return 0;
   return count;
 }
 

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/result.h"
 
@@ -13,7 +14,10 @@ namespace iobench {
 
 // The CPUs this thread may run on, in the kernel's list format ("0-3,6").
 std::string allowed_cpus_text();
-// CPUs named by a list in the kernel's format ("0-3,6" -> 5); 0 for "" or a malformed list.
+// The CPUs a list in the kernel's format names ("0-3,6" -> 0, 1, 2, 3, 6; a trailing newline,
+// as sysfs writes it, is allowed); empty for "", a malformed list or one past CPU_SETSIZE.
+std::vector<int> cpu_list(std::string_view list);
+// How many CPUs such a list names ("0-3,6" -> 5); 0 for "" or a malformed list.
 int cpu_list_count(std::string_view list);
 // Whether `cpu` is in this thread's allowed set.
 bool cpu_allowed(int cpu);

@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "probe/bpf_counter.h"
+#include "probe/placement.h"
 #include "probe/task_io_counter.h"
 
 namespace iobench {
@@ -214,6 +216,27 @@ TEST(TaskIoCounter, AnUnreadableFileIsARefusalNamingIt) {
   auto t = TaskIoCounter::open("/nonexistent/io");
   ASSERT_FALSE(t);
   EXPECT_EQ(t.error().message, "cannot open /nonexistent/io: No such file or directory");
+}
+
+}  // namespace
+}  // namespace iobench
+
+namespace iobench {
+namespace {
+
+// The kernel's CPU list format, read once for every caller (placement lines, the bpf counter's
+// per-CPU maps, the host's busy time).
+TEST(CpuList, TheKernelsFormatOneParserForCountAndMembers) {
+  EXPECT_EQ(cpu_list("0-3,6\n"), (std::vector<int>{0, 1, 2, 3, 6}));
+  EXPECT_EQ(cpu_list_count("0-3,6"), 5);
+  EXPECT_EQ(cpu_list_count(""), 0);
+  for (const char* bad : {"3-1", "x", "1,,2", "0-"}) {
+    EXPECT_TRUE(cpu_list(bad).empty()) << bad;
+    EXPECT_EQ(cpu_list_count(bad), 0) << bad;
+  }
+  // A peer's text is counted, never expanded: a huge range allocates nothing.
+  EXPECT_EQ(cpu_list_count("0-99999"), 100000);
+  EXPECT_TRUE(cpu_list("0-99999").empty());
 }
 
 }  // namespace
