@@ -12,6 +12,7 @@
 #include "net/socket.h"
 #include "net/stream.h"
 #include "payload/spec.h"
+#include "payload/window.h"
 #include "probe/syscall_counter.h"
 #include "probe/tracer.h"
 #include "proto/messages.h"
@@ -232,8 +233,8 @@ void describe(Self& o, Visit&& visit) {
               .help = "The sender streams the payload's first SIZE bytes over and over, from "
                       "the cache as a primary's socket writer sends from the buffer it just "
                       "filled (a multiple of 4K; default: the whole payload once)",
-              .min = int64_t{64} * kKiB,
-              .max = int64_t{kGiB},
+              .min = kMinWindow,
+              .max = kMaxWindow,
               .size = true,
               .zero_is_unset = true},
         o.source_window);

@@ -16,6 +16,8 @@ namespace iobench {
 // Pages are mapped whole: a window is a multiple of this; and at most this many copies.
 inline constexpr uint64_t kWindowAlign = 4096;
 inline constexpr uint64_t kMaxWindowCopies = 32768;
+// --source-window's range, on the command line and in a HELLO.
+inline constexpr uint64_t kMinWindow = uint64_t{64} << 10, kMaxWindow = uint64_t{1} << 30;
 
 class RepeatedWindow {
  public:

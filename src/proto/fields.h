@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "payload/spec.h"
+#include "payload/window.h"
 #include "proto/messages.h"
 #include "util/fields.h"
 
@@ -40,8 +41,7 @@ void describe(Self& h, V&& v) {
   v(Field{"payload_bytes"}, h.payload_bytes);
   v(Field{"adaptive"}, h.adaptive);
   v(Field{"fanout"}, h.fanout);
-  v(Field{.name = "source_window", .min = int64_t{64} * kKiB, .max = int64_t{kGiB},
-          .zero_is_unset = true},
+  v(Field{.name = "source_window", .min = kMinWindow, .max = kMaxWindow, .zero_is_unset = true},
     h.source_window);
   // 0 unless adaptive.
   v(Field{.name = "budget", .min = kMinBuf, .max = kGiB, .zero_is_unset = true}, h.budget);

@@ -75,9 +75,9 @@ Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* pa
   if (!d.is_sender || !payload) return {};
   const auto all = payload->bytes();
   if (plan.source_window > 0 && plan.source_window < d.bytes) {
-    if (plan.source_window > all.size() || plan.source_window % kWindowAlign != 0)
-      return fail(fmt::format("source window {} bytes: a multiple of {} within the payload ({})",
-                              plan.source_window, kWindowAlign, all.size()));
+    if (plan.source_window > all.size())  // map() checks the rest (whole pages, copies)
+      return fail(fmt::format("source window {} bytes is larger than the payload ({})",
+                              plan.source_window, all.size()));
     auto w = shared_window(all.first(plan.source_window), d.bytes);
     if (!w) return std::unexpected(w.error());
     plan.window = std::move(*w);

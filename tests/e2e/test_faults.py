@@ -164,6 +164,9 @@ def talk(port, data, shut=True):
     (hello_frame(fields={"zstd_level": 99}), "zstd_level 99 outside 1..19"),
     (hello_frame(fields={"conns": 0}), "conns 0 outside 1..1024"),
     (hello_frame(fields={"adaptive": True, "budget": 32}), "budget 32 outside 64..1073741824"),
+    # A sending server maps the window only in whole pages (payload/window.h).
+    (hello_frame(client_sends=False, fields={"source_window": 65537}),
+     "source window of 65537 bytes: a multiple of 4096"),
     (hello_frame()[:20], "peer closed"),
 ])
 def test_misbehaving_client_is_rejected_and_server_survives(server, cache_dir, data, logged):
