@@ -147,7 +147,6 @@ Result<std::unique_ptr<FanoutShapeLoop>> FanoutWriter::make_loop() const {
 
 void FanoutWriter::start_clock() {
   start_ = probe_now(true);
-  t0_ns_ = start_.wall_ns;
 }
 
 void FanoutWriter::stop_clock() {
@@ -168,8 +167,9 @@ void FanoutWriter::wait_for_source() {
   if (source_rate_ == 0) return;
   uint64_t produced = 0;
   for (const FanoutReplicaState* r : live_) produced = std::max(produced, r->chunk_end);
-  const auto ready_ns = t0_ns_ + static_cast<int64_t>(static_cast<double>(produced) * 1e9 /
-                                                      static_cast<double>(source_rate_));
+  const auto ready_ns =
+      start_.wall_ns +
+      static_cast<int64_t>(static_cast<double>(produced) * 1e9 / static_cast<double>(source_rate_));
   const int64_t now = monotonic_ns();
   if (ready_ns <= now) return;
   std::this_thread::sleep_for(std::chrono::nanoseconds(ready_ns - now));
@@ -185,7 +185,7 @@ void FanoutWriter::run() {
     if (!started) {
       started = true;
       start_clock();
-      for (FanoutReplicaState* r : live_) r->fig.joined_ns = t0_ns_;
+      for (FanoutReplicaState* r : live_) r->fig.joined_ns = start_.wall_ns;
       if (auto l = make_loop(); l) {
         loop_ = std::move(*l);
       } else {
@@ -243,8 +243,8 @@ std::optional<FanoutReplica> FanoutWriter::replica(uint32_t index) const {
   const auto& r = slots_.at(index);
   if (!r || r->fig.joined_ns == 0) return std::nullopt;
   FanoutReplica f = r->fig;
-  f.joined_ns -= t0_ns_;
-  f.done_ns -= t0_ns_;
+  f.joined_ns -= start_.wall_ns;
+  f.done_ns -= start_.wall_ns;
   return f;
 }
 

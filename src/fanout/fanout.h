@@ -118,7 +118,6 @@ class FanoutWriter {
   FanoutCounts counts_;
   FanoutWriterFigures fig_;
   ProbeSample start_;  // the writer thread's clocks at the first chunk
-  int64_t t0_ns_ = 0;  // start_.wall_ns
   std::thread thread_;
 };
 
