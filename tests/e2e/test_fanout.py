@@ -82,9 +82,10 @@ def test_adaptive_chunks_follow_the_live_replicas(cache_dir):
 def test_adaptive_resizes_lose_and_reorder_nothing(cache_dir, shape, engine, proto):
     # Replicas joining 2 ms apart and of different lengths: the writer's chunk grows at each
     # join (4K, 8K, 16K, 16K) while bytes are in flight on every engine; every replica still
-    # verifies the XXH3 of exactly its bytes.
+    # verifies the XXH3 of exactly its bytes. 16M each (8M at the least): a replica of 4M once
+    # ended before the next joined on a loaded host, and nothing resized.
     run0, _ = fanout_run(cache_dir, "--fanout", shape, *engine, "--proto", proto, "--conns", 4,
-                         "--bytes", "4M", "--bytes-spread", "0.5", "--stagger", "2ms",
+                         "--bytes", "16M", "--bytes-spread", "0.5", "--stagger", "2ms",
                          "--buf", "adaptive", "--buf-min", "4k", "--buf-max", "16k")
     g = run0["group"]
     assert len(g["conns"]) == 4 and all(c["ok"] for c in g["conns"]), g["conns"]
