@@ -37,8 +37,8 @@ def load(sweep_dir, prog="sweeplib", cost="processes"):
         rows += rows_of(cell, doc, two_hosts)
     for row in rows:
         if cost == "host" and not row["host_runs"]:
-            sys.exit(f"{prog}: error: cell {row['proto']} {row['label']} has no host_busy "
-                     "figures (an iobench from before they were measured): use --cost processes")
+            sys.exit(f"{prog}: error: cell {row['proto']} {row['label']} cannot be judged on the "
+                     f"host's busy time: {row['host_missing']}; use --cost processes")
         row["cost"] = cost
         row["total_cpu_runs"] = row["host_runs" if cost == "host" else "process_runs"]
     rows.sort(key=lambda r: (r["proto"], r["engine"], r["conns"], r["label"] == "adaptive",
@@ -65,21 +65,36 @@ def rows_of(cell, doc, two_hosts=False):
                 and not r.get("partial")]
         row["process_runs"] = [r["sender"]["cpu_s_per_gib"] + r["receiver"]["cpu_s_per_gib"]
                                for r in runs]
-        row["host_runs"] = [host_per_gib(r, two_hosts) for r in runs]
-        if any(x is None for x in row["host_runs"]):
-            row["host_runs"] = []
+        host = [host_per_gib(r, two_hosts) for r in runs]
+        missing = [x for x in host if isinstance(x, str)]
+        row["host_runs"] = [] if missing or not host else host
+        row["host_missing"] = (f"{len(missing)} of {len(host)} runs {missing[0]}" if missing
+                               else "" if host else "no measured runs")
         row["total_cpu_runs"] = row["process_runs"]
         rows.append(row)
     return rows
 
 
+# /proc/stat counts idle time in 10 ms ticks: a data phase of 100 ticks is judged to ±2%.
+PROC_STAT_MIN_WALL_S = 1.0
+
+
 def host_per_gib(run, two_hosts):
-    """A run's host busy seconds per GiB moved, or None where a side did not measure it."""
+    """A run's host busy seconds per GiB moved, or the reason it has none (a string): a side
+    without the figure, a window too short for the clock that measured it, or a busy time of
+    zero (idle periods begun before the window outweighed it)."""
     sides = [run["sender"], run["receiver"]] if two_hosts else [run["sender"]]
-    busy = [(s.get("host_busy") or {}).get("busy_ns") for s in sides]
-    if any(not b for b in busy) or not run["sender"]["bytes"]:
-        return None
-    return sum(busy) / 1e9 / (run["sender"]["bytes"] / GiB)
+    blocks = [s.get("host_busy") or {} for s in sides]
+    if any(b.get("source", "none") == "none" for b in blocks):
+        return "have no host_busy figures (an iobench from before they were measured)"
+    short = [s["duration_ns"] / 1e9 for s, b in zip(sides, blocks) if b["source"] == "proc_stat"
+             and s["duration_ns"] / 1e9 < PROC_STAT_MIN_WALL_S]
+    if short:
+        return (f"measured it from /proc/stat's 10 ms ticks over a data phase of "
+                f"{short[0]:.3f} s (under {PROC_STAT_MIN_WALL_S:.0f} s: run more --bytes)")
+    if any(b["busy_ns"] <= 0 for b in blocks) or not run["sender"]["bytes"]:
+        return "measured a busy time of 0 (a data phase too short: run more --bytes)"
+    return sum(b["busy_ns"] for b in blocks) / 1e9 / (run["sender"]["bytes"] / GiB)
 
 
 # A side's summary figures (iobench's SideSummary) read from one run's side in the JSON.

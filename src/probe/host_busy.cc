@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "probe/placement.h"
@@ -47,22 +48,32 @@ const std::vector<std::string>& cpuidle_files(uint32_t& cpus) {
   return files;
 }
 
+const std::vector<std::string>& no_files() {
+  static const std::vector<std::string> none;
+  return none;
+}
+
 int64_t parse_i64(std::string_view text) {
   int64_t v = 0;
   std::from_chars(text.data(), text.data() + text.size(), v);
   return v;
 }
 
-// /proc/stat's per-CPU idle + iowait (fields 4 and 5), in nanoseconds.
-HostIdleSample proc_stat_idle() {
+// Set to "proc_stat" by tests: the /proc/stat source as on a host without cpuidle (most VMs).
+bool proc_stat_forced() {
+  const char* env = std::getenv("IOBENCH_TEST_HOST_IDLE");
+  return env && std::string_view(env) == "proc_stat";
+}
+
+}  // namespace
+
+HostIdleSample proc_stat_idle(std::string_view text, int64_t ns_per_tick) {
   HostIdleSample s;
-  const std::string text = read_small("/proc/stat");
-  const int64_t ns_per_tick = 1'000'000'000 / std::max<long>(sysconf(_SC_CLK_TCK), 1);
   size_t line = 0;
   while (line < text.size()) {
     size_t end = text.find('\n', line);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view l(text.data() + line, end - line);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view l = text.substr(line, end - line);
     line = end + 1;
     if (l.size() < 4 || !l.starts_with("cpu") || l[3] == ' ') continue;  // "cpuN" lines only
     size_t pos = l.find(' ');
@@ -81,14 +92,13 @@ HostIdleSample proc_stat_idle() {
   return s;
 }
 
-}  // namespace
-
 HostIdleSample host_idle_now() {
   uint32_t cpus = 0;
-  const auto& files = cpuidle_files(cpus);
+  const auto& files = proc_stat_forced() ? no_files() : cpuidle_files(cpus);
   HostIdleSample s;
   if (files.empty()) {
-    s = proc_stat_idle();
+    const int64_t ns_per_tick = 1'000'000'000 / std::max<long>(sysconf(_SC_CLK_TCK), 1);
+    s = proc_stat_idle(read_small("/proc/stat"), ns_per_tick);
   } else {
     for (const std::string& f : files) s.idle_ns += parse_i64(read_small(f)) * 1000;
     s.cpus = cpus;

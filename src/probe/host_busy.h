@@ -32,7 +32,10 @@ struct HostIdleSample {
   HostBusySource source = HostBusySource::kNone;
 };
 
+// Now, from cpuidle when every online CPU has it, else /proc/stat.
 HostIdleSample host_idle_now();
+// /proc/stat's text: the "cpuN" lines' idle + iowait (fields 4 and 5) in nanoseconds.
+HostIdleSample proc_stat_idle(std::string_view text, int64_t ns_per_tick);
 
 // The window's figure, described once: each side's RESULT carries it as its `host` block.
 struct HostBusy {

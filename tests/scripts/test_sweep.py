@@ -598,9 +598,20 @@ def test_a_knee_a_clear_step_above_the_size_below_is_decided_though_not_shown_wi
     assert "**Knee:" not in recommend(d)
 
 
+def host_idle_source(sweep_dir):
+    m = json.loads((sweep_dir / "manifest.json").read_text())
+    doc = json.loads((sweep_dir / m["cells"][0]["file"]).read_text())
+    return doc["results"][0]["runs"][0]["sender"]["host_busy"]["source"]
+
+
 def test_the_knee_can_be_judged_on_the_hosts_busy_time(tmp_path):
-    sweep(tmp_path, "host", "--proto", "tcp", "--bufs", "4k,64k", "--repeat", "3", check=0)
+    # 32M: a data phase of several ms at 64K, long against an idle period begun before it.
+    sweep(tmp_path, "host", "--proto", "tcp", "--bufs", "4k,64k", "--repeat", "3",
+          "--bytes", "32M", check=0)
     d = tmp_path / "host"
+    if host_idle_source(d) != "cpuidle":
+        pytest.skip("no cpuidle on this host: /proc/stat's 10 ms ticks judge data phases of 1 s "
+                    "and more only (test_host_time_too_coarse_or_missing_is_refused covers it)")
     _, rows = sweeplib.load(d, cost="host")
     assert all(len(r["host_runs"]) == 3 and all(x > 0 for x in r["host_runs"]) for r in rows)
     # The host's busy time holds both sides' CPU (one host here).
@@ -611,6 +622,20 @@ def test_the_knee_can_be_judged_on_the_hosts_busy_time(tmp_path):
     text = (d / "recommendation.md").read_text()
     assert "host busy s/GiB |" in text and "the knee is judged on host" in text
     assert "Intervals (median over sizes" in text and "processes ±" in text and "host ±" in text
+
+
+def test_host_time_too_coarse_or_missing_is_refused(tmp_path, monkeypatch):
+    # As on a VM without cpuidle: /proc/stat's ticks cannot judge a data phase of 1M.
+    monkeypatch.setenv("IOBENCH_TEST_HOST_IDLE", "proc_stat")
+    sweep(tmp_path, "coarse", "--proto", "tcp", "--bufs", "64k", check=0)
+    d = tmp_path / "coarse"
+    assert host_idle_source(d) == "proc_stat"
+    p = subprocess.run([str(SCRIPTS / "recommend"), str(d), "--cost", "host"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "from /proc/stat's 10 ms ticks over a data phase of" in p.stderr
+    assert "use --cost processes" in p.stderr, p.stderr
+    subprocess.run([str(SCRIPTS / "recommend"), str(d)], check=True, capture_output=True)
+    assert "host: not measured" in (d / "recommendation.md").read_text()
     # Runs from an iobench without the figure cannot be judged on it: said, not guessed.
     old = fake_sweep(tmp_path, [("tcp", 4096, 0, 2.0), ("tcp", 65536, 0, 1.0)])
     p = subprocess.run([str(SCRIPTS / "recommend"), str(old), "--cost", "host"],
