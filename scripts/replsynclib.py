@@ -1,0 +1,209 @@
+"""What the real-replication scripts share (scripts/replication-sync, scripts/replication-knee):
+where a server runs (loopback or an emulated link), one Valkey/Redis server process over TCP or
+TLS, loading iobench's replication stream into a primary, and reading an `iobench watch` report
+of a sync: who wrote the replication sockets, how, and at what CPU."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+PROG = "replication"  # the script's name in its error lines (set by the script)
+IOBENCH = "iobench"   # the iobench binary (set by the script)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Place:
+    """Where a server runs: loopback, or one end of the emulated link (a command prefix that
+    enters its network namespace, and its address)."""
+
+    def __init__(self, prefix=(), ip="127.0.0.1"):
+        self.prefix, self.ip = list(prefix), ip
+
+
+class NetLink:
+    """The emulated EC2 link of scripts/netns-link: the primary's and the replica's network
+    namespaces joined by a veth pair with an MTU and a tbf rate cap on both ends. Root only."""
+
+    def __init__(self, rate, mtu, name="iobrs"):
+        self.ns = {"primary": f"{name}p", "replica": f"{name}r"}
+        self.ip = {"primary": "10.232.0.1", "replica": "10.232.0.2"}
+        self.close()
+        dev = {"primary": f"{name}a", "replica": f"{name}b"}
+        sh = lambda *c: subprocess.run(list(map(str, c)), check=True, capture_output=True)  # noqa: E731
+        for ns in self.ns.values():
+            sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", dev["primary"], "type", "veth", "peer", "name", dev["replica"])
+        for role, ns in self.ns.items():
+            sh("ip", "link", "set", dev[role], "netns", ns)
+            sh("ip", "-n", ns, "addr", "add", f"{self.ip[role]}/24", "dev", dev[role])
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            sh("ip", "-n", ns, "link", "set", dev[role], "up", "mtu", mtu)
+            sh("tc", "-n", ns, "qdisc", "add", "dev", dev[role], "root", "tbf", "rate", rate,
+               "burst", "4mb", "latency", "20ms")
+
+    def place(self, role):
+        # nsenter, not `ip netns exec`: the latter remounts /sys, hiding tracefs.
+        return Place(["nsenter", f"--net=/run/netns/{self.ns[role]}"], self.ip[role])
+
+    def close(self):
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+class Node:
+    """One server process at `place`, over TCP or TLS (certificates from tls/make-certs)."""
+
+    def __init__(self, binary, workdir, proto, certs, place, extra=(), env=None, cpus=None,
+                 rdb=None):
+        """`env`: variables added to the server's environment (the patched Valkey's chunk);
+        `cpus`: a CPU list it is pinned to (taskset); `rdb`: an RDB file it loads at start."""
+        os.makedirs(workdir)
+        self.dir, self.proto, self.certs, self.port = workdir, proto, certs, free_port()
+        self.place, self.ip = place, place.ip
+        self.log = os.path.join(workdir, "log")
+        if rdb:
+            os.link(rdb, os.path.join(workdir, "dump.rdb"))
+        pin = ["taskset", "-c", cpus] if cpus else []
+        args = [*place.prefix, *pin, binary, "--bind", place.ip, "--save", "", "--appendonly",
+                "no", "--dir", workdir, "--logfile", self.log, "--repl-diskless-sync-delay", "0"]
+        if place.ip != "127.0.0.1":
+            # A private namespace's address: without this, Redis answers only loopback clients.
+            args += ["--protected-mode", "no"]
+        if proto == "tls":
+            args += ["--port", "0", "--tls-port", str(self.port), "--tls-replication", "yes",
+                     "--tls-auth-clients", "no", "--tls-cert-file", f"{certs}/server.crt",
+                     "--tls-key-file", f"{certs}/server.key", "--tls-ca-cert-file", f"{certs}/ca.crt"]
+        else:
+            args += ["--port", str(self.port)]
+        err = open(os.path.join(workdir, "stderr"), "w+")
+        self.proc = subprocess.Popen(args + list(extra), stdout=subprocess.DEVNULL, stderr=err,
+                                     env=dict(os.environ, **(env or {})))
+        deadline = time.monotonic() + 120  # a large RDB loads before PONG
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.cli("PING", check=False).strip() == "PONG":
+                return
+            time.sleep(0.05)
+        died = self.proc.poll() is not None
+        self.stop()
+        err.seek(0)
+        said = err.read().strip().splitlines()
+        sys.exit(f"{PROG}: error: {binary} " + (f"exited: {said[-1] if said else '?'}" if died
+                 else f"did not answer on port {self.port}") + f" (its log: {self.log})")
+
+    def cli_args(self):
+        tls = ["--tls", "--cacert", f"{self.certs}/ca.crt"] if self.proto == "tls" else []
+        return [*self.place.prefix, "redis-cli", "-h", self.ip, "-p", str(self.port), *tls]
+
+    def cli(self, *args, check=True):
+        p = subprocess.run([*self.cli_args(), *map(str, args)], capture_output=True, text=True,
+                           timeout=600)
+        if check and (p.returncode != 0 or p.stdout.startswith("ERR")):
+            sys.exit(f"{PROG}: error: redis-cli {' '.join(map(str, args))}: "
+                     f"{p.stdout.strip()} {p.stderr.strip()}")
+        return p.stdout
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def load_dataset(node, target, cache, workdir):
+    """Replays iobench payload chunks (seeds 1, 2, ...) until the RDB (SAVE) reaches target."""
+    chunk = max(1 << 20, min(target, 16 << 20))
+    rdb = os.path.join(node.dir, "dump.rdb")
+    for seed in range(1, 257):
+        out = os.path.join(workdir, "payload.zst")
+        subprocess.run([IOBENCH, "payload", "--bytes", str(chunk), "--seed", str(seed), "--out",
+                        out, "--cache-dir", cache, "-q"], check=True, capture_output=True)
+        pipe = subprocess.run(f"zstd -dc {out} | {' '.join(node.cli_args())} --pipe", shell=True,
+                              capture_output=True, text=True, timeout=600)
+        if pipe.returncode != 0 or "errors: 0" not in pipe.stdout:
+            sys.exit(f"{PROG}: error: loading the payload: {pipe.stdout}{pipe.stderr}")
+        node.cli("SAVE")
+        if os.path.getsize(rdb) >= target:
+            return os.path.getsize(rdb), seed * chunk
+    sys.exit(f"{PROG}: error: the RDB did not reach {target} bytes")
+
+
+def set_mode(server, mode, *nodes):
+    for n in nodes:
+        n.cli("CONFIG", "SET", "repl-diskless-sync", "no" if mode == "disk" else "yes")
+        if server == "valkey":
+            n.cli("CONFIG", "SET", "dual-channel-replication-enabled",
+                  "yes" if mode == "dual" else "no")
+
+
+def socket_io(proc, family):
+    """A process's reads or writes on TCP sockets (a socket made during the watch and never seen
+    in /proc counts as `socket`: on loopback here, TCP too)."""
+    out = {"calls": 0, "bytes": 0, "sizes": {}}
+    for io in proc["io"]:
+        if io["fd_kind"] in ("tcp", "socket") and io["family"] == family:
+            out["calls"] += io["calls"]
+            out["bytes"] += io["bytes"]
+            for s in io["sizes"]:
+                out["sizes"][s["result"]] = out["sizes"].get(s["result"], 0) + s["calls"]
+    return out
+
+
+def log2_histogram(sizes):
+    """{"1..1": n, "2..3": n, ..., "16384..32767": n}: the writes by power-of-two bucket."""
+    buckets = {}
+    for size_, n in sizes.items():
+        if size_ > 0:
+            low = 1 << (size_.bit_length() - 1)
+            buckets[low] = buckets.get(low, 0) + n
+    return {f"{low}..{2 * low - 1}": buckets[low] for low in sorted(buckets)}
+
+
+def log_span(log, start_at):
+    """Seconds from the primary's "Starting BGSAVE for SYNC" to the end of the RDB transfer
+    ("Streamed RDB transfer ... succeeded", or "Synchronization with replica ... succeeded"
+    for a disk-based sync), from its log's millisecond timestamps past offset `start_at`."""
+    begin = end = None
+    with open(log) as f:
+        f.seek(start_at)
+        for line in f:
+            parts = line.split()
+            if len(parts) < 6:
+                continue
+            t = time.mktime(time.strptime(" ".join(parts[1:4]), "%d %b %Y")) + sum(
+                float(x) * m for x, m in zip(parts[4].split(":"), (3600, 60, 1)))
+            if "Starting BGSAVE for SYNC" in line and begin is None:
+                begin = t
+            elif begin is not None and ("Streamed RDB transfer" in line
+                                        or "Synchronization with replica" in line):
+                end = t
+                break
+    return end - begin if begin is not None and end is not None else None
+
+
+def figures(procs, primary, replica, took, transfer):
+    tree = [p for p in procs if p["root"] == primary]
+    writer = max(tree, key=lambda p: socket_io(p, "write")["bytes"])
+    sent = socket_io(writer, "write")
+    top = sorted(sent["sizes"].items(), key=lambda s: -s[1])[:5]
+    rep = next(p for p in procs if p["pid"] == replica)
+    got = socket_io(rep, "read")
+    gib = sent["bytes"] / (1 << 30)
+    cpu = writer["cpu_s"]
+    if writer["pid"] != primary and not writer["cpu_complete"]:
+        # The save child ended between two samples: its whole life is in the CPU its parent
+        # reaped (the only child a primary forks during a sync).
+        # (Ticks: under 10 ms it may read 0; the larger of the two is the better lower bound.)
+        cpu = max(cpu, next(p for p in procs if p["pid"] == primary)["reaped_children_cpu_s"])
+    return {"sync_s": took, "transfer_s": transfer,
+            "writer": "main thread" if writer["pid"] == primary else "save child",
+            "socket_bytes": sent["bytes"], "writes": sent["calls"],
+            "bytes_per_write": sent["bytes"] / max(sent["calls"], 1),
+            "top_write_sizes": [[size_, n] for size_, n in top],
+            "write_histogram": log2_histogram(sent["sizes"]),
+            "writer_cpu_s": cpu, "writer_cpu_s_per_gib": cpu / gib if gib else None,
+            "primary_cpu_s": sum(p["cpu_s"] for p in tree), "replica_reads": got["calls"],
+            "replica_cpu_s": rep["cpu_s"]}

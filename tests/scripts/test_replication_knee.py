@@ -1,0 +1,90 @@
+"""scripts/replication-knee and the patched Valkey it drives (scripts/install-valkey --source):
+bad input stops with one line; a small real sync at two chunk sizes writes the chunks the patch
+promises, stock and whole, and the report judges the knees."""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
+SCRIPT = str(ROOT / "scripts" / "replication-knee")
+VALKEY = ROOT / "build" / "valkey" / "valkey-server-src"
+
+needs_build = pytest.mark.skipif(
+    not os.access(VALKEY, os.X_OK),
+    reason=f"{VALKEY} missing: scripts/install-valkey --source builds it (it says why it did not)")
+
+
+def knee(*args, tmp_path, timeout=600):
+    return subprocess.run([SCRIPT, *args, "--iobench", BIN, "--out", str(tmp_path / "out"),
+                           "--cache-dir", str(tmp_path / "cache")],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--chunks", "16k,3x"], "invalid --chunks '16k,3x': invalid size '3x'"),
+    (["--chunks", "512"], "invalid --chunks: 512 outside 1024..1048576"),
+    (["--modes", "dual,rdma"], "invalid --modes 'dual,rdma': expected some of dual, diskless"),
+    (["--chunking", "big"], "invalid --chunking 'big'"),
+    (["--replicas", "0,2"], "invalid --replicas [0, 2]: each 1..16"),
+    (["--cpus", "0"], "invalid --cpus '0': expected PRIMARY,REPLICAS"),
+])
+def test_bad_input_is_one_line(tmp_path, args, said):
+    p = knee(*args, tmp_path=tmp_path, timeout=60)
+    assert p.returncode == 2 and said in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_build
+@pytest.mark.parametrize("env,said", [
+    ({"IOBENCH_REPL_CHUNK": "3x"}, "invalid IOBENCH_REPL_CHUNK '3x': expected 1024..1048576"),
+    ({"IOBENCH_REPL_CHUNK": "2048k"}, "invalid IOBENCH_REPL_CHUNK '2048k'"),
+    ({"IOBENCH_REPL_CHUNKING": "big"}, "invalid IOBENCH_REPL_CHUNKING 'big': expected stock"),
+    ({"IOBENCH_REPL_CHUNKING": "adaptive", "IOBENCH_REPL_CHUNK": "16k",
+      "IOBENCH_REPL_CHUNK_MIN": "64k"}, "invalid IOBENCH_REPL_CHUNK_MIN 65536: above"),
+])
+def test_the_patched_server_refuses_a_bad_chunk_before_it_starts(env, said):
+    p = subprocess.run([str(VALKEY), "--port", "0", "--save", ""], capture_output=True,
+                       text=True, timeout=30, env=dict(os.environ, **env))
+    assert p.returncode == 1 and p.stderr.strip() == p.stderr.strip().splitlines()[0]
+    assert said in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
+@pytest.mark.skipif(not shutil.which("redis-cli") or not shutil.which("zstd"),
+                    reason="redis-cli or zstd missing (scripts/setup installs them)")
+@needs_build
+def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
+    p = knee("--chunks", "16k,64k", "--replicas", "2", "--proto", "tcp", "--modes", "dual",
+             "--chunking", "stock,whole", "--rounds", "1", "--rdb", "4M", tmp_path=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    cells = {c["id"]: c for c in doc["cells"]}
+    assert set(cells) == {"tcp-dual-n2-16K", "tcp-dual-n2-64K", "tcp-dual-n2-16K-whole",
+                          "tcp-dual-n2-64K-whole"}, sorted(cells)
+    for cid, c in cells.items():
+        (real,), (model,) = c["real"], c["model"]
+        chunk = c["chunk"]
+        # Both replicas in one BGSAVE, written by the dual-channel save child.
+        assert real["bgsaves"] == 1 and real["writer"] == "save child", (cid, real)
+        assert real["socket_bytes"] >= 2 * doc["rdb_bytes"], (cid, real)
+        sizes = dict((s, n) for s, n in real["top_write_sizes"])
+        # The chunk is the most common write; stock adds a tail per chunk, whole none.
+        assert max(sizes, key=sizes.get) == chunk, (cid, sizes)
+        per_chunk = real["socket_bytes"] / chunk
+        if c["chunking"] == "whole":
+            assert real["writes"] <= per_chunk + 2 * 2, (cid, real["writes"], per_chunk)
+        else:
+            assert real["writes"] >= 1.5 * (per_chunk - 2), (cid, real["writes"], per_chunk)
+        assert real["writer_cpu_s_per_gib"] > 0 and model["writer_cpu_s_per_gib"] > 0
+        assert "--fanout connset" in model["command"] and f"--buf {chunk}" in model["command"]
+    judged = {(k["chunking"], k["replicas"]): k for k in doc["knees"]}
+    assert set(judged) == {("stock", 2), ("whole", 2)}
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Predicted beside real" in report and "| tcp | dual | 2 | stock |" in report
+    assert "1 run(s) per cell cannot say how sure a knee is" in report
+    assert (tmp_path / "out" / "plots" / "tcp-dual.png").stat().st_size > 0
