@@ -98,7 +98,9 @@ def report_md(doc):
              "docs/valkey-patch.md)",
              f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "
              f"rounds, every cell once per round in a shuffled order; placement --cpus "
-             f"{doc['cpus']} (primary, replicas)",
+             f"{doc['cpus']} (primary, replicas); "
+             + (f"the emulated fleet: each replica its own namespace and veth, tbf {doc['link']['rate']}, "
+                f"MTU {doc['link']['mtu']}" if doc.get("link") else "loopback"),
              f"- cost: the socket writer's CPU per GiB delivered to all replicas (the main "
              f"thread, or the dual-channel save child), median [min-max]; the knee is the "
              f"smallest chunk within {tol:.0%} of the lowest, judged as scripts/recommend "

@@ -20,10 +20,65 @@ def free_port():
 
 class Place:
     """Where a server runs: loopback, or one end of the emulated link (a command prefix that
-    enters its network namespace, and its address)."""
+    enters its network namespace, and its address; `bind`: every address it listens on)."""
 
-    def __init__(self, prefix=(), ip="127.0.0.1"):
-        self.prefix, self.ip = list(prefix), ip
+    def __init__(self, prefix=(), ip="127.0.0.1", bind=None):
+        self.prefix, self.ip, self.bind = list(prefix), ip, list(bind or [ip])
+
+
+def _sh(*cmd):
+    subprocess.run(list(map(str, cmd)), check=True, capture_output=True)
+
+
+def _link(ns_a, dev_a, ip_a, ns_b, dev_b, ip_b, rate, mtu):
+    """A veth pair between two namespaces, MTU and a tbf rate cap on both ends (the per-flow
+    cap of scripts/netns-link: its bucket must hold at least rate/HZ bytes)."""
+    _sh("ip", "link", "add", dev_a, "type", "veth", "peer", "name", dev_b)
+    for ns, dev, ip in ((ns_a, dev_a, ip_a), (ns_b, dev_b, ip_b)):
+        _sh("ip", "link", "set", dev, "netns", ns)
+        _sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
+        _sh("ip", "-n", ns, "link", "set", dev, "up", "mtu", mtu)
+        _sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate,
+            "burst", "4mb", "latency", "20ms")
+
+
+def _enter(ns):
+    # nsenter, not `ip netns exec`: the latter remounts /sys, hiding tracefs.
+    return ["nsenter", f"--net=/run/netns/{ns}"]
+
+
+class Fleet:
+    """The emulated fleet of scripts/netns-fleet: a primary namespace and `n` replica
+    namespaces, each replica joined to the primary by its own veth (10.232.i.1 - 10.232.i.2),
+    MTU and tbf rate on both ends. Root only; close() removes every namespace."""
+
+    def __init__(self, n, rate, mtu, name="iobkf"):
+        self.n, self.name = n, name
+        self.close()
+        _sh("ip", "netns", "add", f"{name}p")
+        _sh("ip", "-n", f"{name}p", "link", "set", "lo", "up")
+        for i in range(1, n + 1):
+            _sh("ip", "netns", "add", f"{name}r{i}")
+            _sh("ip", "-n", f"{name}r{i}", "link", "set", "lo", "up")
+            _link(f"{name}p", f"{name}p{i}", self.primary_ip(i), f"{name}r{i}", f"{name}r{i}",
+                  f"10.232.{i}.2", rate, mtu)
+
+    @staticmethod
+    def primary_ip(i):
+        """The primary's address on replica i's link (1-based)."""
+        return f"10.232.{i}.1"
+
+    def primary(self):
+        return Place(_enter(f"{self.name}p"), self.primary_ip(1),
+                     [self.primary_ip(i) for i in range(1, self.n + 1)])
+
+    def replica(self, i):
+        return Place(_enter(f"{self.name}r{i}"), f"10.232.{i}.2")
+
+    def close(self):
+        subprocess.run(["ip", "netns", "del", f"{self.name}p"], capture_output=True)
+        for i in range(1, self.n + 1):
+            subprocess.run(["ip", "netns", "del", f"{self.name}r{i}"], capture_output=True)
 
 
 class NetLink:
@@ -34,22 +89,14 @@ class NetLink:
         self.ns = {"primary": f"{name}p", "replica": f"{name}r"}
         self.ip = {"primary": "10.232.0.1", "replica": "10.232.0.2"}
         self.close()
-        dev = {"primary": f"{name}a", "replica": f"{name}b"}
-        sh = lambda *c: subprocess.run(list(map(str, c)), check=True, capture_output=True)  # noqa: E731
         for ns in self.ns.values():
-            sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", dev["primary"], "type", "veth", "peer", "name", dev["replica"])
-        for role, ns in self.ns.items():
-            sh("ip", "link", "set", dev[role], "netns", ns)
-            sh("ip", "-n", ns, "addr", "add", f"{self.ip[role]}/24", "dev", dev[role])
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", ns, "link", "set", dev[role], "up", "mtu", mtu)
-            sh("tc", "-n", ns, "qdisc", "add", "dev", dev[role], "root", "tbf", "rate", rate,
-               "burst", "4mb", "latency", "20ms")
+            _sh("ip", "netns", "add", ns)
+            _sh("ip", "-n", ns, "link", "set", "lo", "up")
+        _link(self.ns["primary"], f"{name}a", self.ip["primary"], self.ns["replica"], f"{name}b",
+              self.ip["replica"], rate, mtu)
 
     def place(self, role):
-        # nsenter, not `ip netns exec`: the latter remounts /sys, hiding tracefs.
-        return Place(["nsenter", f"--net=/run/netns/{self.ns[role]}"], self.ip[role])
+        return Place(_enter(self.ns[role]), self.ip[role])
 
     def close(self):
         for ns in self.ns.values():
@@ -70,7 +117,7 @@ class Node:
         if rdb:
             os.link(rdb, os.path.join(workdir, "dump.rdb"))
         pin = ["taskset", "-c", cpus] if cpus else []
-        args = [*place.prefix, *pin, binary, "--bind", place.ip, "--save", "", "--appendonly",
+        args = [*place.prefix, *pin, binary, "--bind", *place.bind, "--save", "", "--appendonly",
                 "no", "--dir", workdir, "--logfile", self.log, "--repl-diskless-sync-delay", "0"]
         if place.ip != "127.0.0.1":
             # A private namespace's address: without this, Redis answers only loopback clients.
