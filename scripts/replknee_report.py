@@ -32,7 +32,8 @@ def judge(rows, tolerance):
         return {"knee": k["buf"], "sure": False, "why": edge, "edge": True}
     best = min(rows, key=sweeplib.total_cpu_per_gib)
     sure, words, _ = sweeplib.knee_confidence(rows, k, best, tolerance)
-    return {"knee": k["buf"], "sure": sure, "why": words}
+    return {"knee": k["buf"], "sure": sure,
+            "why": words or f"{k['label']} is the lowest and the smallest size tried"}
 
 
 def verdict(real_rows, real, model, tolerance):
@@ -84,6 +85,13 @@ def _ratio(base, other):
     return f"x{sweeplib.median(b) / sweeplib.median(a):.3f} [{low:.3f}-{high:.3f}] {word}"
 
 
+def _read_ratio(runs):
+    """The writer's file or pipe reads over its socket writes (median; - when it read none)."""
+    vals = [r["source_read_bytes"] / r["socket_bytes"] for r in runs
+            if r.get("source_read_bytes") and r["socket_bytes"]]
+    return f"{sweeplib.median(vals):.2f}" if vals else "-"
+
+
 def _knee_text(j):
     if j["knee"] is None:
         return "-"
@@ -113,15 +121,15 @@ def report_md(doc):
                      f"{_knee_text(k['real'])} | {_knee_text(k['model'])} | {k['verdict']} | "
                      f"{k['real']['why']} |")
     lines += ["", "## Every cell", "",
-              "| cell | writer | writes | bytes/write | writer s/GiB real | model s/GiB | "
-              "primary s/GiB | replicas s/GiB | sync s | BGSAVEs |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| cell | writer | writes | bytes/write | read/written | writer s/GiB real | "
+              "model s/GiB | primary s/GiB | replicas s/GiB | sync s | BGSAVEs |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in doc["cells"]:
         r = c["real"]
         med = lambda key: sweeplib.median([x[key] for x in r])  # noqa: E731
         lines.append(
             f"| {c['id']} | {r[0]['writer'] if r else '-'} | {med('writes'):.0f} | "
-            f"{med('bytes_per_write'):.0f} | {fmt_stat(_cost(c, 'real'))} | "
+            f"{med('bytes_per_write'):.0f} | {_read_ratio(r)} | {fmt_stat(_cost(c, 'real'))} | "
             f"{fmt_stat(_cost(c, 'model'))} | "
             f"{fmt_stat(_cost(c, 'real', 'primary_cpu_s_per_gib'))} | "
             f"{fmt_stat(_cost(c, 'real', 'replica_cpu_s_per_gib'))} | "

@@ -186,12 +186,12 @@ def set_mode(server, mode, *nodes):
                   "yes" if mode == "dual" else "no")
 
 
-def socket_io(proc, family):
+def socket_io(proc, family, kinds=("tcp", "socket")):
     """A process's reads or writes on TCP sockets (a socket made during the watch and never seen
-    in /proc counts as `socket`: on loopback here, TCP too)."""
+    in /proc counts as `socket`: on loopback here, TCP too), or on the descriptors of `kinds`."""
     out = {"calls": 0, "bytes": 0, "sizes": {}}
     for io in proc["io"]:
-        if io["fd_kind"] in ("tcp", "socket") and io["family"] == family:
+        if io["fd_kind"] in kinds and io["family"] == family:
             out["calls"] += io["calls"]
             out["bytes"] += io["bytes"]
             for s in io["sizes"]:

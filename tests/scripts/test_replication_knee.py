@@ -19,6 +19,15 @@ needs_build = pytest.mark.skipif(
     reason=f"{VALKEY} missing: scripts/install-valkey --source builds it (it says why it did not)")
 
 
+def needs_sync(test):
+    """A real sync: the build, root (iobench watch's eBPF; the fleet's namespaces), redis-cli
+    and zstd (loading the dataset)."""
+    test = pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")(test)
+    test = pytest.mark.skipif(not shutil.which("redis-cli") or not shutil.which("zstd"),
+                              reason="redis-cli or zstd missing (scripts/setup installs them)")(test)
+    return needs_build(test)
+
+
 def knee(*args, tmp_path, timeout=600):
     return subprocess.run([SCRIPT, *args, "--iobench", BIN, "--out", str(tmp_path / "out"),
                            "--cache-dir", str(tmp_path / "cache")],
@@ -54,10 +63,7 @@ def test_the_patched_server_refuses_a_bad_chunk_before_it_starts(env, said):
     assert said in p.stderr, p.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
-@pytest.mark.skipif(not shutil.which("redis-cli") or not shutil.which("zstd"),
-                    reason="redis-cli or zstd missing (scripts/setup installs them)")
-@needs_build
+@needs_sync
 def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
     p = knee("--chunks", "16k,64k", "--replicas", "2", "--proto", "tcp", "--modes", "dual",
              "--chunking", "stock,whole", "--rounds", "1", "--rdb", "4M", tmp_path=tmp_path)
@@ -88,3 +94,20 @@ def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
     assert "## Predicted beside real" in report and "| tcp | dual | 2 | stock |" in report
     assert "1 run(s) per cell cannot say how sure a knee is" in report
     assert (tmp_path / "out" / "plots" / "tcp-dual.png").stat().st_size > 0
+
+
+@needs_sync
+def test_the_fleet_gives_each_replica_its_own_link_and_leaves_nothing(tmp_path):
+    p = knee("--where", "fleet", "--chunks", "16k,64k", "--replicas", "2", "--proto", "tls",
+             "--modes", "dual", "--rounds", "1", "--rdb", "4M", tmp_path=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert doc["where"] == "fleet" and doc["link"] == {"rate": "5gbit", "mtu": 9001}
+    for c in doc["cells"]:
+        (real,), (model,) = c["real"], c["model"]
+        assert real["bgsaves"] == 1 and real["socket_bytes"] >= 2 * doc["rdb_bytes"]
+        assert model["command"].startswith("scripts/netns-link ... -- --fanout connset")
+    assert "the emulated fleet: each replica its own namespace" in (
+        tmp_path / "out" / "report.md").read_text()
+    after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "iobkf" not in after and "iobkm" not in after, after
