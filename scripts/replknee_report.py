@@ -167,15 +167,17 @@ def plots(doc, out_dir, plt):
     pairs = sorted({(c["proto"], c["mode"]) for c in doc["cells"]})
     for proto, mode in pairs:
         fig, ax = plt.subplots(figsize=(7, 4))
-        for n in sorted({c["replicas"] for c in doc["cells"]}):
+        for k, n in enumerate(sorted({c["replicas"] for c in doc["cells"]})):
             cs = sorted((c for c in doc["cells"] if (c["proto"], c["mode"], c["replicas"],
                          c["chunking"]) == (proto, mode, n, "stock")), key=lambda c: c["chunk"])
             for side, style in (("real", "-o"), ("model", "--x")):
                 pts = [(c["chunk"], _cost(c, side)["median"]) for c in cs if _cost(c, side)]
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=f"C{k}",
                             label=f"{side}, N={n}")
         ax.set_xscale("log", base=2)
+        sizes = sorted({c["chunk"] for c in doc["cells"] if c["chunking"] == "stock"})
+        ax.set_xticks(sizes, [format_size(x) for x in sizes])
         ax.set_xlabel("chunk (bytes)")
         ax.set_ylabel("writer CPU s per GiB delivered")
         ax.set_title(f"Valkey {mode} full sync over {proto.upper()}: real and model")
