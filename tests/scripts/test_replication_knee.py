@@ -92,7 +92,9 @@ def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
     assert set(judged) == {("stock", 2), ("whole", 2)}
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Predicted beside real" in report and "| tcp | dual | 2 | stock |" in report
-    assert "1 run(s) per cell cannot say how sure a knee is" in report
+    # One run per cell decides nothing: every knee is stated, none as sure, each with its why.
+    assert all(k["real"]["knee"] in (16384, 65536) and not k["real"]["sure"]
+               and k["real"]["why"] for k in doc["knees"]), doc["knees"]
     assert (tmp_path / "out" / "plots" / "tcp-dual.png").stat().st_size > 0
 
 
