@@ -2,7 +2,9 @@
 where a server runs (loopback or an emulated link), one Valkey/Redis server process over TCP or
 TLS, loading iobench's replication stream into a primary, and reading an `iobench watch` report
 of a sync: who wrote the replication sockets, how, and at what CPU."""
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -155,9 +157,40 @@ class Node:
                      f"{p.stdout.strip()} {p.stderr.strip()}")
         return p.stdout
 
+    def synced(self):
+        """A replica whose link to its primary is up, with no sync in progress."""
+        info = self.cli("INFO", "replication")
+        return "master_link_status:up" in info and "master_sync_in_progress:0" in info
+
     def stop(self):
         self.proc.kill()
         self.proc.wait()
+
+
+class Watch:
+    """`iobench watch` on some processes, writing its report to `path`, until stop()."""
+
+    def __init__(self, pids, path):
+        self.path = path
+        self.proc = subprocess.Popen([IOBENCH, "watch", *sum((["--pid", str(p)] for p in pids), []),
+                                      "--json", path], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        if "watching" not in self.proc.stderr.readline():
+            sys.exit(f"{PROG}: error: iobench watch: {self.proc.communicate()[1].strip()}")
+
+    def stop(self):
+        """Ends the watch (SIGINT, as a user would) and returns its processes' figures."""
+        self.proc.send_signal(signal.SIGINT)
+        _, err = self.proc.communicate(timeout=60)
+        if self.proc.returncode != 0:
+            sys.exit(f"{PROG}: error: iobench watch: {err.strip()}")
+        with open(self.path) as f:
+            return json.load(f)["watch"]["processes"]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def load_dataset(node, target, cache, workdir):
@@ -231,26 +264,39 @@ def log_span(log, start_at):
     return end - begin if begin is not None and end is not None else None
 
 
+class SocketWriter:
+    """The primary's process that wrote the most to TCP sockets during a watched sync (the main
+    thread, or the save child), what it wrote (`sent`: socket_io) and its CPU (`cpu_s`)."""
+
+    def __init__(self, procs, primary):
+        self.tree = [p for p in procs if p["root"] == primary]
+        self.main = next(p for p in procs if p["pid"] == primary)
+        self.proc = max(self.tree, key=lambda p: socket_io(p, "write")["bytes"])
+        self.sent = socket_io(self.proc, "write")
+        self.kind = "main thread" if self.proc["pid"] == primary else "save child"
+        self.cpu_s = self.proc["cpu_s"]
+        if self.proc["pid"] != primary and not self.proc["cpu_complete"]:
+            # The save child ended between two samples: its whole life is in the CPU its parent
+            # reaped (the only child a primary forks during a sync).
+            # (Ticks: under 10 ms it may read 0; the larger of the two is the better lower bound.)
+            self.cpu_s = max(self.cpu_s, self.main["reaped_children_cpu_s"])
+        self.gib = self.sent["bytes"] / (1 << 30)
+
+    def per_gib(self, cpu_s):
+        return cpu_s / self.gib if self.gib else None
+
+    def top_sizes(self, n):
+        return [[s, k] for s, k in sorted(self.sent["sizes"].items(), key=lambda s: -s[1])[:n]]
+
+
 def figures(procs, primary, replica, took, transfer):
-    tree = [p for p in procs if p["root"] == primary]
-    writer = max(tree, key=lambda p: socket_io(p, "write")["bytes"])
-    sent = socket_io(writer, "write")
-    top = sorted(sent["sizes"].items(), key=lambda s: -s[1])[:5]
+    w = SocketWriter(procs, primary)
     rep = next(p for p in procs if p["pid"] == replica)
-    got = socket_io(rep, "read")
-    gib = sent["bytes"] / (1 << 30)
-    cpu = writer["cpu_s"]
-    if writer["pid"] != primary and not writer["cpu_complete"]:
-        # The save child ended between two samples: its whole life is in the CPU its parent
-        # reaped (the only child a primary forks during a sync).
-        # (Ticks: under 10 ms it may read 0; the larger of the two is the better lower bound.)
-        cpu = max(cpu, next(p for p in procs if p["pid"] == primary)["reaped_children_cpu_s"])
-    return {"sync_s": took, "transfer_s": transfer,
-            "writer": "main thread" if writer["pid"] == primary else "save child",
-            "socket_bytes": sent["bytes"], "writes": sent["calls"],
-            "bytes_per_write": sent["bytes"] / max(sent["calls"], 1),
-            "top_write_sizes": [[size_, n] for size_, n in top],
-            "write_histogram": log2_histogram(sent["sizes"]),
-            "writer_cpu_s": cpu, "writer_cpu_s_per_gib": cpu / gib if gib else None,
-            "primary_cpu_s": sum(p["cpu_s"] for p in tree), "replica_reads": got["calls"],
-            "replica_cpu_s": rep["cpu_s"]}
+    return {"sync_s": took, "transfer_s": transfer, "writer": w.kind,
+            "socket_bytes": w.sent["bytes"], "writes": w.sent["calls"],
+            "bytes_per_write": w.sent["bytes"] / max(w.sent["calls"], 1),
+            "top_write_sizes": w.top_sizes(5),
+            "write_histogram": log2_histogram(w.sent["sizes"]),
+            "writer_cpu_s": w.cpu_s, "writer_cpu_s_per_gib": w.per_gib(w.cpu_s),
+            "primary_cpu_s": sum(p["cpu_s"] for p in w.tree),
+            "replica_reads": socket_io(rep, "read")["calls"], "replica_cpu_s": rep["cpu_s"]}

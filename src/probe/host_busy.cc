@@ -48,11 +48,6 @@ const std::vector<std::string>& cpuidle_files(uint32_t& cpus) {
   return files;
 }
 
-const std::vector<std::string>& no_files() {
-  static const std::vector<std::string> none;
-  return none;
-}
-
 int64_t parse_i64(std::string_view text) {
   int64_t v = 0;
   std::from_chars(text.data(), text.data() + text.size(), v);
@@ -94,9 +89,9 @@ HostIdleSample proc_stat_idle(std::string_view text, int64_t ns_per_tick) {
 
 HostIdleSample host_idle_now() {
   uint32_t cpus = 0;
-  const auto& files = proc_stat_forced() ? no_files() : cpuidle_files(cpus);
+  const auto& files = cpuidle_files(cpus);
   HostIdleSample s;
-  if (files.empty()) {
+  if (files.empty() || proc_stat_forced()) {
     const int64_t ns_per_tick = 1'000'000'000 / std::max<long>(sysconf(_SC_CLK_TCK), 1);
     s = proc_stat_idle(read_small("/proc/stat"), ns_per_tick);
   } else {
