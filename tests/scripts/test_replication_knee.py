@@ -34,6 +34,14 @@ def knee(*args, tmp_path, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def small_sync(*args, tmp_path):
+    """One round of two chunk sizes, dual-channel, 2 replicas, a 4M RDB: the results.json."""
+    p = knee("--chunks", "16k,64k", "--replicas", "2", "--modes", "dual", "--rounds", "1",
+             "--rdb", "4M", *args, tmp_path=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads((tmp_path / "out" / "results.json").read_text())
+
+
 @pytest.mark.parametrize("args,said", [
     (["--chunks", "16k,3x"], "invalid --chunks '16k,3x': invalid size '3x'"),
     (["--chunks", "512"], "invalid --chunks: 512 outside 1024..1048576"),
@@ -65,10 +73,7 @@ def test_the_patched_server_refuses_a_bad_chunk_before_it_starts(env, said):
 
 @needs_sync
 def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
-    p = knee("--chunks", "16k,64k", "--replicas", "2", "--proto", "tcp", "--modes", "dual",
-             "--chunking", "stock,whole", "--rounds", "1", "--rdb", "4M", tmp_path=tmp_path)
-    assert p.returncode == 0, p.stdout + p.stderr
-    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    doc = small_sync("--proto", "tcp", "--chunking", "stock,whole", tmp_path=tmp_path)
     cells = {c["id"]: c for c in doc["cells"]}
     assert set(cells) == {"tcp-dual-n2-16K", "tcp-dual-n2-64K", "tcp-dual-n2-16K-whole",
                           "tcp-dual-n2-64K-whole"}, sorted(cells)
@@ -100,10 +105,7 @@ def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
 
 @needs_sync
 def test_the_fleet_gives_each_replica_its_own_link_and_leaves_nothing(tmp_path):
-    p = knee("--where", "fleet", "--chunks", "16k,64k", "--replicas", "2", "--proto", "tls",
-             "--modes", "dual", "--rounds", "1", "--rdb", "4M", tmp_path=tmp_path)
-    assert p.returncode == 0, p.stdout + p.stderr
-    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    doc = small_sync("--where", "fleet", "--proto", "tls", tmp_path=tmp_path)
     assert doc["where"] == "fleet" and doc["link"] == {"rate": "5gbit", "mtu": 9001}
     for c in doc["cells"]:
         (real,), (model,) = c["real"], c["model"]
