@@ -15,17 +15,9 @@ Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer
   std::optional<ZerocopySender>& zc = *enabled;
   size_t off = 0;
   while (off < data.size()) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), data.size() - off));
-    IoResult r = zc ? zc->send(data.subspan(off, want), io, opts_.timeout_s)
-                    : s.write(data.subspan(off, want));
-    ++io.calls;
-    if (!r.ok())
+    if (IoResult r = write_next(s, zc, data, off, buf, io, opts_.timeout_s); !r.ok())
       return fail(
           fmt::format("write failed after {} of {} bytes: {}", off, data.size(), s.describe(r)));
-    // A partial write continues from where the kernel stopped; the next call is not a new buffer.
-    if (r.bytes < want) ++io.short_writes;
-    off += r.bytes;
-    io.bytes += r.bytes;
     // Notifications pile up on the error queue: read them as we go, as a real sender must.
     if (zc && io.zc_sends % 64 == 0)
       if (auto st = zc->reap(io, false, opts_.timeout_s); !st) return st;

@@ -61,16 +61,8 @@ Status EpollEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
   Status result;
   size_t off = 0;
   while (off < data.size()) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), data.size() - off));
-    IoResult r = zc ? zc->send(data.subspan(off, want), io, opts_.timeout_s)
-                    : s.write(data.subspan(off, want));
-    ++io.calls;
-    if (r.ok()) {
-      if (r.bytes < want) ++io.short_writes;
-      off += r.bytes;
-      io.bytes += r.bytes;
-      continue;
-    }
+    IoResult r = write_next(s, zc, data, off, buf, io, opts_.timeout_s);
+    if (r.ok()) continue;
     if (r.state == IoResult::State::kWouldBlock) {
       ++io.would_block;
       // Pending notifications make epoll report EPOLLERR: read them, or it never sleeps.

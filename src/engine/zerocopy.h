@@ -35,4 +35,11 @@ class ZerocopySender {
   uint64_t notified_ = 0;  // of those, reported complete
 };
 
+// The blocking and epoll engines' one write: the next chunk of `data` from `off` (at most the
+// buffer's size), through `zc` when zero-copy is on. Counts the call; when it succeeds, counts a
+// short write and the bytes and moves `off` on (a partial write continues where the kernel
+// stopped: the next call is not a new buffer).
+IoResult write_next(Stream& s, std::optional<ZerocopySender>& zc, std::span<const std::byte> data,
+                    size_t& off, IoBuffer& buf, IoCounters& io, double timeout_s);
+
 }  // namespace iobench

@@ -63,13 +63,9 @@ Result<HostPort> parse_host_port(std::string_view text, std::string_view what,
 
 Result<std::vector<HostPort>> parse_host_ports(std::string_view text, std::string_view what,
                                                uint16_t default_port, bool allow_any) {
-  std::vector<HostPort> out;
-  for (std::string_view item : split_commas(text)) {
-    auto one = parse_host_port(item, what, default_port, allow_any);
-    if (!one) return std::unexpected(one.error());
-    out.push_back(std::move(*one));
-  }
-  return out;
+  return parse_comma_list(text, [&](std::string_view item) {
+    return parse_host_port(item, what, default_port, allow_any);
+  });
 }
 
 }  // namespace iobench

@@ -71,13 +71,8 @@ std::vector<std::string_view> split_commas(std::string_view text) {
 
 Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string_view what,
                                               uint64_t min, uint64_t max) {
-  std::vector<uint64_t> out;
-  for (std::string_view item : split_commas(text)) {
-    auto v = parse_size(item, what, min, max);
-    if (!v) return std::unexpected(v.error());
-    out.push_back(*v);
-  }
-  return out;
+  return parse_comma_list(text,
+                          [&](std::string_view item) { return parse_size(item, what, min, max); });
 }
 
 Result<double> parse_duration(std::string_view text, std::string_view what, double max_s) {

@@ -24,6 +24,20 @@ Result<uint64_t> parse_size(std::string_view text, std::string_view what, uint64
 // the caller's parser to refuse with its own message).
 std::vector<std::string_view> split_commas(std::string_view text);
 
+// A comma-separated list, each item parsed by `one` (a Result-returning parser); the first
+// item it refuses is the list's error.
+template <typename Parse>
+auto parse_comma_list(std::string_view text, Parse one)
+    -> Result<std::vector<typename decltype(one(text))::value_type>> {
+  std::vector<typename decltype(one(text))::value_type> out;
+  for (std::string_view item : split_commas(text)) {
+    auto v = one(item);
+    if (!v) return std::unexpected(v.error());
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
 // Comma-separated list of sizes, each checked as parse_size does; duplicates are kept in order.
 Result<std::vector<uint64_t>> parse_size_list(std::string_view text, std::string_view what,
                                               uint64_t min, uint64_t max);
