@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -78,19 +77,6 @@ Status ZerocopySender::reap(IoCounters& io, bool wait, double timeout_s) {
       if (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) io.zc_copied += count;
     }
   }
-}
-
-IoResult write_next(Stream& s, std::optional<ZerocopySender>& zc, std::span<const std::byte> data,
-                    size_t& off, IoBuffer& buf, IoCounters& io, double timeout_s) {
-  const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), data.size() - off));
-  IoResult r =
-      zc ? zc->send(data.subspan(off, want), io, timeout_s) : s.write(data.subspan(off, want));
-  ++io.calls;
-  if (!r.ok()) return r;
-  if (r.bytes < want) ++io.short_writes;
-  off += r.bytes;
-  io.bytes += r.bytes;
-  return r;
 }
 
 }  // namespace iobench
