@@ -9,11 +9,17 @@
  *
  * IOBENCH_FLOOR_CPUS=S,R pins the sender to CPU S and the receiver to CPU R (as iobench --cpus
  * S,R and iperf3 -A S,R), so a comparison can place every tool's two sides alike.
+ * IOBENCH_FLOOR_XXH3=1 makes the receiver hash every byte it reads (XXH3-64, libxxhash's runtime
+ * dispatch, as iobench's receiver verifies): the least a tool that checks every byte can do.
+ *
+ * Prints one line: "writes W segments S [xxh3 H]", S the sender's TCP segments out (TCP_INFO
+ * after the receiver has read everything): how many writes left as one segment each.
  */
 #define _GNU_SOURCE
 #include <netinet/in.h>
 #include <sched.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h> /* tcp_info with tcpi_segs_out (glibc's lacks it) */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +29,8 @@
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <xxh_x86dispatch.h>
+#include <xxhash.h>
 
 static void die(const char* what) {
   perror(what);
@@ -35,16 +43,24 @@ static int nodelay(int fd) {
   return fd;
 }
 
-static void receive(int listener, size_t buf_bytes) {
+/* Reads to EOF; with `hash`, hashes every byte and writes the digest to `report` (the sender
+ * prints it: the hash is the receiver's work, not dead code). */
+static void receive(int listener, size_t buf_bytes, int hash, int report) {
   char* buf = malloc(buf_bytes);
+  XXH3_state_t* state = hash ? XXH3_createState() : NULL;
   int fd = accept(listener, NULL, NULL);
-  if (!buf || fd < 0) die("receiver");
+  if (!buf || fd < 0 || (hash && !state)) die("receiver");
   nodelay(fd);
+  if (state) XXH3_64bits_reset(state);
   for (;;) {
     ssize_t n = read(fd, buf, buf_bytes);
-    if (n == 0) _exit(0);
     if (n < 0) die("read");
+    if (n == 0) break;
+    if (state) XXH3_64bits_update_dispatch(state, buf, (size_t)n);
   }
+  uint64_t digest = state ? XXH3_64bits_digest(state) : 0;
+  if (write(report, &digest, sizeof digest) != (ssize_t)sizeof digest) die("report");
+  _exit(0);
 }
 
 /* Pins this process to `cpu` (-1: leaves it). */
@@ -98,30 +114,49 @@ int main(int argc, char** argv) {
     fprintf(stderr, "iobench-floor: invalid IOBENCH_FLOOR_CPUS '%s' (S,R)\n", cpus);
     return 2;
   }
+  const char* xxh3 = getenv("IOBENCH_FLOOR_XXH3");
+  const int hash = xxh3 && strcmp(xxh3, "1") == 0;
+  if (xxh3 && !hash && strcmp(xxh3, "0") != 0) {
+    fprintf(stderr, "iobench-floor: invalid IOBENCH_FLOOR_XXH3 '%s' (0 or 1)\n", xxh3);
+    return 2;
+  }
+  int report[2];
+  if (pipe(report) != 0) die("pipe");
   pid_t child = fork();
   if (child < 0) die("fork");
   if (child == 0) {
+    close(report[0]);
     pin(receiver_cpu);
-    receive(listener, buf_bytes);
+    receive(listener, buf_bytes, hash, report[1]);
   }
+  close(report[1]);
   pin(sender_cpu);
   close(listener);
 
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0 || connect(nodelay(fd), (struct sockaddr*)&a, sizeof a) != 0) die("connect");
-  size_t at = 0;
-  for (size_t left = total; left > 0;) {
+  size_t at = 0, writes = 0;
+  for (size_t left = total; left > 0; ++writes) {
     size_t n = left < buf_bytes ? left : buf_bytes;
     ssize_t w = write(fd, src + at, n);
     if (w <= 0) die("write");
     left -= (size_t)w;
     at = (at + (size_t)w) % span;
   }
-  close(fd);
+  if (shutdown(fd, SHUT_WR) != 0) die("shutdown");
+  uint64_t digest = 0;
   int status = 0;
-  if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (read(report[0], &digest, sizeof digest) != (ssize_t)sizeof digest ||
+      waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     fprintf(stderr, "iobench-floor: receiver failed\n");
     return 1;
   }
+  struct tcp_info ti;
+  socklen_t ti_len = sizeof ti;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &ti_len) != 0) die("TCP_INFO");
+  close(fd);
+  printf("writes %zu segments %u", writes, ti.tcpi_segs_out);
+  if (hash) printf(" xxh3 %016llx", (unsigned long long)digest);
+  printf("\n");
   return 0;
 }

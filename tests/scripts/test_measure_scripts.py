@@ -81,10 +81,15 @@ def test_compare_peers_measures_every_tool_in_a_cgroup():
     assert "Placement shared: every process on CPU 0" in p.stdout, p.stdout
     assert "Placement split: sender on CPU 0, receiver on CPU 1" in p.stdout, p.stdout
     tools = [l.split()[1] for l in p.stdout.splitlines() if re.match(r"\s+16K \S+", l)]
-    assert tools == ["iobench", "iperf3", "floor-hot", "floor-payload", "iobench", "socat"] * 2, \
-        p.stdout
+    assert tools == ["iobench", "iperf3", "floor-hot", "floor-xxh3", "floor-payload", "iobench",
+                     "socat"] * 2, p.stdout
+    # The sender's segments per write: iobench (its JSON) and the floors (TCP_INFO) say it.
+    segs = {l.split()[1]: l.split()[-2] for l in p.stdout.splitlines()
+            if re.match(r"\s+16K \S+", l)}
+    for tool in ("floor-hot", "floor-xxh3", "floor-payload"):
+        assert re.fullmatch(r"\d+\.\d\d", segs[tool]) and 0 < float(segs[tool]) < 4, p.stdout
     ratios = [l for l in p.stdout.splitlines() if l.strip().startswith("iobench/")]
-    assert len(ratios) == 8 and all(
+    assert len(ratios) == 10 and all(
         re.search(r"(iobench lower|iobench higher|parity within noise)$", r) for r in ratios), ratios
     assert re.search(r"bound\s+\d+\.\d+ \(TCP floor-payload \+ AES-128-GCM\)", p.stdout), p.stdout
 
