@@ -311,8 +311,8 @@ Status parse_bufs(ClientOptions& o, const RawClient& raw) {
   return {};
 }
 
-// --source-window: whole pages within the payload, a bounded number of copies, and a stream
-// whose repeats a decoder or the fan-out writer do not read.
+// --source-window: whole pages, shorter than the stream, and a stream whose repeats a decoder
+// or the fan-out writer do not read.
 Status validate_source_window(const ClientOptions& o) {
   const uint64_t w = o.source_window;
   if (w == 0) return {};
@@ -321,13 +321,9 @@ Status validate_source_window(const ClientOptions& o) {
   if (w > o.payload.bytes)
     return fail(fmt::format("--source-window {} is larger than --bytes {}", format_size(w),
                             format_size(o.payload.bytes)));
-  if ((o.payload.bytes + w - 1) / w > kMaxWindowCopies)
-    return fail(fmt::format("--source-window {} repeats more than {} times in --bytes {}: give a "
-                            "larger window",
-                            format_size(w), kMaxWindowCopies, format_size(o.payload.bytes)));
   if (o.decompress)
-    return fail("--source-window repeats a prefix that is not whole zstd frames: not with "
-                "--decompress");
+    return fail("--source-window repeats one window: not with --decompress (the decoder would "
+                "time one hot window over and over, not a replica applying a stream)");
   if (o.fanout != FanoutShape::kOff)
     return fail("--source-window: the --fanout writer streams the payload itself");
   return {};

@@ -15,6 +15,7 @@
 #include "net/interrupt.h"
 #include "net/socket.h"
 #include "payload/payload.h"
+#include "payload/window.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
 #include "probe/tracer.h"
@@ -327,10 +328,16 @@ int emit_report(const ClientOptions& o, ReportFiles& files, const Report& report
   return 0;
 }
 
+PayloadSpec sender_payload_spec(const ClientOptions& o) {
+  PayloadSpec spec = o.payload;
+  spec.bytes = window_payload_bytes(spec.bytes, o.source_window);
+  return spec;
+}
+
 Result<std::optional<Payload>> sender_payload(const ClientOptions& o) {
   // Built or loaded before any connection, so generation is never inside a measurement.
   if (o.reverse) return std::optional<Payload>{};
-  auto p = load_payload_shown(o.payload, o.quiet);
+  auto p = load_payload_shown(sender_payload_spec(o), o.quiet);
   if (!p) return std::unexpected(p.error());
   return std::optional<Payload>(std::move(*p));
 }

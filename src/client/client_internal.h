@@ -48,6 +48,8 @@ Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, cons
 Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
                        const tls::Identity* pinned, pid_t local_server, Report report,
                        std::string& error);
+// The payload this client's sender loads: the run's, or with --source-window the window's bytes.
+PayloadSpec sender_payload_spec(const ClientOptions& o);
 Result<std::optional<Payload>> sender_payload(const ClientOptions& o);
 // --json and --csv, opened before the first run.
 struct ReportFiles {

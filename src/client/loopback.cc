@@ -23,7 +23,8 @@ namespace {
 Result<std::optional<Payload>> loopback_payload(const ClientOptions& o) {
   auto payload = sender_payload(o);
   if (o.reverse && payload)
-    if (auto p = load_payload_shown(o.payload, o.quiet); !p) return std::unexpected(p.error());
+    if (auto p = load_payload_shown(sender_payload_spec(o), o.quiet); !p)
+      return std::unexpected(p.error());
   return payload;
 }
 

@@ -129,7 +129,7 @@ struct ClientOptions {
   // --source-rate: the fan-out writer's source produces at most this many bytes per second (0:
   // unbounded), so a run is producer-bound as a real full sync is (a fork serialising the RDB).
   uint64_t source_rate = 0;
-  // --source-window: the sender streams the payload's first this many bytes over and over (0:
+  // --source-window: the sender streams a payload of this many bytes over and over (0:
   // the whole payload once), a hot source as a primary's socket writer has (payload/window.h).
   uint64_t source_window = 0;
   bool group() const {
@@ -230,9 +230,9 @@ void describe(Self& o, Visit&& visit) {
         o.source_rate);
   visit(Field{.name = "source_window_bytes",
               .flag = "--source-window",
-              .help = "The sender streams the payload's first SIZE bytes over and over, from "
-                      "the cache as a primary's socket writer sends from the buffer it just "
-                      "filled (a multiple of 4K; default: the whole payload once)",
+              .help = "The sender streams a payload of SIZE bytes over and over, from the "
+                      "cache as a primary's socket writer sends from the buffer it just filled "
+                      "(a multiple of 4K; default: the whole payload once)",
               .min = kMinWindow,
               .max = kMaxWindow,
               .size = true,

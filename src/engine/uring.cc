@@ -250,9 +250,10 @@ Status UringEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
     return fail("--engine uring over TLS needs the memory-BIO model (--tls-io bio)");
   } else {
     if (opts_.fixed_buffers) {
-      if (!registered_ || registered_->bytes().size() != data.size())
+      // A pass over a --source-window span sends a prefix of what was registered.
+      if (!registered_ || registered_->bytes().size() < data.size())
         return fail("--fixed-buffers: the payload was not registered before the send");
-      data = registered_->bytes();  // the same bytes, in registered memory
+      data = registered_->bytes().first(data.size());  // the same bytes, in registered memory
       bo.fixed = true;
       io.path = fmt::format(
           "send: from a registered copy of the payload ({}, registered in {:.1f} ms before the "

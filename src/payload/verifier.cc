@@ -4,20 +4,39 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <array>
+
 #include "payload/xxh3_fast.h"
 
 namespace iobench {
 
+namespace {
+
+// One piece's digest into the digest of pieces.
+void fold(XXH3_state_t* pieces, uint64_t digest) {
+  std::array<unsigned char, 8> le{};
+  for (size_t i = 0; i < le.size(); ++i) le[i] = static_cast<unsigned char>(digest >> (8 * i));
+  XXH3_64bits_update(pieces, le.data(), le.size());
+}
+
+}  // namespace
+
 struct Verifier::State {
   XXH3_state_t* hash = XXH3_createState();
+  XXH3_state_t* pieces = XXH3_createState();   // --source-window: over the pieces' digests
+  XXH3_state_t* scratch = XXH3_createState();  // xxh3() folds the open piece in here
   ZSTD_DCtx* dctx = nullptr;
   ~State() {
     XXH3_freeState(hash);
+    XXH3_freeState(pieces);
+    XXH3_freeState(scratch);
     ZSTD_freeDCtx(dctx);
   }
 };
 
-Verifier::Verifier(bool decompress) : state_(std::make_unique<State>()), decompress_(decompress) {
+Verifier::Verifier(bool decompress, uint64_t window)
+    : state_(std::make_unique<State>()), decompress_(decompress), window_(window) {
   if (decompress_) {
     state_->dctx = ZSTD_createDCtx();
     out_.resize(ZSTD_DStreamOutSize());
@@ -29,13 +48,31 @@ Verifier::~Verifier() = default;
 
 void Verifier::reset() {
   XXH3_64bits_reset(state_->hash);
+  XXH3_64bits_reset(state_->pieces);
+  in_window_ = 0;
   if (state_->dctx) ZSTD_DCtx_reset(state_->dctx, ZSTD_reset_session_only);
   decoded_bytes_ = 0;
   last_hint_ = 0;
 }
 
+void Verifier::hash_windows(std::span<const std::byte> chunk) {
+  while (!chunk.empty()) {
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(chunk.size(), window_ - in_window_));
+    xxh3_update(state_->hash, chunk.data(), take);
+    chunk = chunk.subspan(take);
+    if ((in_window_ += take) == window_) {
+      fold(state_->pieces, XXH3_64bits_digest(state_->hash));
+      XXH3_64bits_reset(state_->hash);
+      in_window_ = 0;
+    }
+  }
+}
+
 Status Verifier::consume(std::span<const std::byte> chunk) {
-  xxh3_update(state_->hash, chunk.data(), chunk.size());
+  if (window_)
+    hash_windows(chunk);
+  else
+    xxh3_update(state_->hash, chunk.data(), chunk.size());
   if (!decompress_) return {};
   ZSTD_inBuffer in{chunk.data(), chunk.size(), 0};
   // A full output buffer may hide more pending output: loop until input is used up and the
@@ -60,6 +97,23 @@ Status Verifier::finish() const {
   return {};
 }
 
-uint64_t Verifier::xxh3() const { return XXH3_64bits_digest(state_->hash); }
+uint64_t Verifier::xxh3() const {
+  if (!window_) return XXH3_64bits_digest(state_->hash);
+  XXH3_copyState(state_->scratch, state_->pieces);
+  if (in_window_) fold(state_->scratch, XXH3_64bits_digest(state_->hash));
+  return XXH3_64bits_digest(state_->scratch);
+}
+
+uint64_t window_digest(std::span<const std::byte> window, uint64_t total) {
+  const uint64_t w = window.size();
+  const uint64_t whole = xxh3_oneshot(window.data(), window.size());
+  XXH3_state_t* pieces = XXH3_createState();
+  XXH3_64bits_reset(pieces);
+  for (uint64_t i = 0; i < total / w; ++i) fold(pieces, whole);
+  if (total % w) fold(pieces, xxh3_oneshot(window.data(), static_cast<size_t>(total % w)));
+  const uint64_t digest = XXH3_64bits_digest(pieces);
+  XXH3_freeState(pieces);
+  return digest;
+}
 
 }  // namespace iobench

@@ -1,4 +1,7 @@
 // The receiver's view of the payload: a running XXH3-64 and, optionally, a streaming zstd decode.
+// A --source-window stream is checked window by window: its digest is XXH3-64 over the digests
+// of its window-sized pieces (window_digest), so a sender repeating one window knows the digest
+// of any length from the window alone, and the receiver still hashes every byte it reads.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +18,8 @@ namespace iobench {
 // discards the output: it stands for the CPU a replica spends applying the stream.
 class Verifier {
  public:
-  explicit Verifier(bool decompress);
+  // `window` > 0: the stream is the sender's window over and over, checked piece by piece.
+  explicit Verifier(bool decompress, uint64_t window = 0);
   ~Verifier();
   Verifier(const Verifier&) = delete;
   Verifier& operator=(const Verifier&) = delete;
@@ -34,10 +38,17 @@ class Verifier {
  private:
   struct State;
   std::unique_ptr<State> state_;
+  void hash_windows(std::span<const std::byte> chunk);
   bool decompress_;
+  uint64_t window_ = 0;
+  uint64_t in_window_ = 0;  // bytes of the current piece hashed so far
   uint64_t decoded_bytes_ = 0;
   size_t last_hint_ = 0;  // ZSTD_decompressStream's return: 0 once a frame is complete
   std::vector<std::byte> out_;
 };
+
+// The digest a receiver's Verifier(..., window.size()) reaches over `total` bytes of `window`
+// repeated: XXH3-64 over the pieces' XXH3-64 digests, each as 8 little-endian bytes.
+uint64_t window_digest(std::span<const std::byte> window, uint64_t total);
 
 }  // namespace iobench

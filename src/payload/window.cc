@@ -4,11 +4,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
-#include "payload/xxh3_fast.h"
+#include "payload/verifier.h"
 
 namespace iobench {
 namespace {
@@ -36,15 +37,13 @@ Result<RepeatedWindow> RepeatedWindow::map(std::span<const std::byte> first, uin
   const uint64_t w = first.size();
   if (w == 0 || w % kWindowAlign != 0)
     return fail(fmt::format("source window of {} bytes: a multiple of {}", w, kWindowAlign));
-  const uint64_t copies = (total + w - 1) / w;
-  if (copies > kMaxWindowCopies)
-    return fail(fmt::format("source window of {} bytes repeats {} times for {} bytes: at most {}",
-                            w, copies, total, kMaxWindowCopies));
+  if (total == 0) return fail("source window for an empty stream");
+  const uint64_t copies = std::min((total + w - 1) / w, std::max<uint64_t>(1, kWindowSpan / w));
   auto fd = window_file(first);
   if (!fd) return std::unexpected(fd.error());
   RepeatedWindow r;
   r.reserved_ = static_cast<size_t>(copies * w);
-  r.total_ = total;
+  r.span_ = std::min<uint64_t>(total, r.reserved_);
   // Reserve the whole span, then lay the window's pages over it copy by copy.
   r.base_ = mmap(nullptr, r.reserved_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (r.base_ == MAP_FAILED) {
@@ -63,14 +62,14 @@ Result<RepeatedWindow> RepeatedWindow::map(std::span<const std::byte> first, uin
     }
   }
   ::close(*fd);  // the mappings hold the pages
-  r.xxh3_ = xxh3_oneshot(r.base_, static_cast<size_t>(total));
+  r.xxh3_ = window_digest(first, total);
   return r;
 }
 
 RepeatedWindow::RepeatedWindow(RepeatedWindow&& o) noexcept
     : base_(std::exchange(o.base_, nullptr)),
       reserved_(std::exchange(o.reserved_, 0)),
-      total_(o.total_),
+      span_(o.span_),
       xxh3_(o.xxh3_) {}
 
 RepeatedWindow::~RepeatedWindow() {

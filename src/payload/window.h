@@ -1,8 +1,8 @@
 // --source-window: a sender's source that stays hot, as a primary's socket writer sends from a
-// buffer its serializer has just filled. The payload's first `window` bytes are mapped over and
+// buffer its serializer has just filled. A payload of `window` bytes is mapped over and
 // over into one contiguous read-only span (the same physical pages every time), so an engine
 // sends it like any payload and every byte it copies comes from the cache, not from a cold
-// 100 MiB mapping; the receiver verifies the stream as ever (XXH3 of what it was sent).
+// 100 MiB mapping; the receiver checks every byte, window by window (payload/verifier.h).
 #pragma once
 
 #include <cstddef>
@@ -13,32 +13,51 @@
 
 namespace iobench {
 
-// Pages are mapped whole: a window is a multiple of this; and at most this many copies.
+// Pages are mapped whole: a window is a multiple of this.
 inline constexpr uint64_t kWindowAlign = 4096;
-inline constexpr uint64_t kMaxWindowCopies = 32768;
+// The span is the window over and over up to about this length; a longer stream is sent in
+// passes over the span, so the pages mapped (and unmapped at exit) do not grow with --bytes.
+inline constexpr uint64_t kWindowSpan = uint64_t{64} << 20;
 // --source-window's range, on the command line and in a HELLO.
 inline constexpr uint64_t kMinWindow = uint64_t{64} << 10, kMaxWindow = uint64_t{1} << 30;
 
+// The window a stream of `bytes` is sent through: `window` when it is shorter (0: none, the
+// payload is sent once as it is).
+inline uint64_t window_for(uint64_t bytes, uint64_t window) {
+  return window > 0 && window < bytes ? window : 0;
+}
+
+// How many payload bytes a sender streaming `bytes` through a window of `window` bytes loads:
+// the window alone (a whole payload of that size, generated and cached like any), so a long run
+// neither builds nor maps a payload it would only repeat. No window: `bytes`.
+inline uint64_t window_payload_bytes(uint64_t bytes, uint64_t window) {
+  const uint64_t w = window_for(bytes, window);
+  return w ? w : bytes;
+}
+
 class RepeatedWindow {
  public:
-  // `first`: the window's bytes (a multiple of kWindowAlign); `total`: the span's length.
-  // Every page is mapped and populated here, outside any clock.
+  // `first`: the window's bytes (a multiple of kWindowAlign); `total`: the stream's length.
+  // Every page of the span is mapped and populated here, outside any clock.
   static Result<RepeatedWindow> map(std::span<const std::byte> first, uint64_t total);
   RepeatedWindow(RepeatedWindow&& o) noexcept;
   RepeatedWindow& operator=(RepeatedWindow&&) = delete;
   RepeatedWindow(const RepeatedWindow&) = delete;
   ~RepeatedWindow();
 
+  // The span a sender streams in passes until `total` bytes are sent: whole windows (each pass
+  // starts on a window's first byte), at most `total` bytes long.
   std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(base_), static_cast<size_t>(total_)};
+    return {static_cast<const std::byte*>(base_), static_cast<size_t>(span_)};
   }
-  uint64_t xxh3() const { return xxh3_; }  // of bytes(), as the receiver will hash them
+  // The stream's digest as the receiver checks it, window by window (window_digest).
+  uint64_t xxh3() const { return xxh3_; }
 
  private:
   RepeatedWindow() = default;
   void* base_ = nullptr;
   size_t reserved_ = 0;
-  uint64_t total_ = 0;
+  uint64_t span_ = 0;
   uint64_t xxh3_ = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "net/interrupt.h"
 #include "net/socket.h"
 #include "payload/payload.h"
+#include "payload/window.h"
 #include "probe/placement.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
@@ -206,7 +207,8 @@ Result<std::shared_ptr<const Payload>> payload_for(const proto::Hello& h, Server
     spec.cache_dir = o.cache_dir;
     spec.cache_max = o.cache_max;
   }
-  spec.bytes = h.payload_bytes ? h.payload_bytes : h.bytes;
+  spec.bytes =
+      window_payload_bytes(h.payload_bytes ? h.payload_bytes : h.bytes, h.source_window);
   spec.zstd_level = static_cast<int>(h.zstd_level);
   return state.payloads.get(spec, [&](const proto::Progress& progress) {
     return !interrupt::received() && send_message(*s.stream, progress).has_value();

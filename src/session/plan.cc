@@ -36,7 +36,7 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
   d.kernel_syscalls = h.kernel_syscalls && !p.grouped;
   d.thread_cpu = p.grouped;
   d.cpu = mine.cpu;
-  p.source_window = h.source_window;
+  d.window = window_for(h.bytes, h.source_window);
   return p;
 }
 
@@ -74,11 +74,11 @@ Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* pa
     if (auto st = set_notsent_lowat(s.fd(), plan.engine_options.notsent_lowat); !st) return st;
   if (!d.is_sender || !payload) return {};
   const auto all = payload->bytes();
-  if (plan.source_window > 0 && plan.source_window < d.bytes) {
-    if (plan.source_window > all.size())  // map() checks the rest (whole pages, copies)
-      return fail(fmt::format("source window {} bytes is larger than the payload ({})",
-                              plan.source_window, all.size()));
-    auto w = shared_window(all.first(plan.source_window), d.bytes);
+  if (d.window > 0) {
+    if (d.window > all.size())  // map() checks the rest (whole pages)
+      return fail(fmt::format("source window {} bytes is larger than the payload ({})", d.window,
+                              all.size()));
+    auto w = shared_window(all.first(d.window), d.bytes);
     if (!w) return std::unexpected(w.error());
     plan.window = std::move(*w);
     d.payload = plan.window->bytes();

@@ -41,7 +41,6 @@ struct SidePlan {
   tls::TlsIo tls_io = tls::TlsIo::kSocket;
   tls::TlsRecords tls_records;
   DataPhase data;  // the payload is added by prepare_side
-  uint64_t source_window = 0;  // a sender: repeat this prefix of the payload (0: no)
   // The hot source prepare_side mapped (--source-window); data.payload points into it.
   std::shared_ptr<const RepeatedWindow> window;
 };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -170,6 +171,22 @@ class PhaseMeasure {
   CpuSamples seen_;
 };
 
+// The payload through the engine: in one call, or with --source-window in passes over the
+// window's span (whole windows each) until `bytes` are out.
+Status send_passes(Stream& s, Engine& engine, const DataPhase& d, IoBuffer& buf, IoCounters& io) {
+  for (uint64_t sent = 0; sent < d.bytes;) {
+    const auto pass = d.payload.first(static_cast<size_t>(
+        std::min<uint64_t>(d.payload.size(), d.bytes - sent)));
+    if (auto st = engine.send(s, pass, buf, io); !st) {
+      if (pass.size() == d.bytes) return st;
+      return fail(fmt::format("{} (in the pass from byte {} of {})", st.error().message, sent,
+                              d.bytes));
+    }
+    sent += pass.size();
+  }
+  return {};
+}
+
 // The sender's phase: the payload through the engine, then the receiver's RESULT (the end-to-end
 // acknowledgement that stops the sender's clock), then this side's RESULT.
 void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
@@ -193,7 +210,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   }
   m.start_clock();
   m.start_kernel();
-  Status sent = engine.send(s, d.payload.first(d.bytes), buf, io);
+  Status sent = send_passes(s, engine, d, buf, io);
   m.stop_kernel();
   sent = name_a_stall(s, std::move(sent));  // after the counters: its getsockopt is not data I/O
   buf.done();
@@ -225,7 +242,7 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   IoCounters io;
   IoBuffer buf(d.buf_bytes, true);
   if (d.follow) buf.follow(d.follow);
-  Verifier verifier(d.decompress);
+  Verifier verifier(d.decompress, d.window);
   VerifierSink sink(verifier);
   m.start_clock();
   m.start_kernel();

@@ -27,6 +27,9 @@ struct DataPhase {
   uint64_t bytes = 0;
   uint64_t buf_bytes = 0;
   bool decompress = false;             // receiver only
+  // --source-window in use (0: none): the sender's payload is the window over and over, sent in
+  // passes until `bytes` are out; the receiver checks the stream window by window.
+  uint64_t window = 0;
   std::span<const std::byte> payload;  // sender only
   uint64_t payload_xxh3 = 0;           // sender only
   uint64_t payload_decoded_bytes = 0;  // sender only

@@ -419,8 +419,9 @@ def test_repeat_auto_stops_once_cpu_per_gib_is_known(cache_dir, tmp_path):
 
 
 def test_a_source_window_streams_a_hot_prefix_every_byte_verified(cache_dir):
-    """--source-window: the sender's stream is the payload's first 64K over and over; the
-    receiver's XXH3 of what arrived matches the sender's of that stream (not the payload's)."""
+    """--source-window: the sender's stream is a 64K payload over and over; the receiver's
+    digest of what arrived, window by window, matches the sender's of that stream (not the
+    payload's)."""
     out = run("--bytes", "1M", "--buf", "16k", "--source-window", "64k", "--json", "-", "-q",
               cache=cache_dir, check=0).stdout
     doc = json.loads(out)
@@ -435,6 +436,14 @@ def test_a_source_window_streams_a_hot_prefix_every_byte_verified(cache_dir):
                            cache=cache_dir, check=0).stdout)
     assert whole["options"]["source_window_bytes"] is None
     assert whole["results"][0]["runs"][0]["sender"]["xxh3"] != r["sender"]["xxh3"]
+    # Longer than the 64 MiB span: sent in passes over it, every byte still checked.
+    for engine in ("blocking", "epoll"):
+        long = json.loads(run("--bytes", "150M", "--buf", "64k", "--source-window", "64k",
+                              "--engine", engine, "--syscalls", "off", "--json", "-", "-q",
+                              cache=cache_dir, check=0).stdout)["results"][0]["runs"][0]
+        assert long["receiver"]["bytes"] == 150 << 20, long
+        assert long["sender"]["xxh3"] == long["receiver"]["xxh3"], long
+        assert long["sender"]["io_calls"] >= 2400, long
     for bad, why in ((["--source-window", "65537"], "a multiple of 4K"),
                      (["--source-window", "4M"], "larger than --bytes"),
                      (["--source-window", "64k", "--decompress"], "not with --decompress"),

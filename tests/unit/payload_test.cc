@@ -272,12 +272,54 @@ TEST(RepeatedWindow, TheSpanIsTheWindowOverAndOverAndItsHashIsTheStreams) {
   while (expected.size() < total) expected.insert(expected.end(), window.begin(), window.end());
   expected.resize(total);
   EXPECT_TRUE(std::equal(b.begin(), b.end(), expected.begin()));
-  EXPECT_EQ(w->xxh3(), xxh3_oneshot(expected.data(), expected.size()));
-  // Whole pages only, and a bounded number of copies.
+  // The digest is the one a receiver checking window by window reaches over the whole stream.
+  Verifier v(false, window.size());
+  for (size_t at = 0; at < expected.size(); at += 3000)
+    ASSERT_TRUE(v.consume(std::span(expected).subspan(at, std::min<size_t>(3000, total - at))));
+  EXPECT_EQ(w->xxh3(), v.xxh3());
+  EXPECT_EQ(w->xxh3(), window_digest(window, total));
+  // Whole pages only.
   EXPECT_FALSE(RepeatedWindow::map(std::span(window).first(5000), total));
-  auto many = RepeatedWindow::map(std::span(window).first(4096), 4096 * (kMaxWindowCopies + 1));
-  ASSERT_FALSE(many);
-  EXPECT_NE(many.error().message.find("at most 32768"), std::string::npos);
+}
+
+TEST(RepeatedWindow, ALongStreamIsSentInPassesOverASpanOfWholeWindows) {
+  std::vector<std::byte> window(kMinWindow, std::byte{7});
+  const uint64_t total = 10 * kWindowSpan + 12345;
+  auto w = RepeatedWindow::map(window, total);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(w->bytes().size(), kWindowSpan);  // not the stream's length
+  EXPECT_EQ(w->bytes().size() % window.size(), 0u);
+  EXPECT_EQ(w->xxh3(), window_digest(window, total));
+}
+
+TEST(Verifier, WindowByWindowChecksEveryByteWhateverTheReadSizes) {
+  std::vector<std::byte> window(4096);
+  for (size_t i = 0; i < window.size(); ++i) window[i] = static_cast<std::byte>(i * 13 + 1);
+  std::vector<std::byte> stream;
+  for (int i = 0; i < 5; ++i) stream.insert(stream.end(), window.begin(), window.end());
+  stream.resize(stream.size() - 100);
+  const uint64_t want = window_digest(window, stream.size());
+  for (size_t read : {1u, 999u, 4096u, 5000u, 65536u}) {
+    Verifier v(false, window.size());
+    for (size_t at = 0; at < stream.size(); at += read)
+      ASSERT_TRUE(v.consume(std::span(stream).subspan(at, std::min(read, stream.size() - at))));
+    EXPECT_EQ(v.xxh3(), want) << read;
+  }
+  // One byte changed anywhere, or one missing, is another digest.
+  for (size_t at : {size_t{0}, size_t{4095}, size_t{4096}, stream.size() - 1}) {
+    auto bad = stream;
+    bad[at] ^= std::byte{1};
+    Verifier v(false, window.size());
+    ASSERT_TRUE(v.consume(bad));
+    EXPECT_NE(v.xxh3(), want) << at;
+  }
+  Verifier shorter(false, window.size());
+  ASSERT_TRUE(shorter.consume(std::span(stream).first(stream.size() - 1)));
+  EXPECT_NE(shorter.xxh3(), want);
+  // Without a window the digest is the stream's XXH3, as ever.
+  Verifier whole(false);
+  ASSERT_TRUE(whole.consume(stream));
+  EXPECT_EQ(whole.xxh3(), xxh3_oneshot(stream.data(), stream.size()));
 }
 
 }  // namespace
