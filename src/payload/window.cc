@@ -38,7 +38,8 @@ Result<RepeatedWindow> RepeatedWindow::map(std::span<const std::byte> first, uin
   if (w == 0 || w % kWindowAlign != 0)
     return fail(fmt::format("source window of {} bytes: a multiple of {}", w, kWindowAlign));
   if (total == 0) return fail("source window for an empty stream");
-  const uint64_t copies = std::min((total + w - 1) / w, std::max<uint64_t>(1, kWindowSpan / w));
+  // At least kWindowSpan (the largest buffer) of whole windows, so no write is cut by the span.
+  const uint64_t copies = std::min((total + w - 1) / w, (kWindowSpan + w - 1) / w);
   auto fd = window_file(first);
   if (!fd) return std::unexpected(fd.error());
   RepeatedWindow r;

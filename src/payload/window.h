@@ -15,8 +15,10 @@ namespace iobench {
 
 // Pages are mapped whole: a window is a multiple of this.
 inline constexpr uint64_t kWindowAlign = 4096;
-// The span is the window over and over up to about this length; a longer stream is sent in
-// passes over the span, so the pages mapped (and unmapped at exit) do not grow with --bytes.
+// The span is the window over and over to at least this length (the largest buffer, kMaxBuf);
+// a longer stream is sent in passes over it, so the pages mapped (and unmapped at exit) do not
+// grow with --bytes. A window that is not a multiple of the buffer ends each pass in one shorter
+// write.
 inline constexpr uint64_t kWindowSpan = uint64_t{16} << 20;
 // --source-window's range, on the command line and in a HELLO.
 inline constexpr uint64_t kMinWindow = uint64_t{64} << 10, kMaxWindow = uint64_t{1} << 30;

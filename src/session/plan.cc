@@ -12,6 +12,9 @@
 
 namespace iobench {
 
+// A pass over a source window's span is never shorter than the largest buffer asked for.
+static_assert(kWindowSpan >= kMaxBuf, "a --source-window span would cut the largest writes");
+
 SideChoice server_choice(const proto::Hello& h, double idle_timeout_s) {
   return {parse_name<EngineKind>(h.engine).value_or(EngineKind::kBlocking),
           parse_name<tls::TlsIo>(h.tls_io).value_or(tls::TlsIo::kSocket), static_cast<int>(h.cpu),

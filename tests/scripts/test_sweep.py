@@ -44,6 +44,22 @@ def test_manifest_cells_and_resume(tmp_path):
     assert {f.name: f.stat().st_mtime_ns for f in (d / "cells").iterdir()} == first
 
 
+def test_the_sender_streams_a_hot_window_unless_told_otherwise(tmp_path):
+    """A primary sends from the buffer its serializer just filled: by default every cell runs
+    iobench --source-window 256k, recorded in the manifest; 'payload' is the cold source."""
+    for name, args, want in (("hot", [], 262144), ("cold", ["--source-window", "payload"], None)):
+        sweep(tmp_path, name, "--proto", "tcp", "--bufs", "16k", *args, check=0)
+        d = tmp_path / name
+        m = json.loads((d / "manifest.json").read_text())
+        assert m["source_window"] == ("256k" if want else "payload")
+        doc = json.loads((d / "cells" / "tcp-blocking-c1-16k.json").read_text())
+        assert doc["options"]["source_window_bytes"] == want
+        run = doc["results"][0]["runs"][0]
+        assert run["sender"]["xxh3"] == run["receiver"]["xxh3"]
+    p = sweep(tmp_path, "bad", "--source-window", "lots", check=1)
+    assert "invalid --source-window 'lots'" in p.stderr
+
+
 def test_syscalls_counter_reaches_every_cell(tmp_path):
     sweep(tmp_path, "taskio", "--proto", "tcp", "--bufs", "4k", "--syscalls", "taskio", check=0)
     d = tmp_path / "taskio"
@@ -79,6 +95,7 @@ def test_plots_and_recommendation_are_written(tmp_path):
     assert "| Chunk Size | write-time sec | writes total |" in text
     assert ("Knee:" in text or "No knee:" in text) and "One connection:" in text
     assert "Placement: unpinned." in text
+    assert "- sender's source: a hot window of 256k repeated (--source-window)" in text
 
 
 def test_placement_is_an_axis_and_recorded(tmp_path):

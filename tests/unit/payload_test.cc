@@ -289,6 +289,13 @@ TEST(RepeatedWindow, ALongStreamIsSentInPassesOverASpanOfWholeWindows) {
   ASSERT_TRUE(w) << w.error().message;
   EXPECT_EQ(w->bytes().size(), kWindowSpan);  // not the stream's length
   EXPECT_EQ(w->bytes().size() % window.size(), 0u);
+  // A window that does not divide the span: whole windows, at least the span (the largest
+  // buffer is never cut by it).
+  std::vector<std::byte> odd(3 * 4096 * 7, std::byte{9});
+  auto o = RepeatedWindow::map(odd, total);
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_GE(o->bytes().size(), kWindowSpan);
+  EXPECT_EQ(o->bytes().size() % odd.size(), 0u);
   EXPECT_EQ(w->xxh3(), window_digest(window, total));
 }
 
