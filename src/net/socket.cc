@@ -131,6 +131,11 @@ Status apply_socket_options(int fd, const SocketOptions& req) {
       return s;
   }
   if (auto s = set(IPPROTO_TCP, TCP_NODELAY, req.nodelay ? 1 : 0, "TCP_NODELAY"); !s) return s;
+  // Before connect on the client, so its SYN advertises it and both directions are clamped.
+  if (req.mss) {
+    if (auto s = set(IPPROTO_TCP, TCP_MAXSEG, static_cast<int>(req.mss), "TCP_MAXSEG"); !s)
+      return s;
+  }
   return set_congestion(fd, req.congestion);
 }
 
@@ -203,6 +208,7 @@ SocketInfo query_socket_info(int fd) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
   info.mtu_bytes = ss.ss_family == AF_INET6 ? get_int_opt(fd, IPPROTO_IPV6, IPV6_MTU)
                                             : get_int_opt(fd, IPPROTO_IP, IP_MTU);
+  info.mss_bytes = get_int_opt(fd, IPPROTO_TCP, TCP_MAXSEG);
   return info;
 }
 

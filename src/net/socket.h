@@ -39,6 +39,7 @@ struct SocketInfo {
   int64_t mtu_bytes = 0;                // IP_MTU / IPV6_MTU of the route
   uint32_t notsent_lowat_bytes = 0;     // TCP_NOTSENT_LOWAT (0: not set, the sysctl applies)
   std::string congestion;               // TCP_CONGESTION: the algorithm the socket runs
+  int64_t mss_bytes = 0;                // TCP_MAXSEG: the segment size the socket sends
 };
 
 template <typename Self, typename Visit>
@@ -50,6 +51,7 @@ void describe(Self& s, Visit&& visit) {
   visit(Field{"mtu_bytes"}, s.mtu_bytes);
   visit(Field{.name = "notsent_lowat_bytes", .zero_is_unset = true}, s.notsent_lowat_bytes);
   visit(Field{"congestion"}, s.congestion);
+  visit(Field{"mss_bytes"}, s.mss_bytes);
 }
 
 // What a client asks of both sides' data sockets. Described once (describe below): the command
@@ -59,6 +61,7 @@ struct SocketOptions {
   uint64_t rcvbuf = 0;
   bool nodelay = true;
   std::string congestion;  // TCP_CONGESTION ("": the kernel's default)
+  uint64_t mss = 0;        // TCP_MAXSEG before connect (0: the route's)
 };
 
 template <typename Self, typename Visit>
@@ -90,6 +93,14 @@ void describe(Self& s, Visit&& visit) {
               .help = "TCP congestion control on both sockets, e.g. cubic or bbr (default: the "
                       "kernel's; /proc/sys/net/ipv4/tcp_available_congestion_control)"},
         s.congestion);
+  visit(Field{.name = "mss",
+              .flag = "--mss",
+              .help = "TCP maximum segment size on both sockets (TCP_MAXSEG, as iperf3 -M; e.g. "
+                      "1448 for an MTU-1500 path's segments on loopback; default: the route's)",
+              .min = 88,      // TCP_MIN_MSS
+              .max = 32767,  // MAX_TCP_WINDOW: the kernel refuses a larger TCP_MAXSEG
+              .zero_is_unset = true},
+        s.mss);
 }
 
 Result<Fd> listen_on(const HostPort& where);

@@ -45,19 +45,22 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // options as another; RESULT the socket's figures as one (the congestion control it ran
 // added), its TLS figures and its probe (wall, CPU, context switches) as others. 8: GROUP's
 // clocks as the same probe block (context switches added); RESULT and GROUP the host's busy
-// time over their window (`host_busy`); HELLO the sender's source window. Peers of
-// different versions refuse each other's first frame, naming both.
+// time over their window (`host_busy`); HELLO the sender's source window. 9: HELLO's socket
+// options carry the MSS (`--mss`), RESULT's socket figures the MSS the socket ran; a windowed
+// stream's digest is taken window by window (payload/verifier.h). Peers of different versions
+// refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 8;
+inline constexpr uint16_t kVersion = 9;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 6> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 7> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
     {6, 0x19d783e0710d6542},
     {7, 0x2f132aa734e3a892},
     {8, 0x14e7319aa74aacfa},
+    {9, 0x65c61e2a8c54c8b4},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller

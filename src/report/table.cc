@@ -84,9 +84,9 @@ std::string side_header_lines(const proto::SideResult& side, const proto::SideRe
                               bool has_counting_run, bool client_sends) {
   const char* name = side.is_sender ? "sender" : "receiver";
   std::string out = fmt::format(
-      "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}{}{}\n",
+      "  {:<8} socket: SO_SNDBUF {} B, SO_RCVBUF {} B (granted), TCP_NODELAY {}, MTU {}, MSS {}{}{}\n",
       name, side.socket.sndbuf_bytes, side.socket.rcvbuf_bytes,
-      side.socket.nodelay ? "on" : "off", side.socket.mtu_bytes,
+      side.socket.nodelay ? "on" : "off", side.socket.mtu_bytes, side.socket.mss_bytes,
       side.socket.notsent_lowat_bytes == 0
           ? ""
           : fmt::format(", TCP_NOTSENT_LOWAT {} B", side.socket.notsent_lowat_bytes),

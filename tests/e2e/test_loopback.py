@@ -147,6 +147,24 @@ def test_congestion_control_reaches_both_sides_sockets(cache_dir):
     assert row[header.index("socket.congestion")] == "reno"
 
 
+def test_mss_clamps_both_sides_segments(cache_dir):
+    # --mss 1448 on loopback (MTU 65535): the client's SYN advertises it, so both sockets send
+    # segments of at most 1448 bytes; each reports the MSS it ran, and the sender's segment
+    # count is at least the bytes over that size.
+    doc = run_json(cache_dir, "--bytes", "4M", "--buf", "64k", "--mss", "1448")
+    assert doc["options"]["mss"] == 1448
+    run0 = doc["results"][0]["runs"][0]
+    for side in ("sender", "receiver"):
+        assert 0 < run0[side]["socket"]["mss_bytes"] <= 1448, run0[side]["socket"]
+    assert run0["sender"]["segments"]["out"] >= (4 << 20) // 1448
+    plain = run_json(cache_dir, "--bytes", "4M", "--buf", "64k")["results"][0]["runs"][0]
+    assert plain["sender"]["socket"]["mss_bytes"] > 1448
+    assert plain["sender"]["segments"]["out"] < run0["sender"]["segments"]["out"]
+    for bad in ("50", "40000", "big"):
+        p = run("--bytes", "1M", "--mss", bad, cache=cache_dir)
+        assert p.returncode == 2 and "--mss" in p.stderr and bad in p.stderr, p.stderr
+
+
 def test_an_unknown_congestion_control_is_named_with_what_the_kernel_has(cache_dir):
     p = run("--bytes", "1M", "--congestion", "nosuch", cache=cache_dir, check=1)
     assert "TCP_CONGESTION=nosuch" in p.stderr and "this kernel has" in p.stderr, p.stderr
