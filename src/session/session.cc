@@ -174,13 +174,15 @@ class PhaseMeasure {
 // The payload through the engine: in one call, or with --source-window in passes over the
 // window's span (whole windows each) until `bytes` are out.
 Status send_passes(Stream& s, Engine& engine, const DataPhase& d, IoBuffer& buf, IoCounters& io) {
+  if (d.bytes > 0 && d.payload.empty()) return fail("no payload to send");
   for (uint64_t sent = 0; sent < d.bytes;) {
     const auto pass = d.payload.first(static_cast<size_t>(
         std::min<uint64_t>(d.payload.size(), d.bytes - sent)));
     if (auto st = engine.send(s, pass, buf, io); !st) {
       if (pass.size() == d.bytes) return st;
       return fail(fmt::format("{} (in the pass from byte {} of {})", st.error().message, sent,
-                              d.bytes));
+                              d.bytes),
+                  st.error().kind);
     }
     sent += pass.size();
   }
