@@ -60,7 +60,8 @@ void Verifier::hash_windows(std::span<const std::byte> chunk) {
     const size_t take = static_cast<size_t>(std::min<uint64_t>(chunk.size(), window_ - in_window_));
     xxh3_update(state_->hash, chunk.data(), take);
     chunk = chunk.subspan(take);
-    if ((in_window_ += take) == window_) {
+    in_window_ += take;
+    if (in_window_ == window_) {
       fold(state_->pieces, XXH3_64bits_digest(state_->hash));
       XXH3_64bits_reset(state_->hash);
       in_window_ = 0;
