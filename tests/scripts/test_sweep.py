@@ -56,6 +56,10 @@ def test_the_sender_streams_a_hot_window_unless_told_otherwise(tmp_path):
         assert doc["options"]["source_window_bytes"] == want
         run = doc["results"][0]["runs"][0]
         assert run["sender"]["xxh3"] == run["receiver"]["xxh3"]
+    # A run no longer than the window sends the payload once, and the manifest says so.
+    sweep(tmp_path, "short", "--proto", "tcp", "--bufs", "16k", "--bytes", "128k", check=0)
+    assert json.loads((tmp_path / "short" / "manifest.json").read_text())["source_window"] == \
+        "payload"
     p = sweep(tmp_path, "bad", "--source-window", "lots", check=1)
     assert "invalid --source-window 'lots'" in p.stderr
 
