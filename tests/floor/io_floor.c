@@ -29,8 +29,15 @@
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>
 #include <xxhash.h>
+/* libxxhash's runtime CPU dispatch (AVX-512 / AVX2 / SSE2) where it exists, as iobench's
+ * receiver uses it (src/payload/xxh3_fast.h); elsewhere the portable update. */
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#define floor_xxh3_update XXH3_64bits_update_dispatch
+#else
+#define floor_xxh3_update XXH3_64bits_update
+#endif
 
 static void die(const char* what) {
   perror(what);
@@ -56,7 +63,7 @@ static void receive(int listener, size_t buf_bytes, int hash, int report) {
     ssize_t n = read(fd, buf, buf_bytes);
     if (n < 0) die("read");
     if (n == 0) break;
-    if (state) XXH3_64bits_update_dispatch(state, buf, (size_t)n);
+    if (state) floor_xxh3_update(state, buf, (size_t)n);
   }
   uint64_t digest = state ? XXH3_64bits_digest(state) : 0;
   if (write(report, &digest, sizeof digest) != (ssize_t)sizeof digest) die("report");
