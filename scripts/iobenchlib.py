@@ -15,8 +15,14 @@ _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)(?:i?b)?$")
 
 
 def binary():
-    """The iobench binary: $IOBENCH_BIN, else the Release build scripts/setup makes."""
-    return os.environ.get("IOBENCH_BIN") or os.path.join(ROOT, "build", "release", "iobench")
+    """The iobench binary: $IOBENCH_BIN, else the Release build scripts/setup makes, else (the
+    scripts as the package installs them, /usr/share/iobench/scripts) the one on PATH."""
+    if os.environ.get("IOBENCH_BIN"):
+        return os.environ["IOBENCH_BIN"]
+    if os.path.exists(os.path.join(ROOT, "CMakeLists.txt")):  # a checkout
+        return os.path.join(ROOT, "build", "release", "iobench")
+    import shutil
+    return shutil.which("iobench") or "/usr/bin/iobench"
 
 
 def require_binary(prog, path):

@@ -253,6 +253,13 @@ uint16_t local_port(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
+std::string local_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  return sockaddr_str(reinterpret_cast<sockaddr*>(&ss));
+}
+
 bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.starts_with("127.");
 }

@@ -120,6 +120,8 @@ Status set_io_timeout(int fd, double seconds);
 // (the error the call saw is then the kernel's last soft error: EHOSTUNREACH, EPIPE...).
 std::optional<double> unacknowledged_abort_s(int fd);
 uint16_t local_port(int fd);
+// A bound socket's own address, HOST:PORT ("?" when it has none).
+std::string local_address(int fd);
 bool is_loopback_host(const std::string& host);
 
 }  // namespace iobench

@@ -9,6 +9,7 @@
 
 #include "net/interrupt.h"
 #include "net/socket.h"
+#include "net/systemd_sockets.h"
 #include "probe/syscall_counter.h"
 #include "server/server.h"
 #include "server/server_state.h"
@@ -80,10 +81,12 @@ int serve(int listen_fd, const ServerConfig& cfg) { return serve({ListeningPort{
 
 namespace {
 
-// A listening socket on an address given as `option`, with the port it got.
+// A listening socket on an address given as `option` (or handed over by systemd), with the
+// address it got.
 struct Bound {
   Fd fd;
-  HostPort where;
+  std::string where;  // HOST:PORT
+  bool loopback = false;
 };
 
 // The exit status is 2 for a bad address, 1 when it cannot be bound; the error is printed.
@@ -100,12 +103,42 @@ std::expected<Bound, int> bind_port(const std::string& text, const char* option,
     return std::unexpected(1);
   }
   where->port = local_port(fd->get());
-  return Bound{std::move(*fd), *where};
+  return Bound{std::move(*fd), where->str(), is_loopback_host(where->host)};
 }
 
-void warn_if_clear(const ServerOptions& o, const HostPort& where) {
-  if (is_loopback_host(where.host)) return;
-  fmt::print(stderr, "iobench: warning: listening on {} without TLS: {}\n", where.str(),
+// The ports to serve: systemd's sockets in the order its .socket unit lists them stand for
+// --listen and then --tls-listen; what they leave is bound here.
+std::expected<std::pair<Bound, std::optional<Bound>>, int> open_ports(const ServerOptions& o) {
+  auto inherited = sockets_from_systemd(2);
+  if (!inherited) {
+    fmt::print(stderr, "iobench: error: {}\n", inherited.error().message);
+    return std::unexpected(2);
+  }
+  std::vector<Bound> from_systemd;
+  for (InheritedSocket& s : *inherited)
+    from_systemd.push_back({std::move(s.fd), s.where, is_loopback_host(s.where)});
+  if (from_systemd.size() == 2 && o.tls.cert_file.empty()) {
+    fmt::print(stderr, "iobench: error: systemd passed a second socket ({}), the TLS port: it "
+                       "needs --tls-cert and --tls-key\n", from_systemd[1].where);
+    return std::unexpected(2);
+  }
+  std::optional<Bound> tls_port;
+  if (from_systemd.size() == 2) {
+    tls_port.emplace(std::move(from_systemd[1]));
+  } else if (!o.tls_listen.empty()) {
+    auto b = bind_port(o.tls_listen, "--tls-listen", kDefaultPort + 1);
+    if (!b) return std::unexpected(b.error());
+    tls_port.emplace(std::move(*b));
+  }
+  if (!from_systemd.empty()) return std::pair{std::move(from_systemd[0]), std::move(tls_port)};
+  auto main_port = bind_port(o.listen, "--listen", kDefaultPort);
+  if (!main_port) return std::unexpected(main_port.error());
+  return std::pair{std::move(*main_port), std::move(tls_port)};
+}
+
+void warn_if_clear(const ServerOptions& o, const Bound& port) {
+  if (port.loopback) return;
+  fmt::print(stderr, "iobench: warning: listening on {} without TLS: {}\n", port.where,
              o.auth_token.empty() ? "no authentication, anyone who can connect can use it"
                                   : "the token and the payload travel in clear");
 }
@@ -115,14 +148,9 @@ void warn_if_clear(const ServerOptions& o, const HostPort& where) {
 int run_server_command(const ServerOptions& o) {
   interrupt::install({SIGINT, SIGTERM});
   set_process_counter_kind(o.kernel_counter);
-  auto main_port = bind_port(o.listen, "--listen", kDefaultPort);
-  if (!main_port) return main_port.error();
-  std::optional<Bound> tls_port;
-  if (!o.tls_listen.empty()) {
-    auto b = bind_port(o.tls_listen, "--tls-listen", kDefaultPort + 1);
-    if (!b) return b.error();
-    tls_port.emplace(std::move(*b));
-  }
+  auto opened = open_ports(o);
+  if (!opened) return opened.error();
+  auto& [main_port, tls_port] = *opened;
   std::shared_ptr<const tls::Context> tls_ctx;
   if (!o.tls.cert_file.empty()) {
     auto ctx = tls::Context::server(o.tls, nullptr);
@@ -135,16 +163,16 @@ int run_server_command(const ServerOptions& o) {
   // With --tls-listen, --listen is the TCP port and the TLS one is apart; without, the one port
   // speaks TLS when there is a certificate.
   const bool main_tls = tls_ctx && !tls_port;
-  if (!main_tls) warn_if_clear(o, main_port->where);
+  if (!main_tls) warn_if_clear(o, main_port);
   const std::string tls_text = tls_ctx ? "tls, ktls " + tls_ctx->ktls_status() : "";
   fmt::print("iobench server {} listening on {} ({}){}\n", IOBENCH_VERSION,
-             main_port->where.str(), main_tls ? tls_text : "tcp",
-             tls_port ? fmt::format(" and {} ({})", tls_port->where.str(), tls_text) : "");
+             main_port.where, main_tls ? tls_text : "tcp",
+             tls_port ? fmt::format(" and {} ({})", tls_port->where, tls_text) : "");
   std::fflush(stdout);
   std::vector<ListeningPort> ports;
-  ports.push_back({main_port->fd.get(), ServerConfig{o, std::nullopt, !o.quiet,
+  ports.push_back({main_port.fd.get(), ServerConfig{o, std::nullopt, !o.quiet,
                                                      main_tls ? tls_ctx : nullptr,
-                                                     tls_port ? tls_port->where.str() : ""}});
+                                                     tls_port ? tls_port->where : ""}});
   if (tls_port)
     ports.push_back({tls_port->fd.get(), ServerConfig{o, std::nullopt, !o.quiet, tls_ctx, ""}});
   return serve(ports);

@@ -3,8 +3,10 @@ and its extracted files run a loopback benchmark on their own."""
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,131 @@ def test_the_extracted_package_runs_a_benchmark(deb, tmp_path):
         run = json.loads(p.stdout)["results"][0]["runs"][0]
         assert run["receiver"]["bytes"] == 1 << 20
         assert run["sender"]["xxh3"] == run["receiver"]["xxh3"]
+
+
+# --- the server as a service (packaging/systemd, /etc/default/iobench) ------------------------
+
+def unit_settings(path):
+    """[Service] key -> list of values, as systemd reads a unit (comments and blanks skipped)."""
+    out, section = {}, None
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "Service":
+            key, _, value = line.partition("=")
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def default_args(root):
+    """IOBENCH_SERVER_ARGS as /etc/default/iobench sets it (a shell assignment)."""
+    p = subprocess.run(["sh", "-c", f". {root}/etc/default/iobench && printf %s "
+                                    "\"$IOBENCH_SERVER_ARGS\""], capture_output=True, text=True,
+                       check=True)
+    return p.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def root(deb, tmp_path_factory):
+    r = tmp_path_factory.mktemp("pkgroot")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(r)], check=True)
+    os.chmod(r, 0o755)  # the unprivileged server below runs the extracted binary
+    return r
+
+
+def test_the_units_are_valid_and_hardened(root, tmp_path):
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze not installed")
+    units = root / "usr" / "lib" / "systemd" / "system"
+    # verify checks ExecStart's binary exists: the extracted one stands for /usr/bin/iobench.
+    for name in ("iobench.service", "iobench.socket"):
+        text = (units / name).read_text().replace("/usr/bin/iobench", f"{root}/usr/bin/iobench")
+        (tmp_path / name).write_text(text)
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "iobench.service"),
+                        str(tmp_path / "iobench.socket")], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr.strip() == "", p.stderr  # unknown keys only warn
+    s = unit_settings(units / "iobench.service")
+    assert s["User"] == ["iobench"] and s["NoNewPrivileges"] == ["yes"]
+    assert s["ProtectSystem"] == ["strict"] and s["CapabilityBoundingSet"] == [""]
+    sock = (units / "iobench.socket").read_text()
+    assert "ListenStream=5210" in sock and "ListenStream=5211" in sock
+    p = subprocess.run(["systemd-analyze", "security", "--offline=yes",
+                        str(tmp_path / "iobench.service")], capture_output=True, text=True)
+    if p.returncode == 0 and "exposure level" in p.stdout:
+        level = float(re.search(r"exposure level for \S+: ([\d.]+)", p.stdout).group(1))
+        assert level < 3.0, p.stdout.splitlines()[-1]
+
+
+def unprivileged(caps):
+    """setpriv: nobody, no supplementary groups, with only these capabilities (ambient)."""
+    spec = ",".join(f"+{c.lower().removeprefix('cap_')}" for c in caps) or "-all"
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            f"--inh-caps={spec}", f"--ambient-caps={spec}",
+            *([] if caps else ["--bounding-set=-all"])]
+
+
+def serve_and_count(root, tmp_path, caps, server_args, client_args):
+    """Runs `iobench server SERVER_ARGS` as the unit does (unprivileged, with `caps`, its cache
+    where the unit's Environment puts it) in a private network namespace, so the unit's own
+    --listen 0.0.0.0:5210 binds here; one client run; returns (client's JSON, server log)."""
+    # nobody cannot reach pytest's 0700 directories: the binary and the cache go where it can.
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    shared = Path(tempfile.mkdtemp(prefix="iobench-unit-"))
+    shared.chmod(0o755)
+    iobench = shared / "iobench"
+    shutil.copy2(root / "usr" / "bin" / "iobench", iobench)
+    cache = shared / "cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)  # nobody's, as CacheDirectory= makes /var/cache/iobench the user's
+    server = shlex.join([*unprivileged(caps), "env", f"XDG_CACHE_HOME={cache}", str(iobench),
+                         "server", *server_args])
+    client = shlex.join([str(iobench), "client", "--connect", "127.0.0.1:5210", "--bytes", "2M",
+                         "--json", str(tmp_path / "run.json"), "-q", *client_args])
+    script = (f"ip link set lo up && {server} > {tmp_path}/server.log 2>&1 & srv=$!; "
+              f"for i in $(seq 50); do grep -q listening {tmp_path}/server.log && break; "
+              f"sleep 0.1; done; {client}; rc=$?; kill $srv; wait $srv; exit $rc")
+    try:
+        p = subprocess.run(["unshare", "--net", "sh", "-c", script], capture_output=True,
+                           text=True, timeout=120)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    log = (tmp_path / "server.log").read_text()
+    assert p.returncode == 0, p.stderr + log
+    return json.loads((tmp_path / "run.json").read_text()), log
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                                reason="needs root (a network namespace, setpriv)")
+
+
+@needs_root
+def test_the_units_command_serves_unprivileged_with_its_default_options(root, tmp_path):
+    s = unit_settings(root / "usr" / "lib" / "systemd" / "system" / "iobench.service")
+    (start,) = s["ExecStart"]
+    assert start == "/usr/bin/iobench server $IOBENCH_SERVER_ARGS"
+    assert "XDG_CACHE_HOME=/var/cache" in s["Environment"] and s["CacheDirectory"] == ["iobench"]
+    args = default_args(root)
+    assert args[:2] == ["--listen", "0.0.0.0:5210"], args
+    doc, log = serve_and_count(root, tmp_path, [], args, ["--syscalls", "taskio"])
+    run = doc["results"][0]["runs"][0]
+    assert run["receiver"]["bytes"] == 2 << 20 and run["receiver"]["syscalls"]["read"] > 0
+    assert "listening on 0.0.0.0:5210 (tcp)" in log and "ok: received" in log, log
+
+
+@needs_root
+def test_the_bpf_drop_in_grants_what_the_ebpf_counter_needs(root, tmp_path):
+    conf = unit_settings(root / "usr" / "share" / "iobench" / "systemd" / "bpf.conf")
+    caps = conf["AmbientCapabilities"][0].split()
+    assert conf["CapabilityBoundingSet"][0].split() == caps == ["CAP_BPF", "CAP_PERFMON"]
+    args = ["--listen", "0.0.0.0:5210", "--kernel-counter", "bpf"]
+    with_caps, _ = serve_and_count(root, tmp_path / "with", caps, args, ["--syscalls", "bpf"])
+    syscalls = with_caps["results"][0]["runs"][0]["receiver"]["syscalls"]
+    if "bpf" not in syscalls.get("note", "") and syscalls["source"] != "bpf":
+        pytest.skip(f"eBPF counting unavailable on this kernel even as root: {syscalls}")
+    assert syscalls["source"] == "bpf", syscalls
+    without, _ = serve_and_count(root, tmp_path / "without", [], args, ["--syscalls", "bpf"])
+    syscalls = without["results"][0]["runs"][0]["receiver"]["syscalls"]
+    assert syscalls["source"] != "bpf" and "CAP_BPF and CAP_PERFMON" in syscalls["note"], syscalls

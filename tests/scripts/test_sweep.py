@@ -374,6 +374,58 @@ def test_two_host_sweep_over_ssh(tmp_path, remote_host):
     assert left == "", "the remote server must be stopped"
 
 
+def two_free_ports():
+    """Two consecutive free loopback ports (a server's TCP port and its TLS port + 1)."""
+    import random
+    import socket
+    for _ in range(50):
+        base = random.randrange(20000, 60000)
+        socks = []
+        try:
+            for port in (base, base + 1):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    pytest.fail("no two consecutive free ports")
+
+
+def test_a_sweep_against_a_server_already_running(tmp_path):
+    # --connect: the server the package's systemd unit keeps up; the sweep neither starts nor
+    # stops it. TCP on the port, TLS on the port + 1, checked against --tls-ca.
+    certs = tmp_path / "certs"
+    subprocess.run([str(ROOT / "tls" / "make-certs"), str(certs)], check=True,
+                   capture_output=True)
+    port = two_free_ports()
+    server = subprocess.Popen([BIN, "server", "--listen", f"127.0.0.1:{port}", "--tls-listen",
+                               f"127.0.0.1:{port + 1}", "--tls-cert", str(certs / "server.crt"),
+                               "--tls-key", str(certs / "server.key"), "-q"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert "listening on" in server.stdout.readline()
+        sweep(tmp_path, "up", "--connect", f"127.0.0.1:{port}", "--tls-ca", str(certs / "ca.crt"),
+              "--proto", "tcp,tls", "--bufs", "4k", check=0)
+        m = json.loads((tmp_path / "up" / "manifest.json").read_text())
+        assert m["where"] == f"127.0.0.1:{port}"
+        for proto, p in (("tcp", port), ("tls", port + 1)):
+            doc = json.loads((tmp_path / "up" / "cells" / f"{proto}-blocking-c1-4k.json")
+                             .read_text())
+            assert doc["options"]["server"] == f"127.0.0.1:{p}", doc["options"]
+        assert server.poll() is None, "the sweep must leave a running server running"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    p = sweep(tmp_path, "bad", "--connect", "127.0.0.1:x", "--proto", "tcp")
+    assert p.returncode != 0 and "invalid --connect '127.0.0.1:x'" in p.stderr, p.stderr
+    p = sweep(tmp_path, "bad", "--connect", f"127.0.0.1:{port}", "--proto", "tls")
+    assert p.returncode != 0 and "need --tls-ca FILE" in p.stderr, p.stderr
+
+
 def test_conns_scenario_table_and_recommendation(tmp_path):
     p = subprocess.run([str(SCRIPTS / "conns-scenario"), "conns", "--results", str(tmp_path),
                         "--iobench", BIN, "--conns", "1,3", "--bufs", "4k,adaptive",
