@@ -17,6 +17,9 @@ BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 sys.path.insert(0, str(SCRIPTS))
 import sweeplib  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from emulated_hosts import emulated_hosts, why_not  # noqa: E402
+
 
 def sweep(tmp_path, name, *args, check=None):
     # Unpinned unless a test places the sides: the ids below are the unpinned cells' (the
@@ -271,90 +274,15 @@ def test_netns_delay_is_refused():
     assert p.returncode == 2 and "netem" in p.stderr
 
 
-SSHD = "/usr/sbin/sshd"
-
-
-def why_no_sshd():
-    if os.geteuid() != 0:
-        return "needs root (a network namespace and sshd)"
-    for tool in (SSHD, shutil.which("ssh"), shutil.which("ssh-keygen")):
-        if not tool or not os.access(tool, os.X_OK):
-            return "openssh-server/openssh-client not installed (scripts/setup installs them)"
-    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
-        return "ip netns is not available here"
-    return None
-
-
 @pytest.fixture
 def remote_host(tmp_path):
-    """A second "host": a network namespace joined to this one by a veth pair, running its own
-    sshd on a high port with a temporary host key and one authorized key. Yields the ssh
-    target and an ssh config (port, key, host-key policy) for it."""
-    tag = f"{os.getpid() % 10000}"
-    ns, here_dev, there_dev = f"iobssh{tag}", f"iobsh{tag}a", f"iobsh{tag}b"
-    net = 10 + os.getpid() % 240
-    here, there = f"10.236.{net}.1", f"10.236.{net}.2"
-    keys = tmp_path / "sshd"
-    keys.mkdir()
-    for name in ("host_key", "id"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)],
-                       check=True)
-    (keys / "authorized_keys").write_text((keys / "id.pub").read_text())
-    (keys / "sshd_config").write_text(f"""Port 2222
-ListenAddress {there}
-HostKey {keys / 'host_key'}
-AuthorizedKeysFile {keys / 'authorized_keys'}
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PidFile {keys / 'sshd.pid'}
-Subsystem sftp internal-sftp
-""")
-    config = keys / "ssh_config"
-    config.write_text(f"""Host {there}
-  Port 2222
-  IdentityFile {keys / 'id'}
-  IdentitiesOnly yes
-  BatchMode yes
-  StrictHostKeyChecking no
-  UserKnownHostsFile /dev/null
-  LogLevel ERROR
-""")
-    def ip(*args):
-        subprocess.run(["ip", *args], check=True, capture_output=True)
-    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    ip("netns", "add", ns)
-    sshd = None
-    try:
-        ip("link", "add", here_dev, "type", "veth", "peer", "name", there_dev)
-        ip("link", "set", there_dev, "netns", ns)
-        ip("addr", "add", f"{here}/24", "dev", here_dev)
-        ip("link", "set", here_dev, "up")
-        ip("-n", ns, "addr", "add", f"{there}/24", "dev", there_dev)
-        ip("-n", ns, "link", "set", there_dev, "up")
-        ip("-n", ns, "link", "set", "lo", "up")
-        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory
-        sshd = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", SSHD, "-D", "-e", "-f",
-                                 str(keys / "sshd_config")], stderr=subprocess.PIPE, text=True)
-        target = f"root@{there}"
-        deadline = time.monotonic() + 20
-        while subprocess.run(["ssh", "-F", str(config), target, "true"],
-                             capture_output=True).returncode != 0:
-            assert sshd.poll() is None, f"sshd did not start: {sshd.stderr.read()}"
-            assert time.monotonic() < deadline, "sshd did not answer within 20 s"
-            time.sleep(0.2)
-        yield target, str(config)
-    finally:
-        if sshd:
-            sshd.terminate()
-            sshd.wait(timeout=10)
-        subprocess.run(["ip", "link", "del", here_dev], capture_output=True)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    """A second "host" (tests/scripts/emulated_hosts.py): yields the ssh target and an ssh
+    config (port, key, host-key policy) for it."""
+    with emulated_hosts(tmp_path, 1) as (addresses, config):
+        yield f"root@{addresses[0]}", config
 
 
-@pytest.mark.skipif(why_no_sshd() is not None, reason=str(why_no_sshd()))
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
 def test_two_host_sweep_over_ssh(tmp_path, remote_host):
     # The "remote" iobench server runs in the other namespace, started over ssh; one server
     # serves TCP on --port and TLS on --port + 1.

@@ -1,0 +1,116 @@
+"""Emulated hosts for the tests of two-host and fleet sweeps: network namespaces, each with its
+own sshd on port 2222 (a temporary host key, one authorized key for root), joined to this
+namespace by veth pairs on one bridge, so every host reaches every other and this one reaches
+them all. They share this machine's filesystem. Root only."""
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+
+SSHD = "/usr/sbin/sshd"
+
+
+def why_not():
+    """Why emulated hosts cannot be made here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (a network namespace and sshd)"
+    for tool in (SSHD, shutil.which("ssh"), shutil.which("ssh-keygen")):
+        if not tool or not os.access(tool, os.X_OK):
+            return "openssh-server/openssh-client not installed (scripts/setup installs them)"
+    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        return "ip netns is not available here"
+    return None
+
+
+def _ip(*args):
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def _keys(d):
+    d.mkdir(parents=True)
+    for name in ("host_key", "id"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)],
+                       check=True)
+    (d / "authorized_keys").write_text((d / "id.pub").read_text())
+
+
+def _sshd_config(keys, address, name):
+    path = keys / f"sshd_config.{name}"
+    path.write_text(f"""Port 2222
+ListenAddress {address}
+HostKey {keys / 'host_key'}
+AuthorizedKeysFile {keys / 'authorized_keys'}
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile {keys / f'sshd.{name}.pid'}
+Subsystem sftp internal-sftp
+""")
+    return path
+
+
+@contextlib.contextmanager
+def emulated_hosts(tmp_path, count):
+    """Yields ([address, ...], ssh config path): `count` hosts, ssh root@ADDRESS with -F CONFIG."""
+    tag = f"{os.getpid() % 10000}"
+    net = 10 + os.getpid() % 240
+    bridge = f"iobbr{tag}"
+    keys = tmp_path / "sshd"
+    _keys(keys)
+    addresses = [f"10.237.{net}.{i + 1}" for i in range(count)]
+    config = keys / "ssh_config"
+    config.write_text(f"""Host 10.237.{net}.*
+  Port 2222
+  IdentityFile {keys / 'id'}
+  IdentitiesOnly yes
+  BatchMode yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+""")
+    namespaces = [f"iobh{tag}n{i}" for i in range(count)]
+    sshds = []
+    try:
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        _ip("link", "add", bridge, "type", "bridge")
+        _ip("addr", "add", f"10.237.{net}.254/24", "dev", bridge)
+        _ip("link", "set", bridge, "up")
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory
+        for i, (ns, address) in enumerate(zip(namespaces, addresses)):
+            here, there = f"iobv{tag}{i}a", f"iobv{tag}{i}b"
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            _ip("netns", "add", ns)
+            _ip("link", "add", here, "type", "veth", "peer", "name", there)
+            _ip("link", "set", here, "master", bridge)
+            _ip("link", "set", here, "up")
+            _ip("link", "set", there, "netns", ns)
+            _ip("-n", ns, "addr", "add", f"{address}/24", "dev", there)
+            _ip("-n", ns, "link", "set", there, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            sshds.append(subprocess.Popen(
+                ["nsenter", f"--net=/run/netns/{ns}", SSHD, "-D", "-e", "-f",
+                 str(_sshd_config(keys, address, str(i)))],
+                stderr=subprocess.PIPE, text=True))
+        for sshd, address in zip(sshds, addresses):
+            deadline = time.monotonic() + 20
+            while subprocess.run(["ssh", "-F", str(config), f"root@{address}", "true"],
+                                 capture_output=True).returncode != 0:
+                assert sshd.poll() is None, f"sshd did not start: {sshd.stderr.read()}"
+                assert time.monotonic() < deadline, f"sshd on {address} did not answer in 20 s"
+                time.sleep(0.2)
+        yield addresses, str(config)
+    finally:
+        for sshd in sshds:
+            sshd.terminate()
+            sshd.wait(timeout=10)
+        for ns in namespaces:
+            # Whatever a test left running there (a server) would keep the namespace alive.
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            for pid in pids.stdout.split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), 9)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)

@@ -1,0 +1,189 @@
+"""The fleet playbook end to end (fleet/playbook.yml through scripts/fleet) on an emulated fleet:
+six namespace hosts with an sshd each stand in for EC2 instances, plus one host that cannot be
+reached. Pairs a and b sweep in full; c's replica is unreachable; d's server dies mid-sweep.
+The package is unpacked per host (the hosts share this filesystem) and the servers run as
+processes (no systemd as PID 1 here)."""
+import glob
+import json
+import re
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
+PLAYBOOK = ROOT / "build" / "ansible" / "bin" / "ansible-playbook"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from emulated_hosts import emulated_hosts, why_not  # noqa: E402
+
+
+def why_no_fleet():
+    if why_not():
+        return why_not()
+    if not PLAYBOOK.exists():
+        return "no ansible-core in build/ansible (scripts/install-ansible could not reach PyPI)"
+    for tool in ("cpack", "dpkg-deb", "dpkg-shlibdeps"):
+        if not shutil.which(tool):
+            return f"{tool} not installed (scripts/setup installs cmake and dpkg-dev)"
+    return None
+
+
+HOSTS = ["p1", "r1", "p2", "r2", "p3", "r3"]
+PAIRS = [
+    {"name": "a", "instance_type": "emu.small", "primary": "p1", "replicas": ["r1"]},
+    {"name": "b", "instance_type": "emu.large", "primary": "p2", "replicas": ["r2"]},
+    # r1 leads c while it serves a: c must wait for the next wave.
+    {"name": "c", "instance_type": "emu.small", "primary": "r1", "replicas": ["ghost"]},
+    {"name": "d", "instance_type": "emu.large", "primary": "p3", "replicas": ["r3"]},
+]
+SWEEP = "--proto tcp,tls --bufs 4k,64k --bytes 1M --repeat 3 --warmup 0 --retries 0"
+
+
+def inventory(tmp_path, addresses, config):
+    hosts = {}
+    for name, address in zip(HOSTS, addresses):
+        base = tmp_path / "hosts" / name
+        hosts[name] = {"ansible_host": address, "iobench_install": "unpack",
+                       "iobench_prefix": str(base / "root"), "iobench_work": str(base / "work"),
+                       "iobench_service": "process"}
+    # Nothing listens on port 1: ssh is refused at once, as with a stopped instance.
+    hosts["ghost"] = {"ansible_host": "127.0.0.1", "ansible_port": 1}
+    doc = {"all": {"hosts": hosts, "vars": {
+        "ansible_user": "root", "ansible_ssh_common_args": f"-F {config}",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "fleet_pairs": PAIRS, "fleet_sweep_args": SWEEP}}}
+    path = tmp_path / "inventory.yml"
+    path.write_text(json.dumps(doc, indent=2))  # JSON is YAML
+    return path
+
+
+def kill_after_first_cell(tmp_path, stop):
+    """d's server dies once d's first run has landed: its sweep goes on, its cells fail."""
+    cells = tmp_path / "hosts" / "p3" / "work" / "results" / "d" / "cells"
+    pid_file = tmp_path / "hosts" / "r3" / "work" / "server.pid"
+    while not stop.is_set():
+        if glob.glob(str(cells / "*.r1.json")) and pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(why_no_fleet() is not None, reason=str(why_no_fleet()))
+def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
+    build = Path(BIN).resolve().parent
+    deb = subprocess.run([str(ROOT / "scripts" / "package"), str(build)], capture_output=True,
+                         text=True, timeout=900, check=True).stdout.split()[-1]
+    results = tmp_path / "results"
+    with emulated_hosts(tmp_path, len(HOSTS)) as (addresses, config):
+        stop = threading.Event()
+        killer = threading.Thread(target=kill_after_first_cell, args=(tmp_path, stop))
+        killer.start()
+        try:
+            p = subprocess.run([str(ROOT / "scripts" / "fleet"), str(inventory(
+                tmp_path, addresses, config)), "--name", "emu", "--deb", deb, "--results",
+                str(results)], capture_output=True, text=True, timeout=900)
+        finally:
+            stop.set()
+            killer.join()
+        left = subprocess.run(["pgrep", "-a", "-f", f"{tmp_path}/hosts/.*iobench server"],
+                              capture_output=True, text=True).stdout
+    (tmp_path / "ansible.log").write_text(p.stdout + p.stderr)
+    log = p.stdout[-6000:] + p.stderr[-2000:]
+    # ansible-playbook exits 4 when a host was unreachable (ghost); nothing may fail otherwise.
+    assert p.returncode in (0, 4), log
+    assert left == "", f"the playbook must stop the servers it started: {left}\n{log}"
+    fleet = results / "emu"
+    doc = json.loads((fleet / "fleet.json").read_text())
+    assert doc["waves"] == [["a", "b", "d"], ["c"]], doc["waves"]
+    record = {n: json.loads((fleet / n / "pair.json").read_text()) for n in "abcd"}
+    for n in "ab":
+        assert record[n]["status"] == "ok", (record[n], log)
+        m = json.loads((fleet / n / "manifest.json").read_text())
+        assert [c["status"] for c in m["cells"]] == ["ok"] * 4, m["cells"]
+        assert m["where"] == f"{record[n]['replica_address']}:5210"
+        tls = json.loads((fleet / n / "cells" / "tls-blocking-c1-4k-cpus0-1.json").read_text())
+        assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
+        assert (fleet / n / "recommendation.md").exists()
+    assert record["c"]["status"] == "not run" and "ghost" in record["c"]["error"], record["c"]
+    assert not (fleet / "c" / "manifest.json").exists()
+    # d: the runs before its server died are kept; the cells after it are failed, not lost.
+    assert record["d"]["status"] == "partial", record["d"]
+    cells = json.loads((fleet / "d" / "manifest.json").read_text())["cells"]
+    assert any(c["status"] == "failed" for c in cells), cells
+    assert glob.glob(str(fleet / "d" / "cells" / "*.r1.json")), "d's first run must be kept"
+    text = (fleet / "recommendation.md").read_text()
+    assert "## Per instance type" in text and "## Across the fleet" in text, text
+    assert "### emu.small: a, c" in text and "### emu.large: b, d" in text, text
+    assert "not run: replica ghost" in text and "| d | emu.large | p3 → r3 | partial" in text
+    assert "Left out: d (" in text, text  # a partial sweep is not pooled
+
+
+# --- the playbook's pieces, without hosts --------------------------------------------------
+
+sys.path.insert(0, str(ROOT / "fleet" / "filter_plugins"))
+import fleet as fleet_filters  # noqa: E402
+
+
+def pair(name, primary, replica):
+    return {"name": name, "instance_type": "t", "primary": primary, "replicas": [replica]}
+
+
+def test_pairs_sharing_a_host_go_to_later_waves():
+    pairs = [pair("a", "h1", "h2"), pair("b", "h3", "h4"), pair("c", "h2", "h5"),
+             pair("d", "h5", "h6"), pair("e", "h7", "h1")]
+    waves = fleet_filters.fleet_waves(pairs)
+    assert [[p["name"] for p in w] for w in waves] == [["a", "b", "d"], ["c", "e"]]
+    for w in waves:  # no host twice in a wave
+        hosts = [h for p in w for h in (p["primary"], *p["replicas"])]
+        assert len(hosts) == len(set(hosts))
+    assert fleet_filters.fleet_pair_of(waves, 1, "h7")["name"] == "e"
+    assert fleet_filters.fleet_pair_of(waves, 0, "h7") == {}
+    assert fleet_filters.fleet_servers(pairs) == ["h2", "h4", "h5", "h6", "h1"]
+
+
+@pytest.mark.parametrize("pairs,error", [
+    ([], "expected a list of pairs"),
+    ([pair("a b", "h1", "h2")], "invalid or repeated pair name 'a b'"),
+    ([pair("a", "h1", "h2"), pair("a", "h3", "h4")], "invalid or repeated pair name 'a'"),
+    ([pair("a", "h1", "nohost")], "'nohost' is not in the inventory"),
+    ([pair("a", "h1", "h1")], "the primary is its own replica"),
+    ([dict(pair("a", "h1", "h2"), replicas=["h2", "h3"])], "replicas must list one host"),
+    ([{"name": "a", "primary": "h1", "replicas": ["h2"]}], "pair 'a' has no instance_type"),
+])
+def test_bad_pairs_are_named(pairs, error):
+    with pytest.raises(fleet_filters.FilterError, match=re.escape(error)):
+        fleet_filters.fleet_check(pairs, ["h1", "h2", "h3", "h4"])
+
+
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason="no ansible-core in build/ansible")
+def test_the_playbook_and_its_tasks_parse(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "build" / "ansible"),
+               ANSIBLE_CONFIG=str(ROOT / "fleet" / "ansible.cfg"))
+    p = subprocess.run(["/usr/bin/python3", str(PLAYBOOK), "--syntax-check", "-i",
+                        str(ROOT / "fleet" / "inventory.example.yml"),
+                        str(ROOT / "fleet" / "playbook.yml")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    import yaml
+    for f in (ROOT / "fleet" / "tasks").glob("*.yml"):  # included at run time: not checked above
+        assert isinstance(yaml.safe_load(f.read_text()), list), f
+
+
+def test_fleet_script_refuses_bad_arguments(tmp_path):
+    fleet = str(ROOT / "scripts" / "fleet")
+    inv = ROOT / "fleet" / "inventory.example.yml"
+    p = subprocess.run([fleet, str(tmp_path / "none.yml"), "--name", "x"], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "no inventory at" in p.stderr, p.stderr
+    p = subprocess.run([fleet, str(inv), "--name", "a/b"], capture_output=True, text=True)
+    assert p.returncode == 2 and "invalid --name 'a/b'" in p.stderr, p.stderr
+    p = subprocess.run([fleet, str(inv), "--name", "x", "--deb", str(tmp_path / "no.deb")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "no package at" in p.stderr, p.stderr
