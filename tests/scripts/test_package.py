@@ -46,6 +46,17 @@ def test_the_package_names_its_version_and_what_it_links(deb):
         assert lib in depends, depends
 
 
+def test_apt_resolves_it_as_apt_install_would(deb):
+    # `apt install ./iobench_*.deb` simulated: its Depends are satisfiable from this release's
+    # archive (installed or installable), and nothing is changed.
+    if not shutil.which("apt-get"):
+        pytest.skip("apt-get not installed")
+    p = subprocess.run(["apt-get", "install", "-s", "--no-install-recommends", str(deb)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^Inst iobench ", p.stdout, re.M), p.stdout
+
+
 def test_the_extracted_package_runs_a_benchmark(deb, tmp_path):
     root = tmp_path / "root"
     subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
@@ -53,6 +64,10 @@ def test_the_extracted_package_runs_a_benchmark(deb, tmp_path):
     assert (root / "usr" / "share" / "man" / "man1" / "iobench.1").is_file()
     assert os.access(root / "usr" / "share" / "iobench" / "tls" / "make-certs", os.X_OK)
     assert os.access(root / "usr" / "bin" / "iobench-floor", os.X_OK)
+    # What a fleet's primary runs, beside make-certs as in a checkout.
+    for script in ("sweep", "recommend"):
+        assert os.access(root / "usr" / "share" / "iobench" / "scripts" / script, os.X_OK)
+    assert (root / "etc" / "default" / "iobench").is_file()
     v = subprocess.run([str(iobench), "--version"], capture_output=True, text=True, check=True)
     assert v.stdout.startswith("iobench ")
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
@@ -192,3 +207,23 @@ def test_the_bpf_drop_in_grants_what_the_ebpf_counter_needs(root, tmp_path):
     without, _ = serve_and_count(root, tmp_path / "without", [], args, ["--syscalls", "bpf"])
     syscalls = without["results"][0]["runs"][0]["receiver"]["syscalls"]
     assert syscalls["source"] != "bpf" and "CAP_BPF and CAP_PERFMON" in syscalls["note"], syscalls
+
+
+@needs_root
+def test_postinst_makes_the_service_user_once(deb, tmp_path):
+    # Run against a copy of /etc bind-mounted over it in a private mount namespace: the user and
+    # /etc/iobench/tls land in the copy, not on this machine.
+    control = tmp_path / "control"
+    subprocess.run(["dpkg-deb", "-e", str(deb), str(control)], check=True)
+    etc = tmp_path / "etc"
+    subprocess.run(["cp", "-a", "/etc", str(etc)], check=True)
+    script = (f"mount --bind {etc} /etc && sh {control}/postinst configure && "
+              f"sh {control}/postinst configure && getent passwd iobench && "
+              f"stat -c '%a %U %G' /etc/iobench/tls")
+    p = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    user, mode = p.stdout.strip().splitlines()[-2:]
+    assert user.startswith("iobench:") and user.endswith(":/nonexistent:/usr/sbin/nologin"), user
+    assert mode == "750 root iobench", mode
+    assert "iobench:" not in Path("/etc/passwd").read_text(), "postinst reached the real /etc"
