@@ -65,12 +65,16 @@ def pooled(members, key):
            for n, h in have.items() if n not in full]
     rows = []
     for buf in sorted(sizes):
-        runs = []
+        runs, rounds = [], []
         for n in full:
             rel = {r["buf"]: r for r in relative(list(have[n].values()))}
             runs += rel[buf]["total_cpu_runs"]
+            # A pair's rounds stay its own: two sizes are compared round by round within a pair.
+            rounds = None if rounds is None or rel[buf].get("rounds") is None else \
+                rounds + [f"{n}:{k}" for k in rel[buf]["rounds"]]
         if full:
-            rows.append(dict(have[full[0]][buf], total_cpu_runs=runs, runs=len(runs)))
+            rows.append(dict(have[full[0]][buf], total_cpu_runs=runs, runs=len(runs),
+                             rounds=rounds))
     return rows, full, out
 
 

@@ -71,6 +71,11 @@ def rows_of(cell, doc, two_hosts=False):
         row["host_missing"] = (f"{len(missing)} of {len(host)} runs {missing[0]}" if missing
                                else "" if host else "no measured runs")
         row["total_cpu_runs"] = row["process_runs"]
+        # The round each run was measured in (interleaved sweeps): two cells' runs of one round
+        # ran back to back and share the host's drift, so they are compared round by round.
+        rounds = [r.get("round") for r in runs]
+        row["rounds"] = rounds if rounds and None not in rounds and \
+            len(set(rounds)) == len(rounds) else None
         rows.append(row)
     return rows
 
@@ -306,7 +311,7 @@ def edge_of_range(rs, k, tolerance):
     if k["buf"] != rows[-1]["buf"]:
         return None, k
     top, below = rows[-1], rows[-2]
-    low, high = ratio_ci(top["total_cpu_runs"], below["total_cpu_runs"])
+    _, _, (low, high), _, _ = compare(top, below)
     if low > 1 + tolerance or not below["total_cpu_runs"]:
         return (f"the lowest CPU per GiB is at the largest size tried "
                 f"({size_label(top['buf'])}), and {size_label(below['buf'])} "
@@ -320,6 +325,91 @@ def versus(runs_a, runs_b):
     low, high = ratio_ci(runs_a, runs_b)
     ratio = median(runs_b) / median(runs_a) if median(runs_a) else 0
     return ratio, (high - low) / 2, (low, high), mann_whitney_p(runs_a, runs_b)
+
+
+# Rounds two cells must share to be compared round by round.
+MIN_PAIRED_ROUNDS = 5
+
+
+def paired_ratios(row_a, row_b, key="total_cpu_runs"):
+    """Per shared round, b's cost over a's (the rounds both measured), or None when the cells
+    were not measured in the same rounds (--order cell, an older sweep) or share too few."""
+    ra, rb = row_a.get("rounds"), row_b.get("rounds")
+    if not ra or not rb or not row_a.get(key) or not row_b.get(key):
+        return None
+    a, b = dict(zip(ra, row_a[key])), dict(zip(rb, row_b[key]))
+    shared = sorted(set(a) & set(b), key=str)
+    if len(shared) < MIN_PAIRED_ROUNDS or any(a[k] <= 0 for k in shared):
+        return None
+    return [b[k] / a[k] for k in shared]
+
+
+def median_ci(values, level=0.95, draws=4000):
+    """Percentile bootstrap interval of the median of `values`: (low, high)."""
+    rng = random.Random(SEED)
+    meds = sorted(median([rng.choice(values) for _ in values]) for _ in range(draws))
+
+    def pct(q):
+        at = q * (len(meds) - 1)
+        lo = int(at)
+        hi = min(lo + 1, len(meds) - 1)
+        return meds[lo] + (meds[hi] - meds[lo]) * (at - lo)
+    return (pct((1 - level) / 2), pct(1 - (1 - level) / 2))
+
+
+def _signed_rank_counts(n):
+    """Sign assignments of the ranks 1..n whose positive ranks sum to w, for w = 0..n(n+1)/2."""
+    counts = [1] + [0] * (n * (n + 1) // 2)
+    for r in range(1, n + 1):
+        for w in range(len(counts) - 1, r - 1, -1):
+            counts[w] += counts[w - r]
+    return counts
+
+
+def wilcoxon_p(ratios):
+    """Two-sided Wilcoxon signed-rank p-value of log(ratio) against 0: exact without ties up to
+    30 pairs, else the normal approximation with tie and continuity corrections. Ratios of 1
+    are dropped, as the test does."""
+    d = [math.log(x) for x in ratios if x > 0 and x != 1]
+    n = len(d)
+    if n == 0:
+        return 1.0
+    order = sorted(range(n), key=lambda i: abs(d[i]))
+    ranks, i = [0.0] * n, 0
+    while i < n:
+        j = i
+        while j + 1 < n and abs(d[order[j + 1]]) == abs(d[order[i]]):
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    w = sum(r for r, x in zip(ranks, d) if x > 0)
+    ties = len({abs(x) for x in d}) < n
+    if not ties and n <= 30:
+        counts = _signed_rank_counts(n)
+        total = sum(counts)
+        below = sum(c for k, c in enumerate(counts) if k <= w)
+        above = sum(c for k, c in enumerate(counts) if k >= w)
+        return min(1.0, 2 * min(below, above) / total)
+    tie_term = sum(t ** 3 - t for t in (ranks.count(r) for r in set(ranks)))
+    var = n * (n + 1) * (2 * n + 1) / 24 - tie_term / 48
+    if var <= 0:
+        return 1.0
+    z = max(abs(w - n * (n + 1) / 4) - 0.5, 0) / math.sqrt(var)
+    return min(1.0, math.erfc(z / math.sqrt(2)))
+
+
+def compare(row_a, row_b, key="total_cpu_runs"):
+    """How cell b's cost compares with cell a's: (ratio, half-width of its 95% interval,
+    (low, high), p, how). Cells measured in the same rounds are compared round by round: the
+    median of the per-round ratios, the bootstrap interval of that median, Wilcoxon's
+    signed-rank test; other cells by their medians (versus: Mann-Whitney)."""
+    ratios = paired_ratios(row_a, row_b, key)
+    if ratios is None:
+        return (*versus(row_a[key], row_b[key]), "unpaired")
+    low, high = median_ci(ratios)
+    return median(ratios), (high - low) / 2, (low, high), wilcoxon_p(ratios), \
+        f"paired over {len(ratios)} rounds"
 
 
 def more_runs(n, half_width, distance):
@@ -344,11 +434,12 @@ def knee_confidence(rs, k, best, tolerance):
         return False, (f"{n} run(s) per cell cannot say how sure a knee is; "
                        f"run the sweep with --repeat 5 or more"), 5 - n
     bound = 1 + tolerance
-    words, sure, needed = [], True, []
+    words, sure, needed, hows = [], True, [], []
     b = size_label(best["buf"])
     k_high = 1.0
     if k is not best:
-        ratio, hw, (low, high), p = versus(runs[best["buf"]], runs[k["buf"]])
+        ratio, hw, (low, high), p, how = compare(best, k)
+        hows.append(how)
         tells = p < 0.05 and low > 1
         k_high = high
         within = f"{b} within {100 * (1 - 1 / ratio):.1f}% ± {100 * hw:.1f}%, " + (
@@ -363,7 +454,8 @@ def knee_confidence(rs, k, best, tolerance):
     smaller = [r for r in rs if r["buf"] < k["buf"]]
     if smaller:
         s = max(smaller, key=lambda r: r["buf"])
-        ratio, hw, (low, high), p = versus(runs[best["buf"]], runs[s["buf"]])
+        ratio, hw, (low, high), p, how = compare(best, s)
+        hows.append(how)
         # The bootstrap interval of a ratio is not symmetric: its ends, beside the ±.
         words.append(f"{size_label(s['buf'])} is {100 * (ratio - 1):.1f}% ± "
                      f"{100 * hw:.1f}% above {b} [{100 * (low - 1):+.1f}%..{100 * (high - 1):+.1f}%]")
@@ -386,6 +478,8 @@ def knee_confidence(rs, k, best, tolerance):
             tail = (f"; about {max(more)} more run{'s' if max(more) > 1 else ''} per cell "
                     f"would tell")
         words.append(f"the {tolerance:.0%} tolerance lies inside that noise{tail}")
+    if hows:
+        words.append(", ".join(sorted(set(hows))))
     return sure, "; ".join(words), (max(more) if more and not sure else None)
 
 

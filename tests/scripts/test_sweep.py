@@ -642,3 +642,27 @@ def test_host_time_too_coarse_or_missing_is_refused(tmp_path, monkeypatch):
     p = subprocess.run([str(SCRIPTS / "recommend"), str(old), "--cost", "host"],
                        capture_output=True, text=True)
     assert p.returncode != 0 and "no host_busy figures" in p.stderr
+
+
+def test_cells_of_one_round_are_compared_round_by_round():
+    # The host's drift moves every cell of a round alike: 1.2x at every round, under a drift of
+    # 1x..3x. Paired, the ratio is exact and sure; by medians alone the drift hides it.
+    drift = [1.0, 3.0, 1.5, 2.5, 1.2, 2.8, 1.1, 2.0, 1.7, 2.2]
+    base = {"total_cpu_runs": drift, "rounds": list(range(1, 11))}
+    worse = {"total_cpu_runs": [1.2 * d for d in drift], "rounds": list(range(1, 11))}
+    ratio, hw, (low, high), p, how = sweeplib.compare(base, worse)
+    assert how == "paired over 10 rounds"
+    assert abs(ratio - 1.2) < 1e-9 and 1.19 < low <= high < 1.21 and p < 0.01
+    _, _, (ulow, uhigh), up, uhow = sweeplib.compare(dict(base, rounds=None), worse)
+    assert uhow == "unpaired" and ulow < 1 < uhigh and up > 0.05
+    # Too few shared rounds: by medians.
+    assert sweeplib.compare(dict(base, rounds=[1, 2, 3, 4] + [None] * 6), worse)[4] == "unpaired"
+
+
+def test_wilcoxon_signed_rank_exact_values():
+    # n pairs all one way: p = 2 / 2^n, two-sided.
+    assert sweeplib.wilcoxon_p([1.1, 1.2, 1.3, 1.4, 1.5]) == pytest.approx(2 / 32)
+    assert sweeplib.wilcoxon_p([0.9, 0.8, 0.7, 0.6, 0.5, 0.95]) == pytest.approx(2 / 64)
+    # Balanced signs: nothing to tell.
+    assert sweeplib.wilcoxon_p([1.1, 1 / 1.1, 1.2, 1 / 1.2]) == 1.0
+    assert sweeplib.wilcoxon_p([1.0, 1.0]) == 1.0
