@@ -5,6 +5,7 @@ host does not pass for noise — with the pairs that disagree named."""
 import json
 import os
 
+import fanoutlib
 import sweeplib
 from iobenchlib import median
 
@@ -19,11 +20,14 @@ def load(fleet_dir, cost):
         record_path = os.path.join(d, "pair.json")
         record = (json.load(open(record_path)) if os.path.exists(record_path)
                   else dict(p, status="not run", error="no pair.json: the playbook did not finish"))
-        manifest, rows = None, []
+        manifest, rows, fanout = None, [], None
         if os.path.exists(os.path.join(d, "manifest.json")):
             manifest, rows = sweeplib.load(d, "recommend", cost)
+        if os.path.exists(os.path.join(d, "fanout.json")):  # a primary and several replicas
+            fanout = json.load(open(os.path.join(d, "fanout.json")))
         rows = [r for r in rows if r["conns"] == 1 and r["group"] is None]
-        pairs.append({"record": record, "dir": d, "manifest": manifest, "rows": rows})
+        pairs.append({"record": record, "dir": d, "manifest": manifest, "rows": rows,
+                      "fanout": fanout})
     return fleet, pairs
 
 
@@ -85,6 +89,7 @@ def pair_knees(pair, tolerance):
 def judged_lines(title, members, knees, tolerance):
     """A pooled judgement per (placement, protocol) for these pairs, with who disagrees.
     Returns (lines, {key: knee or None})."""
+    members = [m for m in members if not m["fanout"]]  # one writer, N replicas: judged apart
     keys = sorted({k for m in members for k in groups(m["rows"])})
     lines, picks = [f"### {title}", ""], {}
     if not keys:
@@ -118,6 +123,26 @@ def default_line(picks, scope):
                         for (_, p), k in sorted(picks.items())) + ".")
 
 
+def fanout_lines(pairs, tolerance):
+    """The pairs of one primary and several replicas: each one's one-writer answer (their
+    figures are the writer thread's, not comparable with a two-host sweep's: not pooled)."""
+    lines = []
+    for p in pairs:
+        doc = p["fanout"]
+        if not doc:
+            continue
+        if not lines:
+            lines = ["", "## One primary, several replicas", "",
+                     "Judged each on its own by the one-writer criterion (docs/fanout.md): "
+                     "not pooled with the two-host sweeps.", ""]
+        for shape in doc["shapes"]:
+            for proto in doc["protos"]:
+                v = fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], shape, proto,
+                                      tolerance)
+                lines.append(f"- {p['record']['name']}: {fanoutlib.recommendation(v)}")
+    return lines
+
+
 def report(fleet_dir, tolerance, cost):
     fleet, pairs = load(fleet_dir, cost)
     knees = {p["record"]["name"]: pair_knees(p, tolerance) for p in pairs}
@@ -135,7 +160,7 @@ def report(fleet_dir, tolerance, cost):
              "fleet, the runs of every pair that measured every size are pooled, each relative "
              "to the median of its own pair's lowest cell, and judged the same way: a knee is "
              "named only when the pooled runs decide it.", "", "## Pairs", "",
-             "| pair | instance type | primary → replica | status | "
+             "| pair | instance type | primary → replica(s) | status | "
              + " | ".join(f"{p.upper()} knee" for p in protos) + " |",
              "|---|---|---|---|" + "---|" * len(protos)]
     for p in pairs:
@@ -143,6 +168,9 @@ def report(fleet_dir, tolerance, cost):
         status = rec.get("status", "?") + (f": {rec['error']}" if rec.get("error") else "")
         cells = [c for c in (p["manifest"] or {}).get("cells", [])]
         failed = [c for c in cells if c.get("status") != "ok"]
+        if p["fanout"]:
+            status += f" (one writer, {len(rec.get('replicas', []))} replicas: below)"
+            failed = []
         if failed:
             kept = len([f for f in os.listdir(os.path.join(p["dir"], "cells"))
                         if f.endswith(".json") and ".r" in f])
@@ -157,6 +185,7 @@ def report(fleet_dir, tolerance, cost):
         lines.append(f"| {rec['name']} | {rec.get('instance_type', '?')} | {rec.get('primary')} → "
                      f"{', '.join(rec.get('replicas', []))} | {status} | "
                      + " | ".join(shown) + " |")
+    lines += fanout_lines(pairs, tolerance)
     lines += ["", "## Per instance type", ""]
     types = sorted({p["record"].get("instance_type", "?") for p in pairs})
     type_defaults = {}

@@ -11,8 +11,8 @@ class FilterError(Exception):
 
 def fleet_check(pairs, hosts):
     """The pairs as given, or an error naming the first bad one: each has a name (letters,
-    digits, - and _; unique), an instance_type, a primary and one replica, all inventory hosts,
-    the replica not the primary."""
+    digits, - and _; unique), an instance_type, a primary and its replicas (one: a sweep; more:
+    the one-writer fan-out scenario), all inventory hosts, no replica the primary."""
     if not isinstance(pairs, list) or not pairs:
         raise FilterError("fleet_pairs: expected a list of pairs (name, instance_type, primary, "
                           "replicas)")
@@ -26,9 +26,9 @@ def fleet_check(pairs, hosts):
             if not p.get(key):
                 raise FilterError(f"fleet_pairs: pair '{name}' has no {key}")
         replicas = p["replicas"]
-        if not isinstance(replicas, list) or len(replicas) != 1:
-            raise FilterError(f"fleet_pairs: pair '{name}': replicas must list one host (a sweep "
-                              f"measures one primary and one replica), got {replicas}")
+        if not isinstance(replicas, list) or len(set(replicas)) != len(replicas):
+            raise FilterError(f"fleet_pairs: pair '{name}': replicas must list distinct hosts, "
+                              f"got {replicas}")
         for h in [p["primary"], *replicas]:
             if h not in hosts:
                 raise FilterError(f"fleet_pairs: pair '{name}': '{h}' is not in the inventory")

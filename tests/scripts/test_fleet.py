@@ -35,15 +35,18 @@ def why_no_fleet():
     return None
 
 
-HOSTS = ["p1", "r1", "p2", "r2", "p3", "r3"]
+HOSTS = ["p1", "r1", "p2", "r2", "p3", "r3", "p4"]
 PAIRS = [
     {"name": "a", "instance_type": "emu.small", "primary": "p1", "replicas": ["r1"]},
     {"name": "b", "instance_type": "emu.large", "primary": "p2", "replicas": ["r2"]},
     # r1 leads c while it serves a: c must wait for the next wave.
     {"name": "c", "instance_type": "emu.small", "primary": "r1", "replicas": ["ghost"]},
     {"name": "d", "instance_type": "emu.large", "primary": "p3", "replicas": ["r3"]},
+    # One primary, two replicas: the one-writer scenario; shares r1 with a and c, r2 with b.
+    {"name": "e", "instance_type": "emu.small", "primary": "p4", "replicas": ["r1", "r2"]},
 ]
 SWEEP = "--proto tcp,tls --bufs 4k,64k --bytes 1M --repeat 3 --warmup 0 --retries 0"
+FANOUT = "--bufs 16k,64k --shapes connset --protos tcp,tls --bytes 1M --rounds 2"
 
 
 def inventory(tmp_path, addresses, config):
@@ -58,7 +61,7 @@ def inventory(tmp_path, addresses, config):
     doc = {"all": {"hosts": hosts, "vars": {
         "ansible_user": "root", "ansible_ssh_common_args": f"-F {config}",
         "ansible_python_interpreter": "/usr/bin/python3",
-        "fleet_pairs": PAIRS, "fleet_sweep_args": SWEEP}}}
+        "fleet_pairs": PAIRS, "fleet_sweep_args": SWEEP, "fleet_fanout_args": FANOUT}}}
     path = tmp_path / "inventory.yml"
     path.write_text(json.dumps(doc, indent=2))  # JSON is YAML
     return path
@@ -101,13 +104,13 @@ def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
     assert left == "", f"the playbook must stop the servers it started: {left}\n{log}"
     fleet = results / "emu"
     doc = json.loads((fleet / "fleet.json").read_text())
-    assert doc["waves"] == [["a", "b", "d"], ["c"]], doc["waves"]
-    record = {n: json.loads((fleet / n / "pair.json").read_text()) for n in "abcd"}
+    assert doc["waves"] == [["a", "b", "d"], ["c"], ["e"]], doc["waves"]
+    record = {n: json.loads((fleet / n / "pair.json").read_text()) for n in "abcde"}
     for n in "ab":
         assert record[n]["status"] == "ok", (record[n], log)
         m = json.loads((fleet / n / "manifest.json").read_text())
         assert [c["status"] for c in m["cells"]] == ["ok"] * 4, m["cells"]
-        assert m["where"] == f"{record[n]['replica_address']}:5210"
+        assert m["where"] == f"{record[n]['replica_addresses'][0]}:5210"
         tls = json.loads((fleet / n / "cells" / "tls-blocking-c1-4k-cpus0-1.json").read_text())
         assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
         assert (fleet / n / "recommendation.md").exists()
@@ -118,9 +121,17 @@ def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
     cells = json.loads((fleet / "d" / "manifest.json").read_text())["cells"]
     assert any(c["status"] == "failed" for c in cells), cells
     assert glob.glob(str(fleet / "d" / "cells" / "*.r1.json")), "d's first run must be kept"
+    # e: one writer to r1 and r2, TCP and TLS, each server checked against its own CA.
+    assert record["e"]["status"] == "ok", (record["e"], log)
+    fanout = json.loads((fleet / "e" / "fanout.json").read_text())
+    assert fanout["where"] == "servers " + ",".join(
+        f"{a}:5210" for a in record["e"]["replica_addresses"]), fanout["where"]
+    assert all(len(runs) == 2 for runs in fanout["cells"].values()), fanout["cells"]
+    assert "one writer" in (fleet / "e" / "recommendation.md").read_text().lower()
     text = (fleet / "recommendation.md").read_text()
     assert "## Per instance type" in text and "## Across the fleet" in text, text
-    assert "### emu.small: a, c" in text and "### emu.large: b, d" in text, text
+    assert "### emu.small: a, c, e" in text and "### emu.large: b, d" in text, text
+    assert "## One primary, several replicas" in text and "- e: connset, tls:" in text, text
     assert "not run: replica ghost" in text and "| d | emu.large | p3 → r3 | partial" in text
     assert "Left out: d (" in text, text  # a partial sweep is not pooled
 
@@ -154,7 +165,7 @@ def test_pairs_sharing_a_host_go_to_later_waves():
     ([pair("a", "h1", "h2"), pair("a", "h3", "h4")], "invalid or repeated pair name 'a'"),
     ([pair("a", "h1", "nohost")], "'nohost' is not in the inventory"),
     ([pair("a", "h1", "h1")], "the primary is its own replica"),
-    ([dict(pair("a", "h1", "h2"), replicas=["h2", "h3"])], "replicas must list one host"),
+    ([dict(pair("a", "h1", "h2"), replicas=["h2", "h2"])], "replicas must list distinct hosts"),
     ([{"name": "a", "primary": "h1", "replicas": ["h2"]}], "pair 'a' has no instance_type"),
 ])
 def test_bad_pairs_are_named(pairs, error):
