@@ -106,9 +106,14 @@ std::expected<Bound, int> bind_port(const std::string& text, const char* option,
   return Bound{std::move(*fd), where->str(), is_loopback_host(where->host)};
 }
 
+struct Ports {
+  Bound main;
+  std::optional<Bound> tls;  // --tls-listen's, apart from --listen's
+};
+
 // The ports to serve: systemd's sockets in the order its .socket unit lists them stand for
 // --listen and then --tls-listen; what they leave is bound here.
-std::expected<std::pair<Bound, std::optional<Bound>>, int> open_ports(const ServerOptions& o) {
+std::expected<Ports, int> open_ports(const ServerOptions& o) {
   auto inherited = sockets_from_systemd(2);
   if (!inherited) {
     fmt::print(stderr, "iobench: error: {}\n", inherited.error().message);
@@ -130,10 +135,10 @@ std::expected<std::pair<Bound, std::optional<Bound>>, int> open_ports(const Serv
     if (!b) return std::unexpected(b.error());
     tls_port.emplace(std::move(*b));
   }
-  if (!from_systemd.empty()) return std::pair{std::move(from_systemd[0]), std::move(tls_port)};
+  if (!from_systemd.empty()) return Ports{std::move(from_systemd[0]), std::move(tls_port)};
   auto main_port = bind_port(o.listen, "--listen", kDefaultPort);
   if (!main_port) return std::unexpected(main_port.error());
-  return std::pair{std::move(*main_port), std::move(tls_port)};
+  return Ports{std::move(*main_port), std::move(tls_port)};
 }
 
 void warn_if_clear(const ServerOptions& o, const Bound& port) {
@@ -150,7 +155,8 @@ int run_server_command(const ServerOptions& o) {
   set_process_counter_kind(o.kernel_counter);
   auto opened = open_ports(o);
   if (!opened) return opened.error();
-  auto& [main_port, tls_port] = *opened;
+  const Bound& main_port = opened->main;
+  const std::optional<Bound>& tls_port = opened->tls;
   std::shared_ptr<const tls::Context> tls_ctx;
   if (!o.tls.cert_file.empty()) {
     auto ctx = tls::Context::server(o.tls, nullptr);
