@@ -436,12 +436,12 @@ def knee_confidence(rs, k, best, tolerance):
     bound = 1 + tolerance
     words, sure, needed, hows = [], True, [], []
     b = size_label(best["buf"])
-    k_high = 1.0
+    k_high, k_ratio, k_hw = 1.0, 1.0, 0.0
     if k is not best:
         ratio, hw, (low, high), p, how = compare(best, k)
         hows.append(how)
         tells = p < 0.05 and low > 1
-        k_high = high
+        k_high, k_ratio, k_hw = high, ratio, hw
         within = f"{b} within {100 * (1 - 1 / ratio):.1f}% ± {100 * hw:.1f}%, " + (
             "distinguishable" if tells else "not distinguishable")
         if high > bound:
@@ -466,7 +466,9 @@ def knee_confidence(rs, k, best, tolerance):
             sure = False
             words.append(f"{size_label(k['buf'])}'s interval reaches into "
                          f"{size_label(s['buf'])}'s: no clear step between them")
-            needed.append(more_runs(n, hw, (low - k_high) / 2 + hw))
+            # The two intervals part once their half-widths together fit in the gap between
+            # the two ratios; no number of runs parts them when the knee's ratio is not lower.
+            needed.append(more_runs(n, hw + k_hw, ratio - k_ratio))
     more = [x for x in needed if x is not None]
     if not sure:
         if not more:

@@ -666,3 +666,21 @@ def test_wilcoxon_signed_rank_exact_values():
     # Balanced signs: nothing to tell.
     assert sweeplib.wilcoxon_p([1.1, 1 / 1.1, 1.2, 1 / 1.2]) == 1.0
     assert sweeplib.wilcoxon_p([1.0, 1.0]) == 1.0
+
+
+def test_a_knee_whose_interval_reaches_the_size_below_asks_for_more_runs():
+    # 64K is 5% above 256K but wildly noisy; 16K is 25% above. The intervals overlap, so no knee
+    # yet, and more runs would part them: --repeat auto must not stop here (it did, reading the
+    # overlap as "sits on the tolerance").
+    noisy = [0.6, 1.6, 0.7, 1.5, 1.05, 0.8, 1.4]
+    cells = {256 << 10: [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0],
+             64 << 10: [x * 1.05 for x in noisy],
+             16 << 10: [1.25, 1.3, 1.2, 1.27, 1.23, 1.26, 1.24]}
+    rows = [dict(row(b, sweeplib.median(v)), total_cpu_runs=v, proto="tcp", conns=1, group=None,
+                 placement="--cpus 0,1", rounds=None) for b, v in cells.items()]
+    best = min(rows, key=sweeplib.total_cpu_per_gib)
+    k = next(r for r in rows if r["buf"] == 64 << 10)
+    sure, words, more = sweeplib.knee_confidence(rows, k, best, 0.05)
+    assert not sure and "no clear step" in words, words
+    assert more is not None and more > 0, words
+    assert not sweeplib.all_decided(rows, 0.05)
