@@ -65,8 +65,11 @@ def test_the_extracted_package_runs_a_benchmark(deb, tmp_path):
     assert os.access(root / "usr" / "share" / "iobench" / "tls" / "make-certs", os.X_OK)
     assert os.access(root / "usr" / "bin" / "iobench-floor", os.X_OK)
     # What a fleet's primary runs, beside make-certs as in a checkout.
-    for script in ("sweep", "recommend"):
-        assert os.access(root / "usr" / "share" / "iobench" / "scripts" / script, os.X_OK)
+    for script in ("sweep", "recommend", "fanout-scenario"):
+        path = root / "usr" / "share" / "iobench" / "scripts" / script
+        # Every module it imports is in the package: --help imports them all.
+        h = subprocess.run([str(path), "--help"], capture_output=True, text=True, timeout=60)
+        assert h.returncode == 0 and "usage" in h.stdout, (script, h.stderr)
     assert (root / "etc" / "default" / "iobench").is_file()
     v = subprocess.run([str(iobench), "--version"], capture_output=True, text=True, check=True)
     assert v.stdout.startswith("iobench ")
