@@ -2,7 +2,8 @@
 the per-N verdicts, the answer and the recommendation, shared by fanout-scenario and recommend.
 The criterion is the writer thread's CPU per GiB delivered (N x bytes), each cell's median of
 its rounds; every size (adaptive too) is set against the best fixed size with the 95% bootstrap
-interval of the ratio: a size is "within the tolerance" unless that interval lies above it."""
+interval of the ratio (round by round where the runs record their round, as sweeps are judged):
+a size is "within the tolerance" unless that interval lies above it."""
 import sweeplib
 from iobenchlib import parse_size as size_bytes, stat
 
@@ -14,6 +15,15 @@ def cell_id(c):
 def _runs(runs, shape, proto, n, buf, key):
     return [r[key] for r in runs.get(cell_id(
         {"shape": shape, "proto": proto, "replicas": n, "buf": buf}), [])]
+
+
+def _cell(runs, shape, proto, n, buf, key):
+    """A cell's runs as statslib.compare reads them: their costs and the round of each (None
+    for a scenario from before the rounds were recorded: compared by medians)."""
+    rs = runs.get(cell_id({"shape": shape, "proto": proto, "replicas": n, "buf": buf}), [])
+    rounds = [r.get("round") for r in rs]
+    return {"total_cpu_runs": [r[key] for r in rs],
+            "rounds": rounds if rounds and None not in rounds else None}
 
 
 def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per_gib"):
@@ -31,15 +41,16 @@ def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per
         best = min(known, key=med.get)
         # A size is as good as the best unless its runs show it worse by more than the
         # tolerance: the 95% bootstrap interval of its ratio to the best lies above 1 + tolerance.
+        cell = {b: _cell(runs, shape, proto, n, b, key) for b in bufs}
         near = [b for b in known if b == best
-                or sweeplib.ratio_ci(cpu[best], cpu[b])[0] <= 1 + tolerance]
+                or sweeplib.compare(cell[best], cell[b])[2][0] <= 1 + tolerance]
         for b in fixed:
             worst[b] = max(worst[b], med[b] / med[best]) if b in med else float("inf")
         row = {"replicas": n, "best": best, "within_tolerance": near,
                "best_cpu_s_per_gib": med[best],
                "ratios": {b: med[b] / med[best] for b in known}}
         if cpu.get("adaptive"):
-            lo, hi = sweeplib.ratio_ci(cpu[best], cpu["adaptive"])
+            lo, hi = sweeplib.compare(cell[best], cell["adaptive"])[2]
             row["adaptive"] = {
                 "ratio": sweeplib.median(cpu["adaptive"]) / med[best], "ci": [lo, hi],
                 "within": hi <= 1 + tolerance, "outside": lo > 1 + tolerance,
