@@ -55,6 +55,8 @@ def decide(rs, tolerance):
 def relative(rs):
     """The rows with each run's cost over the median of the lowest cell's runs."""
     base = min(median(r["total_cpu_runs"]) for r in rs)
+    if base <= 0:  # a cell measured as free (a clock too coarse for its run): kept as it is
+        return rs
     return [dict(r, total_cpu_runs=[x / base for x in r["total_cpu_runs"]]) for r in rs]
 
 
