@@ -16,7 +16,7 @@
 namespace iobench {
 namespace {
 
-ProcessCpu& entry(std::vector<ProcessCpu>& ps, const char* host) {
+ProcessCpu& entry(std::vector<ProcessCpu>& ps, ProcessKind host) {
   auto it = std::find_if(ps.begin(), ps.end(), [&](const auto& p) { return p.host == host; });
   if (it != ps.end()) return *it;
   ps.push_back(ProcessCpu{host});
@@ -35,7 +35,8 @@ void tally_data_phases(Report& report, const RunRecord& run, bool measured) {
   const bool client_sends = !report.options.reverse;
   const proto::SideResult& client = client_sends ? run.sender : run.receiver;
   const proto::SideResult& server = client_sends ? run.receiver : run.sender;
-  for (auto [host, side] : {std::pair{"client", &client}, {"server", &server}}) {
+  for (auto [host, side] :
+       {std::pair{ProcessKind::kClient, &client}, {ProcessKind::kServer, &server}}) {
     ProcessCpu& p = entry(report.processes, host);
     (measured ? p.measured_ns : p.other_runs_ns) += side->probe.cpu_ns;
     if (!run.reported(side->is_sender)) p.phase_unreported = true;
@@ -65,20 +66,21 @@ std::optional<ProcessTimes> reap_server(pid_t child, double timeout_s) {
 
 void finish_process_cpu(Report& report, int64_t payload_ns,
                         const std::optional<ProcessTimes>& server) {
-  ProcessCpu& client = entry(report.processes, "client");
+  ProcessCpu& client = entry(report.processes, ProcessKind::kClient);
   set_times(client, process_times());
   client.payload_ns = payload_ns;
   if (server) {
-    set_times(entry(report.processes, "server"), *server);
+    set_times(entry(report.processes, ProcessKind::kServer), *server);
   } else {
     // Two hosts: the server is a long-lived process elsewhere; its whole CPU is not this run's.
-    std::erase_if(report.processes, [](const auto& p) { return p.host == "server"; });
+    std::erase_if(report.processes,
+                  [](const auto& p) { return p.host == ProcessKind::kServer; });
   }
   // The strace/perf tools this process started and reaped, beyond the loopback server.
   const ProcessTimes children = process_times(true);
   const ProcessTimes tools{children.user_us - (server ? server->user_us : 0),
                            children.sys_us - (server ? server->sys_us : 0)};
-  if (tools.cpu_ns() > 0) set_times(entry(report.processes, "tracers"), tools);
+  if (tools.cpu_ns() > 0) set_times(entry(report.processes, ProcessKind::kTracers), tools);
 }
 
 }  // namespace iobench

@@ -14,9 +14,10 @@ std::string process_cpu_lines(const std::vector<ProcessCpu>& processes) {
   double total = 0;
   for (const ProcessCpu& p : processes) {
     total += seconds(p.cpu_ns);
-    out += fmt::format("  {:<8} {:.3f} s (user {:.3f}, sys {:.3f})", p.host, seconds(p.cpu_ns),
+    out += fmt::format("  {:<8} {:.3f} s (user {:.3f}, sys {:.3f})", name_of(p.host),
+                       seconds(p.cpu_ns),
                        static_cast<double>(p.user_us) / 1e6, static_cast<double>(p.sys_us) / 1e6);
-    if (p.host == "tracers") {
+    if (p.host == ProcessKind::kTracers) {
       out += ": strace/perf, all of it outside the data phases\n";
       continue;
     }
@@ -33,7 +34,7 @@ std::string process_cpu_lines(const std::vector<ProcessCpu>& processes) {
 nlohmann::json process_cpu_json(const std::vector<ProcessCpu>& processes) {
   nlohmann::json out = nlohmann::json::object();
   for (const ProcessCpu& p : processes)
-    out[p.host] = {{"cpu_s", seconds(p.cpu_ns)},
+    out[std::string(name_of(p.host))] = {{"cpu_s", seconds(p.cpu_ns)},
                    {"cpu_user_s", static_cast<double>(p.user_us) / 1e6},
                    {"cpu_sys_s", static_cast<double>(p.sys_us) / 1e6},
                    {"data_phases_cpu_s", seconds(p.measured_ns)},

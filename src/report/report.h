@@ -96,10 +96,20 @@ struct SizeResults {
   }
 };
 
+// Whose CPU a ProcessCpu is: this client, loopback's forked server, or the strace/perf tools
+// the client started and reaped.
+enum class ProcessKind { kClient, kServer, kTracers };
+template <>
+struct Names<ProcessKind> {
+  static constexpr std::array table{std::pair{ProcessKind::kClient, std::string_view{"client"}},
+                                    std::pair{ProcessKind::kServer, std::string_view{"server"}},
+                                    std::pair{ProcessKind::kTracers, std::string_view{"tracers"}}};
+};
+
 // One process's whole CPU, from its start (or fork) until the report, set beside what its data
 // phases account for: the cost of running the tool that no data phase shows.
 struct ProcessCpu {
-  std::string host;           // "client", "server" (loopback's forked server) or "tracers"
+  ProcessKind host = ProcessKind::kClient;
   int64_t cpu_ns = 0;         // user + sys (getrusage: the total is exact, the split sampled)
   int64_t user_us = 0, sys_us = 0;
   int64_t measured_ns = 0;    // the data phases of the measured runs (this process's side)
