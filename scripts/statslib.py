@@ -21,13 +21,16 @@ def ratio_ci(base, new, level=0.95, draws=4000):
         b = median([rng.choice(base) for _ in base])
         if b:
             ratios.append(median([rng.choice(new) for _ in new]) / b)
-    ratios.sort()
+    return _interval(sorted(ratios), level)
 
+
+def _interval(draws, level):
+    """The central `level` interval of sorted bootstrap draws, interpolated: (low, high)."""
     def pct(q):
-        at = q * (len(ratios) - 1)
+        at = q * (len(draws) - 1)
         lo = int(at)
-        hi = min(lo + 1, len(ratios) - 1)
-        return ratios[lo] + (ratios[hi] - ratios[lo]) * (at - lo)
+        hi = min(lo + 1, len(draws) - 1)
+        return draws[lo] + (draws[hi] - draws[lo]) * (at - lo)
     return (pct((1 - level) / 2), pct(1 - (1 - level) / 2))
 
 
@@ -98,14 +101,8 @@ def paired_ratios(row_a, row_b, key="total_cpu_runs"):
 def median_ci(values, level=0.95, draws=4000):
     """Percentile bootstrap interval of the median of `values`: (low, high)."""
     rng = random.Random(SEED)
-    meds = sorted(median([rng.choice(values) for _ in values]) for _ in range(draws))
-
-    def pct(q):
-        at = q * (len(meds) - 1)
-        lo = int(at)
-        hi = min(lo + 1, len(meds) - 1)
-        return meds[lo] + (meds[hi] - meds[lo]) * (at - lo)
-    return (pct((1 - level) / 2), pct(1 - (1 - level) / 2))
+    return _interval(sorted(median([rng.choice(values) for _ in values])
+                            for _ in range(draws)), level)
 
 
 def _signed_rank_counts(n):
