@@ -88,7 +88,7 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
     rec.partial = true;
     if (!interrupt::received())
       rec.error = fmt::format("{} (client {}: {} of {} bytes moved)", out.error,
-                              d.is_sender ? "sender" : "receiver", out.mine.bytes, d.bytes);
+                              d.is_sender ? "sender" : "receiver", out.mine.io.bytes, d.bytes);
     proto::SideResult theirs;
     theirs.is_sender = !d.is_sender;
     theirs.bytes_expected = d.bytes;
@@ -145,12 +145,12 @@ void mark_counted_apart(RunRecord& r) {
       "kernel counts: this size's counting_run (the measured runs count nothing: no tracing "
       "while CPU is measured)";
   for (proto::SideResult* side : {&r.sender, &r.receiver})
-    if (r.reported(side->is_sender) && !kernel_counted(side->syscalls_source))
-      side->syscalls_note = kNote;
+    if (r.reported(side->is_sender) && !kernel_counted(side->syscalls.source))
+      side->syscalls.note = kNote;
   if (r.group)
     for (auto [g, known] : {std::pair{&r.group->sender, r.group->sender_known},
                             {&r.group->receiver, r.group->receiver_known}})
-      if (known && !kernel_counted(g->syscalls_source)) g->syscalls_note = kNote;
+      if (known && !kernel_counted(g->syscalls.source)) g->syscalls.note = kNote;
 }
 
 }  // namespace

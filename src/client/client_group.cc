@@ -71,13 +71,10 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
   t.probe = run.probe;  // the process's clocks over the whole run, and the host's
   t.host_busy = run.host_busy;
   t.cpu_scope = "process";
-  t.syscalls_source = run.syscalls_source;
-  t.syscalls_note = run.syscalls_note;
-  t.kernel_syscalls_total = run.kernel_syscalls_total;
-  t.kernel_syscalls = run.kernel_syscalls;
+  t.syscalls = run.syscalls;
   if (!(sender ? g.sender_known : g.receiver_known)) {
-    t.syscalls_source = SyscallSource::kCounted;
-    t.syscalls_note = "the server's whole-run figures did not arrive";
+    t.syscalls.source = SyscallSource::kCounted;
+    t.syscalls.note = "the server's whole-run figures did not arrive";
   }
   return t;
 }
@@ -143,7 +140,7 @@ void run_connection(GroupRun& r, uint32_t i) {
   (client_sends ? c.sender : c.receiver) = out.mine;
   if (out.peer) (client_sends ? c.receiver : c.sender) = *out.peer;
   if (!out.error.empty())
-    c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.bytes, plan.data.bytes);
+    c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.io.bytes, plan.data.bytes);
   else
     c.error = ended.mismatch;
   if (out.error.empty()) {

@@ -19,7 +19,7 @@ Status BlockingEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer
       return fail(
           fmt::format("write failed after {} of {} bytes: {}", off, data.size(), s.describe(r)));
     // Notifications pile up on the error queue: read them as we go, as a real sender must.
-    if (zc && io.zc_sends % 64 == 0)
+    if (zc && io.zc.sends % 64 == 0)
       if (auto st = zc->reap(io, false, opts_.timeout_s); !st) return st;
   }
   // No Stream::flush() here: on a blocking socket every write() has put its bytes on the wire.

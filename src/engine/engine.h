@@ -10,30 +10,12 @@
 #include <string_view>
 
 #include "engine/io_buffer.h"
+#include "engine/io_counters.h"
 #include "engine/tuning.h"
 #include "net/stream.h"
 #include "util/result.h"
 
 namespace iobench {
-
-// What the engine itself did; kept current while it runs, so a failure still reports progress.
-struct IoCounters {
-  uint64_t calls = 0;         // read or write calls issued on the Stream
-  uint64_t bytes = 0;         // bytes those calls moved
-  uint64_t short_writes = 0;  // writes the kernel accepted only in part
-  uint64_t waits = 0;         // readiness waits (epoll_wait)
-  uint64_t would_block = 0;   // calls that found nothing to do (EAGAIN)
-  // --zerocopy (sender): sends issued zero-copy, completion notifications read, and sends the
-  // kernel reported it copied after all.
-  uint64_t zc_sends = 0;
-  uint64_t zc_notifications = 0;
-  uint64_t zc_copied = 0;
-  // uring: submission entries submitted, completion entries reaped.
-  uint64_t sqes = 0;
-  uint64_t cqes = 0;
-  // How the engine ran where it had a choice, e.g. "recv: multishot, provided ring 8 x 16K".
-  std::string path;
-};
 
 // The tuning both sides share, and this side's own limit.
 struct EngineOptions : EngineTuning {

@@ -97,8 +97,8 @@ namespace uring {
 
 bool take_notification(const io_uring_cqe* cqe, ZcState* zc, IoCounters& io) {
   if (!zc || !(cqe->flags & IORING_CQE_F_NOTIF)) return false;
-  ++io.zc_notifications;
-  if (static_cast<uint32_t>(cqe->res) & IORING_NOTIF_USAGE_ZC_COPIED) ++io.zc_copied;
+  ++io.zc.notifications;
+  if (static_cast<uint32_t>(cqe->res) & IORING_NOTIF_USAGE_ZC_COPIED) ++io.zc.copied;
   if (zc->pending > 0) --zc->pending;
   return true;
 }
@@ -162,7 +162,7 @@ Result<size_t> run_batch(io_uring& ring, Op op, int fd, std::span<const Segment>
     sqe->user_data = i;
     if (i + 1 < n) sqe->flags |= IOSQE_IO_LINK;
   }
-  io.sqes += n;
+  io.uring.sqes += n;
   ++io.waits;  // io_uring_enter: submit the batch and wait for all of it
   ProgressClock clock(o.timeout_s);
   __kernel_timespec ts = clock.next_wait(n);
@@ -182,14 +182,14 @@ Result<size_t> run_batch(io_uring& ring, Op op, int fd, std::span<const Segment>
     if (rc == -ETIME) return fail("timed out (no progress)");
     if (rc < 0) return fail(fmt::format("io_uring_wait_cqe: {}", std::strerror(-rc)));
     clock.progressed();
-    ++io.cqes;
+    ++io.uring.cqes;
     if (take_notification(cqe, o.zc, io)) {
       io_uring_cqe_seen(&ring, cqe);
       continue;
     }
     res[cqe->user_data] = cqe->res;
     if (o.zc) {
-      ++io.zc_sends;
+      ++io.zc.sends;
       if (cqe->flags & IORING_CQE_F_MORE) ++o.zc->pending;
     }
     io_uring_cqe_seen(&ring, cqe);
@@ -273,7 +273,7 @@ Status UringEngine::send(Stream& s, std::span<const std::byte> data, IoBuffer& b
     if (rc < 0)
       return fail(fmt::format("zerocopy: {} SEND_ZC notifications missing: {}", zc_state.pending,
                               std::strerror(-rc)));
-    ++io.cqes;
+    ++io.uring.cqes;
     uring::take_notification(cqe, bo.zc, io);
     io_uring_cqe_seen(&ring_->ring, cqe);
   }

@@ -159,7 +159,7 @@ class Multishot {
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = static_cast<uint16_t>(pr_.bgid());
     sqe->user_data = kRecvTag;
-    ++io_.sqes;
+    ++io_.uring.sqes;
     armed_ = true;
   }
 
@@ -194,7 +194,7 @@ class Multishot {
       const int res = cqe->res;
       const uint32_t flags = cqe->flags;
       io_uring_cqe_seen(&ring_, cqe);
-      ++io_.cqes;
+      ++io_.uring.cqes;
       if (tag == kCancelTag) {
         cancel_done_ = true;
         continue;
@@ -231,7 +231,7 @@ class Multishot {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     io_uring_prep_cancel64(sqe, kRecvTag, 0);
     sqe->user_data = kCancelTag;
-    ++io_.sqes;
+    ++io_.uring.sqes;
     cancel_done_ = false;
     Status st;
     while ((armed_ || !cancel_done_) && !ring_failed_) {

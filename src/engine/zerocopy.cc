@@ -31,7 +31,7 @@ IoResult ZerocopySender::send(std::span<const std::byte> data, IoCounters& io, d
     IoResult r = s_.send_flags(data, MSG_ZEROCOPY);
     if (r.ok()) {
       ++sent_;
-      ++io.zc_sends;
+      ++io.zc.sends;
       return r;
     }
     if (r.state != IoResult::State::kError || r.err != ENOBUFS) return r;
@@ -72,9 +72,9 @@ Status ZerocopySender::reap(IoCounters& io, bool wait, double timeout_s) {
       if (ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY || ee.ee_errno != 0) continue;
       // One notification covers the sends numbered ee_info..ee_data (inclusive, 32-bit ids).
       const uint64_t count = static_cast<uint32_t>(ee.ee_data - ee.ee_info) + uint64_t{1};
-      ++io.zc_notifications;
+      ++io.zc.notifications;
       notified_ += count;
-      if (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) io.zc_copied += count;
+      if (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) io.zc.copied += count;
     }
   }
 }

@@ -86,7 +86,7 @@ class UringLoop final : public FanoutShapeLoop {
     ++inflight_;
     ++c.writes;
     ++r.io->calls;
-    ++r.io->sqes;
+    ++r.io->uring.sqes;
   }
 
   // The chunk is all on the wire: the stall time, and whether the replica is done.
@@ -101,7 +101,7 @@ class UringLoop final : public FanoutShapeLoop {
   void take(FanoutReplicaState& r, int res, FanoutCounts& c) {
     Send& s = sends_[&r];
     --inflight_;
-    ++r.io->cqes;
+    ++r.io->uring.cqes;
     if (s.cancelling) {
       r.fig.stall_ns += monotonic_ns() - r.pending_since_ns;
       return drop_replica(r, fmt::format("event-loop (uring): its send took nothing for {:.1f} s "

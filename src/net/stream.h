@@ -110,6 +110,15 @@ struct StreamCounters {
 
 StreamCounters operator-(const StreamCounters& a, const StreamCounters& b);
 
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, StreamCounters>
+void describe(Self& c, Visit&& visit) {
+  visit(Field{.name = "sys_reads", .summed = true}, c.sys_reads);
+  visit(Field{.name = "sys_writes", .summed = true}, c.sys_writes);
+  visit(Field{.name = "records_in", .summed = true}, c.records_in);
+  visit(Field{.name = "records_out", .summed = true}, c.records_out);
+}
+
 // A Stream whose bytes on the wire are not the application's (TLS in the memory-BIO model),
 // for engines that issue the socket I/O themselves (io_uring): the engine moves wire bytes in
 // and out of the codec's buffers, the codec seals and opens them.

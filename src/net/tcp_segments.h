@@ -5,11 +5,20 @@
 
 #include <cstdint>
 
+#include "util/fields.h"
+
 namespace iobench {
 
 struct TcpSegments {
   uint64_t out = 0, in = 0;
 };
+
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, TcpSegments>
+void describe(Self& t, Visit&& visit) {
+  visit(Field{.name = "out", .summed = true}, t.out);
+  visit(Field{.name = "in", .summed = true}, t.in);
+}
 
 // So far on `fd`; zeros where it is not a TCP socket.
 TcpSegments tcp_segments(int fd);

@@ -108,17 +108,15 @@ class SyscallCounter {
   std::string reason_;
 };
 
-// Copies a data phase's kernel counts into a result record (SideResult or GroupResult: both have
-// syscalls_source, syscalls_note, kernel_syscalls_total and kernel_syscalls).
-template <typename Record>
-void take_kernel_counts(KernelSyscalls k, Record& r) {
+// A data phase's kernel counts as a result's `syscalls` block (SideResult's or GroupResult's).
+inline void take_kernel_counts(KernelSyscalls k, SyscallCounts& r) {
   if (!k.available) {
-    r.syscalls_note = "kernel counters unavailable: " + k.reason;
+    r.note = "kernel counters unavailable: " + k.reason;
     return;
   }
-  r.syscalls_source = k.source;
-  r.kernel_syscalls_total = k.total;
-  r.kernel_syscalls = std::move(k.by_name);
+  r.source = k.source;
+  r.total = k.total;
+  r.by_name = std::move(k.by_name);
   std::string note = k.fallback;
   if (!k.coverage.empty()) note += (note.empty() ? "" : "; ") + k.coverage;
   if (!k.missing.empty()) {
@@ -126,7 +124,7 @@ void take_kernel_counts(KernelSyscalls k, Record& r) {
     note += "not counted by type here: ";
     for (size_t i = 0; i < k.missing.size(); ++i) note += (i ? ", " : "") + k.missing[i];
   }
-  r.syscalls_note = note;
+  r.note = note;
 }
 
 // The process's counter, opened on first use and kept until exit, of the kind set before (default

@@ -71,47 +71,35 @@ void describe(Self& p, V&& v) {
 }
 
 template <typename Self, typename V>
+  requires DescribesAs<Self, Placement>
+void describe(Self& p, V&& v) {
+  v(Field{"pinned_cpu"}, p.pinned_cpu);
+  v(Field{"allowed_cpus"}, p.allowed_cpus);
+  v(Field{"seen_cpus"}, p.seen_cpus);
+}
+
+template <typename Self, typename V>
   requires DescribesAs<Self, SideResult>
 void describe(Self& r, V&& v) {
   v(Field{"is_sender"}, r.is_sender);
   v(Field{"bytes_expected"}, r.bytes_expected);
-  v(Field{.name = "bytes", .summed = true}, r.bytes);
   v(Field{"buf_bytes"}, r.buf_bytes);
   v(Field{"probe"}, r.probe);
   v(Field{"host_busy"}, r.host_busy);
-  v(Field{.name = "io_calls", .summed = true}, r.io_calls);
-  v(Field{.name = "short_writes", .summed = true}, r.short_writes);
+  v(Field{.name = "io", .flatten = true}, r.io);
   v(Field{"xxh3"}, r.xxh3);
   v(Field{"decoded_bytes"}, r.decoded_bytes);
   v(Field{"decoded"}, r.decoded);
   v(Field{"socket"}, r.socket);
-  v(Field{.name = "segs_out", .summed = true}, r.segs_out);
-  v(Field{.name = "segs_in", .summed = true}, r.segs_in);
+  v(Field{"segments"}, r.segments);
   v(Field{"engine"}, r.engine);
   v(Field{"error"}, r.error);
-  v(Field{.name = "sys_reads", .summed = true}, r.sys_reads);
-  v(Field{.name = "sys_writes", .summed = true}, r.sys_writes);
-  v(Field{.name = "records_in", .summed = true}, r.records_in);
-  v(Field{.name = "records_out", .summed = true}, r.records_out);
+  v(Field{"stream"}, r.stream);
   v(Field{"tls"}, r.tls);
-  v(Field{"syscalls_source"}, r.syscalls_source);
-  v(Field{"syscalls_note"}, r.syscalls_note);
-  v(Field{"kernel_syscalls_total"}, r.kernel_syscalls_total);
-  v(Field{"kernel_syscalls"}, r.kernel_syscalls);
-  v(Field{.name = "engine_waits", .summed = true}, r.engine_waits);
-  v(Field{.name = "engine_would_block", .summed = true}, r.engine_would_block);
+  v(Field{"syscalls"}, r.syscalls);
   v(Field{.name = "buf_resizes", .summed = true}, r.buf_resizes);
   v(Field{"cpu_scope"}, r.cpu_scope);
-  v(Field{"zerocopy"}, r.zerocopy);
-  v(Field{.name = "zc_sends", .summed = true}, r.zc_sends);
-  v(Field{.name = "zc_notifications", .summed = true}, r.zc_notifications);
-  v(Field{.name = "zc_copied", .summed = true}, r.zc_copied);
-  v(Field{.name = "uring_sqes", .summed = true}, r.uring_sqes);
-  v(Field{.name = "uring_cqes", .summed = true}, r.uring_cqes);
-  v(Field{"engine_path"}, r.engine_path);
-  v(Field{"cpu_pinned"}, r.cpu_pinned);
-  v(Field{"cpus_allowed"}, r.cpus_allowed);
-  v(Field{"cpus_seen"}, r.cpus_seen);
+  v(Field{"placement"}, r.placement);
 }
 
 template <typename Self, typename V>
@@ -141,10 +129,7 @@ void describe(Self& g, V&& v) {
   v(Field{"conns_failed"}, g.conns_failed);
   v(Field{"probe"}, g.probe);
   v(Field{"host_busy"}, g.host_busy);
-  v(Field{"syscalls_source"}, g.syscalls_source);
-  v(Field{"syscalls_note"}, g.syscalls_note);
-  v(Field{"kernel_syscalls_total"}, g.kernel_syscalls_total);
-  v(Field{"kernel_syscalls"}, g.kernel_syscalls);
+  v(Field{"syscalls"}, g.syscalls);
   v(Field{"policy"}, g.policy);
   v(Field{"peak_live"}, g.peak_live);
   v(Field{"peak_buffer_bytes"}, g.peak_buffer_bytes);

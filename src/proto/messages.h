@@ -17,9 +17,11 @@
 #include <variant>
 #include <vector>
 
+#include "engine/io_counters.h"
 #include "engine/tuning.h"
 #include "net/socket.h"
 #include "net/stream.h"
+#include "net/tcp_segments.h"
 #include "probe/host_busy.h"
 #include "probe/probe.h"
 #include "probe/syscall_source.h"
@@ -47,13 +49,15 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // clocks as the same probe block (context switches added); RESULT and GROUP the host's busy
 // time over their window (`host_busy`); HELLO the sender's source window. 9: HELLO's socket
 // options carry the MSS (`--mss`), RESULT's socket figures the MSS the socket ran; a windowed
-// stream's digest is taken window by window (payload/verifier.h). Peers of different versions
-// refuse each other's first frame, naming both.
+// stream's digest is taken window by window (payload/verifier.h). 10: RESULT's figures as
+// blocks: the engine's counts (`io`), `segments`, the Stream's counts (`stream`), `syscalls`
+// (GROUP's too) and `placement`. Peers of different versions refuse each other's first frame,
+// naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 9;
+inline constexpr uint16_t kVersion = 10;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 7> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 8> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
@@ -61,6 +65,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 7> kLayoutOfVersion{{
     {7, 0x2f132aa734e3a892},
     {8, 0x14e7319aa74aacfa},
     {9, 0x65c61e2a8c54c8b4},
+    {10, 0x08de17c4f50ca387},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -116,52 +121,40 @@ struct Ack {
 };
 
 // One side's figures for one run; travels from the server so the client can print both sides.
+// Where a data phase ran: the CPU it was pinned to (-1: none), the CPUs it was allowed, and the
+// CPUs it was seen on (sampled as it started and as it ended).
+struct Placement {
+  int64_t pinned_cpu = -1;
+  std::string allowed_cpus;
+  std::string seen_cpus;
+};
+
 struct SideResult {
   bool is_sender = true;
   uint64_t bytes_expected = 0;
-  uint64_t bytes = 0;  // moved before the end (== expected on success)
   uint64_t buf_bytes = 0;
   ProbeDelta probe;  // the data phase's wall time, CPU and context switches
   HostBusy host_busy;  // over the same window: every CPU's busy time, whoever spent it
-  uint64_t io_calls = 0;
-  uint64_t short_writes = 0;
+  // What the engine did: the bytes moved before the end (== expected on success), its calls,
+  // waits, zero-copy and uring counts.
+  IoCounters io;
   uint64_t xxh3 = 0;           // sender: of the payload; receiver: of what arrived
   uint64_t decoded_bytes = 0;  // sender: payload's decoded size; receiver: decoded (if asked)
   bool decoded = false;        // receiver decoded the zstd stream
   SocketInfo socket;           // what the kernel granted (getsockopt)
   // TCP segments this side's socket sent and received during the data phase (TCP_INFO): a
   // sender's until the receiver's RESULT arrived, a receiver's until its last byte.
-  uint64_t segs_out = 0;
-  uint64_t segs_in = 0;
+  TcpSegments segments;
   std::string engine;
   std::string error;  // empty on success
   // Underneath the engine's calls: syscalls issued by the Stream and, for TLS, records.
-  uint64_t sys_reads = 0;
-  uint64_t sys_writes = 0;
-  uint64_t records_in = 0;
-  uint64_t records_out = 0;
+  StreamCounters stream;
   iobench::tls::TlsInfo tls;  // TLS only (empty version for TCP)
   // Syscalls as the kernel counted them in the data phase (eBPF or perf_event tracepoints).
-  SyscallSource syscalls_source = SyscallSource::kCounted;
-  std::string syscalls_note;    // why not kernel counts; why not bpf; names not counted by type
-  uint64_t kernel_syscalls_total = 0;
-  std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;  // by name, non-zero
-  uint64_t engine_waits = 0;        // epoll_wait calls (event-loop engines)
-  uint64_t engine_would_block = 0;  // calls that returned EAGAIN
-  uint64_t buf_resizes = 0;         // buffer size changes adopted during the data phase
-  std::string cpu_scope;            // "process", or "thread" (one connection of several)
-  bool zerocopy = false;            // sender: sent zero-copy
-  uint64_t zc_sends = 0;            // sends issued zero-copy
-  uint64_t zc_notifications = 0;    // completion notifications read
-  uint64_t zc_copied = 0;           // sends the kernel reported it copied after all
-  uint64_t uring_sqes = 0;          // uring: submission entries submitted
-  uint64_t uring_cqes = 0;          // uring: completion entries reaped
-  std::string engine_path;          // how the engine ran where it had a choice
-  // Placement of the data phase: the CPU it was pinned to (-1: none), the CPUs it was allowed,
-  // and the CPUs it was seen on (sampled as it started and as it ended).
-  int64_t cpu_pinned = -1;
-  std::string cpus_allowed;
-  std::string cpus_seen;
+  SyscallCounts syscalls;
+  uint64_t buf_resizes = 0;  // buffer size changes adopted during the data phase
+  std::string cpu_scope;     // "process", or "thread" (one connection of several)
+  Placement placement;
 };
 
 struct LivePoint {
@@ -189,10 +182,7 @@ struct GroupResult {
   // and the host's busy time over the same window.
   ProbeDelta probe;
   HostBusy host_busy;
-  SyscallSource syscalls_source = SyscallSource::kCounted;
-  std::string syscalls_note;
-  uint64_t kernel_syscalls_total = 0;
-  std::vector<std::pair<std::string, uint64_t>> kernel_syscalls;
+  SyscallCounts syscalls;
   std::string policy;  // "fixed 16K", "adaptive: budget 256K, 4K..64K"
   uint32_t peak_live = 0;
   uint64_t peak_buffer_bytes = 0;

@@ -3,6 +3,7 @@
 // cannot drift apart.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 
@@ -55,7 +56,7 @@ const std::array kColumns{
     Column{"side",
            [](const Row& r) { return std::string(r.side.is_sender ? "sender" : "receiver"); }},
     Column{"host", [](const Row& r) { return std::string(r.on_client ? "client" : "server"); }},
-    Column{"bytes", [](const Row& r) { return plain(r.side.bytes); }},
+    Column{"bytes", [](const Row& r) { return plain(r.side.io.bytes); }},
     Column{"duration_ns", [](const Row& r) { return plain(r.side.probe.wall_ns); }},
     Column{"throughput_gbps", [](const Row& r) { return fixed(r.f.throughput_gbps, 6); }},
     Column{"throughput_mib_s", [](const Row& r) { return fixed(r.f.throughput_mib_s, 3); }},
@@ -63,10 +64,9 @@ const std::array kColumns{
     Column{"cpu_sys_s", [](const Row& r) { return fixed(r.f.cpu_sys_s, 6); }},
     Column{"cpu_s", [](const Row& r) { return fixed(r.f.cpu_s, 6); }},
     Column{"cpu_s_per_gib", [](const Row& r) { return fixed(r.f.cpu_s_per_gib, 6); }},
-    Column{"io_calls", [](const Row& r) { return plain(r.side.io_calls); }},
+    Column{"io_calls", [](const Row& r) { return plain(r.side.io.calls); }},
     Column{"bytes_per_call", [](const Row& r) { return fixed(r.f.bytes_per_call, 1); }},
-    Column{"short_writes", [](const Row& r) { return plain(r.side.short_writes); }},
-    Column{"segs_out", [](const Row& r) { return plain(r.side.segs_out); }},
+    Column{"short_writes", [](const Row& r) { return plain(r.side.io.short_writes); }},
     Column{"voluntary_ctxsw", [](const Row& r) { return plain(r.side.probe.vol_ctxsw); }},
     Column{"involuntary_ctxsw", [](const Row& r) { return plain(r.side.probe.invol_ctxsw); }},
     Column{"sndbuf_bytes", [](const Row& r) { return plain(r.side.socket.sndbuf_bytes); }},
@@ -77,17 +77,11 @@ const std::array kColumns{
     Column{"engine", [](const Row& r) { return r.side.engine; }},
     Column{"decoded_bytes", [](const Row& r) { return plain(r.side.decoded_bytes); }},
     Column{"xxh3", [](const Row& r) { return fmt::format("{:016x}", r.side.xxh3); }},
-    Column{"sys_reads", [](const Row& r) { return plain(r.side.sys_reads); }},
-    Column{"sys_writes", [](const Row& r) { return plain(r.side.sys_writes); }},
-    Column{"records_in", [](const Row& r) { return plain(r.side.records_in); }},
-    Column{"records_out", [](const Row& r) { return plain(r.side.records_out); }},
     Column{"tls_version", [](const Row& r) { return r.side.tls.version; }},
     Column{"tls_cipher", [](const Row& r) { return r.side.tls.cipher; }},
     Column{"tls_group", [](const Row& r) { return r.side.tls.group; }},
     Column{"tls_io", [](const Row& r) { return r.side.tls.io; }},
     Column{"tls_handshake_ns", [](const Row& r) { return plain(r.side.tls.handshake_ns); }},
-    Column{"syscalls_source",
-           [](const Row& r) { return std::string(name_of(r.side.syscalls_source)); }},
     Column{"syscalls_total", [](const Row& r) { return fixed(r.f.syscalls_total, 0); }},
     Column{"syscalls_data_direction", [](const Row& r) { return fixed(r.f.syscalls, 0); }},
     Column{"label", [](const Row& r) { return buf_label(r.size.buf); }},
@@ -103,9 +97,7 @@ const std::array kColumns{
            [](const Row& r) {
              return fixed(r.run.group ? group_figures(*r.run.group).conn_gbps.min : 0.0, 6);
            }},
-    Column{"uring_sqes", [](const Row& r) { return plain(r.side.uring_sqes); }},
-    Column{"uring_cqes", [](const Row& r) { return plain(r.side.uring_cqes); }},
-    Column{"engine_path", [](const Row& r) { return csv_quoted(r.side.engine_path); }},
+    Column{"engine_path", [](const Row& r) { return csv_quoted(r.side.io.path); }},
     // A run that failed or was interrupted: this side's figures up to that moment, and why.
     Column{"partial", [](const Row& r) { return std::string(r.run.partial ? "1" : "0"); }},
     Column{"error",
@@ -117,33 +109,62 @@ const std::array kColumns{
 using Cells = std::vector<std::pair<std::string, std::string>>;
 
 // A described block's fields as (block.field, value) cells, in its field list's order.
+// One cell's text: enums by name, bools as 0/1, texts quoted where needed, counts by name as
+// "read=3;write=5".
+template <typename V>
+std::string cell(const V& v) {
+  if constexpr (NamedEnum<V>)
+    return std::string(name_of(v));
+  else if constexpr (std::is_same_v<V, bool>)
+    return plain(v ? 1 : 0);
+  else if constexpr (std::is_same_v<V, std::string>)
+    return csv_quoted(v);
+  else if constexpr (std::is_same_v<V, std::vector<std::pair<std::string, uint64_t>>>) {
+    std::string out;
+    for (const auto& [name, n] : v) out += fmt::format("{}{}={}", out.empty() ? "" : ";", name, n);
+    return csv_quoted(out);
+  } else
+    return plain(v);
+}
+
+bool listed(std::string_view name) {
+  return std::any_of(kColumns.begin(), kColumns.end(),
+                     [&](const Column& c) { return c.name == name; });
+}
+
 template <Described T>
 void block_cells(std::string_view block, const T& fields, Cells& out) {
   describe(fields, [&](const Field& f, const auto& v) {
-    using V = std::decay_t<decltype(v)>;
-    std::string value;
-    if constexpr (NamedEnum<V>)
-      value = std::string(name_of(v));
-    else if constexpr (std::is_same_v<V, bool>)
-      value = plain(v ? 1 : 0);
-    else if constexpr (std::is_same_v<V, std::string>)
-      value = csv_quoted(v);
+    if constexpr (Described<std::decay_t<decltype(v)>>)
+      block_cells(fmt::format("{}.{}", block, f.name), v, out);
     else
-      value = plain(v);
-    out.emplace_back(fmt::format("{}.{}", block, f.name), std::move(value));
+      out.emplace_back(fmt::format("{}.{}", block, f.name), cell(v));
   });
 }
 
 // The side's described figure blocks, a column per field ("side.host_busy.busy_ns",
 // "side.socket.congestion": the row's side, as the JSON nests them; "socket.congestion" is the
 // option asked for), after the listed figures: a field added to a block has its column with no
-// line here.
+// line here. A flattened block's fields (the engine's counts) are the side's own: a column each
+// under its name unless listed above, its blocks as the side's ("side.zerocopy.sends").
+template <Described T>
+void figure_cells(const T& fields, bool flattened, Cells& out) {
+  describe(fields, [&](const Field& f, const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (Described<V>) {
+      if (f.flatten)
+        figure_cells(v, true, out);
+      else
+        block_cells(fmt::format("side.{}", f.name), v, out);
+    } else if (flattened && !listed(f.name)) {
+      out.emplace_back(std::string(f.name), cell(v));
+    }
+  });
+}
+
 Cells figure_cells(const proto::SideResult& side) {
   Cells out;
-  describe(side, [&](const Field& f, const auto& v) {
-    if constexpr (Described<std::decay_t<decltype(v)>>)
-      block_cells(fmt::format("side.{}", f.name), v, out);
-  });
+  figure_cells(side, false, out);
   return out;
 }
 

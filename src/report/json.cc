@@ -11,23 +11,48 @@ namespace {
 
 using nlohmann::json;
 
-// A described block as a JSON object, a key per field: enums by name, a number whose 0 (a text
-// whose "") means "not set" as null, nested blocks as objects.
+template <Described T>
+json fields_json(const T& block);
+
+// A list of described items (a GROUP's timeline): an array of objects.
+template <typename V>
+concept DescribedList = requires { typename V::value_type; } && Described<typename V::value_type>;
+
+// One field's value: enums by name, a number whose 0 (a text whose "") means "not set" as null,
+// counts by name as an object, nested blocks as objects.
+template <typename V>
+json value_json(const Field& f, const V& v) {
+  if constexpr (Described<V>)
+    return fields_json(v);
+  else if constexpr (NamedEnum<V>)
+    return name_of(v);
+  else if constexpr (std::is_same_v<V, std::vector<std::pair<std::string, uint64_t>>>) {
+    json by_name = json::object();
+    for (const auto& [name, n] : v) by_name[name] = n;
+    return by_name;
+  } else if constexpr (DescribedList<V>) {
+    json list = json::array();
+    for (const auto& item : v) list.push_back(fields_json(item));
+    return list;
+  } else if constexpr ((std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) ||
+                       std::is_same_v<V, std::string>)
+    return f.zero_is_unset && v == V{} ? json(nullptr) : json(v);
+  else
+    return v;
+}
+
+// A described block as a JSON object, a key per field; a flattened block's fields as the
+// block's own.
 template <Described T>
 json fields_json(const T& block) {
   json out = json::object();
   describe(block, [&](const Field& f, const auto& v) {
-    using V = std::decay_t<decltype(v)>;
-    const std::string key(f.name);
-    if constexpr (Described<V>)
-      out[key] = fields_json(v);
-    else if constexpr (NamedEnum<V>)
-      out[key] = name_of(v);
-    else if constexpr ((std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) ||
-                       std::is_same_v<V, std::string>)
-      out[key] = f.zero_is_unset && v == V{} ? json(nullptr) : json(v);
-    else
-      out[key] = v;
+    if constexpr (Described<std::decay_t<decltype(v)>>)
+      if (f.flatten) {
+        out.update(fields_json(v));
+        return;
+      }
+    out[std::string(f.name)] = value_json(f, v);
   });
   return out;
 }
@@ -35,25 +60,25 @@ json fields_json(const T& block) {
 json tls_json(const proto::SideResult& r) {
   if (r.tls.version.empty()) return nullptr;
   json out = fields_json(r.tls);
-  out["records_in"] = r.records_in;
-  out["records_out"] = r.records_out;
+  out["records_in"] = r.stream.records_in;
+  out["records_out"] = r.stream.records_out;
   return out;
 }
 
+// The syscalls block as described (source, note, the kernel's total and counts by name), its
+// total the figure the summary uses, with the data direction's and the Stream's own counts.
 json syscalls_json(const proto::SideResult& r, const SideFigures& f) {
-  const bool kernel = kernel_counted(r.syscalls_source);
-  json by_name = json::object();
-  for (const auto& [name, count] : r.kernel_syscalls) by_name[name] = count;
-  return {{"source", name_of(r.syscalls_source)},
-          {"note", r.syscalls_note},
-          {"total", f.syscalls_total},
-          {"read", kernel ? kernel_count(r, "read") : r.sys_reads},
-          {"write", kernel ? kernel_count(r, "write") : r.sys_writes},
-          {"data_direction", f.syscalls},
-          {"per_mib", f.syscalls_per_mib},
-          {"bytes_per_syscall", f.bytes_per_syscall},
-          {"by_name", kernel ? by_name : json(nullptr)},
-          {"counted", {{"read", r.sys_reads}, {"write", r.sys_writes}}}};
+  const bool kernel = kernel_counted(r.syscalls.source);
+  json out = fields_json(r.syscalls);
+  out["total"] = f.syscalls_total;
+  if (!kernel) out["by_name"] = nullptr;
+  out["read"] = kernel ? kernel_count(r, "read") : r.stream.sys_reads;
+  out["write"] = kernel ? kernel_count(r, "write") : r.stream.sys_writes;
+  out["data_direction"] = f.syscalls;
+  out["per_mib"] = f.syscalls_per_mib;
+  out["bytes_per_syscall"] = f.bytes_per_syscall;
+  out["counted"] = {{"read", r.stream.sys_reads}, {"write", r.stream.sys_writes}};
+  return out;
 }
 
 json tracer_json(const std::optional<TracerCounts>& t) {
@@ -68,25 +93,42 @@ json tracer_json(const std::optional<TracerCounts>& t) {
 }
 
 // Every described block of `r` (its figure blocks: probe, socket, tls, host_busy ...) that `out`
-// does not hold yet, under its field name: a figure added to a block, or a new block, is written
-// with no line here.
+// does not hold yet, under its field name, and every field of a flattened block (the engine's
+// counts): a figure added to a block, or a new block, is written with no line here.
 template <Described T>
-void add_blocks(json& out, const T& r) {
+void add_blocks(json& out, const T& r, bool flattened = false) {
   describe(r, [&](const Field& f, const auto& v) {
     using V = std::decay_t<decltype(v)>;
-    if constexpr (Described<V>)
-      if (!out.contains(std::string(f.name))) out[std::string(f.name)] = fields_json(v);
+    const std::string key(f.name);
+    if constexpr (Described<V>) {
+      if (f.flatten)
+        add_blocks(out, v, true);
+      else if (!out.contains(key))
+        out[key] = fields_json(v);
+    } else if (flattened && !out.contains(key)) {
+      out[key] = value_json(f, v);
+    }
   });
 }
 
+// The side's figures: the derived ones and the blocks that add to their fields here, then every
+// other block and the engine's counts as they are described (add_blocks).
 json side_json(const proto::SideResult& r, bool client_sends,
                const std::optional<TracerCounts>& tracer) {
   const SideFigures f = side_figures(r);
+  json zerocopy = fields_json(r.io.zc);
+  zerocopy["on"] = r.io.zc.sends > 0;
+  json placement = fields_json(r.placement);
+  if (r.placement.pinned_cpu < 0) placement["pinned_cpu"] = nullptr;
+  placement["seen_how"] = "sched_getcpu at the data phase's start and end";
+  json segments = fields_json(r.segments);
+  segments["how"] =
+      "TCP_INFO tcpi_segs_out/in around the data phase (a sender's until the receiver's RESULT "
+      "arrived), retransmissions included";
   json out = {
       {"tracer", tracer_json(tracer)},
       {"role", r.is_sender ? "sender" : "receiver"},
       {"host", r.is_sender == client_sends ? "client" : "server"},
-      {"bytes", r.bytes},
       {"bytes_expected", r.bytes_expected},
       {"buf_bytes", r.buf_bytes},
       {"engine", r.engine},
@@ -97,36 +139,17 @@ json side_json(const proto::SideResult& r, bool client_sends,
       {"cpu_sys_s", f.cpu_sys_s},
       {"cpu_s", f.cpu_s},
       {"cpu_s_per_gib", f.cpu_s_per_gib},
-      {"io_calls", r.io_calls},
       {"bytes_per_call", f.bytes_per_call},
-      {"short_writes", r.short_writes},
-      {"engine_waits", r.engine_waits},
-      {"engine_would_block", r.engine_would_block},
       {"buf_resizes", r.buf_resizes},
-      {"zerocopy",
-       {{"on", r.zerocopy},
-        {"sends", r.zc_sends},
-        {"notifications", r.zc_notifications},
-        {"copied", r.zc_copied}}},
-      {"engine_path", r.engine_path},
-      {"uring", {{"sqes", r.uring_sqes}, {"cqes", r.uring_cqes}}},
+      {"zerocopy", zerocopy},
       {"cpu_scope", r.cpu_scope},
-      {"placement",
-       {{"pinned_cpu", r.cpu_pinned < 0 ? json(nullptr) : json(r.cpu_pinned)},
-        {"allowed_cpus", r.cpus_allowed},
-        {"seen_cpus", r.cpus_seen},
-        {"seen_how", "sched_getcpu at the data phase's start and end"}}},
+      {"placement", placement},
       {"voluntary_ctxsw", r.probe.vol_ctxsw},
       {"involuntary_ctxsw", r.probe.invol_ctxsw},
       {"xxh3", fmt::format("{:016x}", r.xxh3)},
       {"decoded", r.decoded},
       {"decoded_bytes", r.decoded_bytes},
-      {"socket", fields_json(r.socket)},
-      {"segments",
-       {{"out", r.segs_out},
-        {"in", r.segs_in},
-        {"how", "TCP_INFO tcpi_segs_out/in around the data phase (a sender's until the "
-                "receiver's RESULT arrived), retransmissions included"}}},
+      {"segments", segments},
       {"syscalls", syscalls_json(r, f)},
       {"tls", tls_json(r)},
   };
@@ -150,7 +173,7 @@ json group_side_json(const proto::GroupResult& g, bool known) {
          {"why", fmt::format("{}live count {}{}", c.from == 0 ? "opened, " : "", c.live,
                              c.to < c.target ? ", budget full: part of target" : "")}});
   json counts = json::object();
-  for (const auto& [name, n] : g.kernel_syscalls) counts[name] = n;
+  for (const auto& [name, n] : g.syscalls.by_name) counts[name] = n;
   json out = {{"available", true},
               {"policy", g.policy},
               {"conns", g.conns},
@@ -160,9 +183,9 @@ json group_side_json(const proto::GroupResult& g, bool known) {
               {"cpu_user_s", static_cast<double>(g.probe.user_us) / 1e6},
               {"cpu_sys_s", static_cast<double>(g.probe.sys_us) / 1e6},
               {"syscalls",
-               {{"source", name_of(g.syscalls_source)},
-                {"note", g.syscalls_note},
-                {"total", g.kernel_syscalls_total},
+               {{"source", name_of(g.syscalls.source)},
+                {"note", g.syscalls.note},
+                {"total", g.syscalls.total},
                 {"by_name", counts}}},
               {"peak_live", g.peak_live},
               {"peak_buffer_bytes", g.peak_buffer_bytes},

@@ -9,7 +9,7 @@ namespace iobench {
 
 SideFigures side_figures(const proto::SideResult& r) {
   SideFigures f;
-  f.bytes = static_cast<double>(r.bytes);
+  f.bytes = static_cast<double>(r.io.bytes);
   f.wall_s = static_cast<double>(r.probe.wall_ns) / 1e9;
   if (r.probe.wall_ns > 0) {
     f.throughput_gbps = f.bytes * 8 / static_cast<double>(r.probe.wall_ns);
@@ -18,30 +18,30 @@ SideFigures side_figures(const proto::SideResult& r) {
   f.cpu_user_s = static_cast<double>(r.probe.user_us) / 1e6;
   f.cpu_sys_s = static_cast<double>(r.probe.sys_us) / 1e6;
   f.cpu_s = static_cast<double>(r.probe.cpu_ns) / 1e9;
-  if (r.bytes > 0) f.cpu_s_per_gib = f.cpu_s / (f.bytes / static_cast<double>(kGiB));
-  f.io_calls = static_cast<double>(r.io_calls);
-  if (r.io_calls > 0) f.bytes_per_call = f.bytes / f.io_calls;
-  const bool kernel = kernel_counted(r.syscalls_source);
+  if (r.io.bytes > 0) f.cpu_s_per_gib = f.cpu_s / (f.bytes / static_cast<double>(kGiB));
+  f.io_calls = static_cast<double>(r.io.calls);
+  if (r.io.calls > 0) f.bytes_per_call = f.bytes / f.io_calls;
+  const bool kernel = kernel_counted(r.syscalls.source);
   // The kernel's count of this side's data syscalls: read/write plus their vector and socket
   // variants; without perf_event, the stream's own count of the read(2)/write(2) it issued.
   static constexpr std::array<const char*, 4> kWrites{"write", "writev", "sendto", "sendmsg"};
   static constexpr std::array<const char*, 4> kReads{"read", "readv", "recvfrom", "recvmsg"};
-  uint64_t directional = r.is_sender ? r.sys_writes : r.sys_reads;
+  uint64_t directional = r.is_sender ? r.stream.sys_writes : r.stream.sys_reads;
   if (kernel) {
     directional = 0;
     for (const char* n : r.is_sender ? kWrites : kReads) directional += kernel_count(r, n);
   }
   f.syscalls = static_cast<double>(directional);
   f.syscalls_total =
-      static_cast<double>(kernel ? r.kernel_syscalls_total : r.sys_reads + r.sys_writes);
-  if (r.bytes > 0) f.syscalls_per_mib = f.syscalls_total / (f.bytes / static_cast<double>(kMiB));
+      static_cast<double>(kernel ? r.syscalls.total : r.stream.sys_reads + r.stream.sys_writes);
+  if (r.io.bytes > 0) f.syscalls_per_mib = f.syscalls_total / (f.bytes / static_cast<double>(kMiB));
   if (f.syscalls_total > 0) f.bytes_per_syscall = f.bytes / f.syscalls_total;
-  f.records = static_cast<double>(r.is_sender ? r.records_out : r.records_in);
+  f.records = static_cast<double>(r.is_sender ? r.stream.records_out : r.stream.records_in);
   return f;
 }
 
 uint64_t kernel_count(const proto::SideResult& r, std::string_view name) {
-  for (const auto& [n, v] : r.kernel_syscalls)
+  for (const auto& [n, v] : r.syscalls.by_name)
     if (n == name) return v;
   return 0;
 }
@@ -132,9 +132,9 @@ GroupFigures group_figures(const GroupRecord& g) {
   for (const ConnRecord& c : g.conns) {
     if (!c.error.empty() || !c.receiver || c.receiver->probe.wall_ns <= 0) continue;
     const double v =
-        static_cast<double>(c.receiver->bytes) * 8 / static_cast<double>(c.receiver->probe.wall_ns);
+        static_cast<double>(c.receiver->io.bytes) * 8 / static_cast<double>(c.receiver->probe.wall_ns);
     gbps.push_back(v);
-    bytes += c.receiver->bytes;
+    bytes += c.receiver->io.bytes;
     if (slowest < 0 || v < slowest) {
       slowest = v;
       f.slowest_conn = c.index;

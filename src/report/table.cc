@@ -57,25 +57,25 @@ const char* syscalls_source_label(SyscallSource source) {
 
 // Where the side's data phase ran: pinned (--cpus) or not, allowed and seen CPUs.
 std::string placement_line(const proto::SideResult& side) {
-  if (side.cpus_allowed.empty()) return {};  // a peer that did not say (an error before it ran)
+  if (side.placement.allowed_cpus.empty()) return {};  // a peer that did not say (an error before it ran)
   const char* name = side.is_sender ? "sender" : "receiver";
-  const std::string pinned = side.cpu_pinned >= 0
-                                 ? fmt::format("pinned to CPU {}", side.cpu_pinned)
-                                 : fmt::format("not pinned (CPUs {} allowed)", side.cpus_allowed);
+  const std::string pinned = side.placement.pinned_cpu >= 0
+                                 ? fmt::format("pinned to CPU {}", side.placement.pinned_cpu)
+                                 : fmt::format("not pinned (CPUs {} allowed)", side.placement.allowed_cpus);
   return fmt::format("  {:<8} placement: {}, ran on CPU {} (sampled at start and end)\n", name,
-                     pinned, side.cpus_seen);
+                     pinned, side.placement.seen_cpus);
 }
 
 // Unpinned loopback on a few CPUs: both sides and the kernel's softirq work share them as the
 // scheduler decides, and that moves the figures (measured: 1K from 8.3 to 1.6 s/GiB pinned).
 std::string placement_warning(const Report& r, const proto::SideResult& a,
                               const proto::SideResult& b) {
-  if (r.mode != RunMode::kLoopback || a.cpu_pinned >= 0 || b.cpu_pinned >= 0) return {};
-  if (a.cpus_allowed.empty() || cpu_list_count(a.cpus_allowed) > 4) return {};
+  if (r.mode != RunMode::kLoopback || a.placement.pinned_cpu >= 0 || b.placement.pinned_cpu >= 0) return {};
+  if (a.placement.allowed_cpus.empty() || cpu_list_count(a.placement.allowed_cpus) > 4) return {};
   return fmt::format(
       "note: unpinned on {} CPUs: where the scheduler puts the two sides changes these figures; "
       "pin them with --cpus SENDER,RECEIVER (e.g. --cpus 0,1 or --cpus 0)\n",
-      cpu_list_count(a.cpus_allowed));
+      cpu_list_count(a.placement.allowed_cpus));
 }
 
 // The lines above the table for one side of the first run: socket, TLS, zero-copy, engine path
@@ -93,24 +93,24 @@ std::string side_header_lines(const proto::SideResult& side, const proto::SideRe
       side.socket.congestion.empty() ? "" : ", congestion " + side.socket.congestion);
   out += placement_line(side);
   if (!side.tls.version.empty()) out += tls_line(side, side.is_sender == client_sends);
-  if (side.zerocopy)
+  if (side.io.zc.sends > 0)
     out += fmt::format(
         "  {:<8} zerocopy: {} sends, {} notifications, {} copied by the kernel after all{}\n",
-        "sender", side.zc_sends, side.zc_notifications, side.zc_copied,
-        side.zc_copied == side.zc_sends ? " (no zero-copy path: loopback always copies)" : "");
-  if (!side.engine_path.empty() || side.uring_sqes > 0) {
+        "sender", side.io.zc.sends, side.io.zc.notifications, side.io.zc.copied,
+        side.io.zc.copied == side.io.zc.sends ? " (no zero-copy path: loopback always copies)" : "");
+  if (!side.io.path.empty() || side.io.uring.sqes > 0) {
     std::string ring;
-    if (side.uring_sqes > 0)
+    if (side.io.uring.sqes > 0)
       ring = fmt::format("{}{} SQEs submitted, {} CQEs reaped",
-                         side.engine_path.empty() ? "" : "; ", side.uring_sqes, side.uring_cqes);
-    out += fmt::format("  {:<8} {}: {}{}\n", name, side.engine, side.engine_path, ring);
+                         side.io.path.empty() ? "" : "; ", side.io.uring.sqes, side.io.uring.cqes);
+    out += fmt::format("  {:<8} {}: {}{}\n", name, side.engine, side.io.path, ring);
   }
   out += fmt::format("  {:<8} syscalls: {}{}{}\n", name,
-                     syscalls_source_label(counted.syscalls_source),
+                     syscalls_source_label(counted.syscalls.source),
                      has_counting_run ? " in one counting run per size; the measured runs count "
                                         "nothing (CPU and time free of tracing)"
                                       : "",
-                     counted.syscalls_note.empty() ? "" : " - " + counted.syscalls_note);
+                     counted.syscalls.note.empty() ? "" : " - " + counted.syscalls.note);
   return out;
 }
 
@@ -194,7 +194,7 @@ std::string group_lines(const Report& r) {
                          "start_ms", "time_s", "Gbit/s", "s_resize", "r_resize", "status");
       for (const ConnRecord& c : g.conns) {
         const double wall = c.receiver ? static_cast<double>(c.receiver->probe.wall_ns) / 1e9 : 0;
-        const double got = c.receiver ? static_cast<double>(c.receiver->bytes) : 0;
+        const double got = c.receiver ? static_cast<double>(c.receiver->io.bytes) : 0;
         out +=
             fmt::format("  {:>5} {:>11} {:>9.1f} {:>8.4f} {:>7.2f} {:>9} {:>9}  {}\n", c.index,
                         format_bytes_human(c.bytes), static_cast<double>(c.start_ns) / 1e6, wall,
@@ -223,7 +223,7 @@ std::string partial_lines(const Report& r) {
           "that moment (the other side's did not arrive)\n",
           buf_label(size.buf),
           run->run < 0 ? std::string("counting run") : fmt::format("run {}", run->run), why,
-          std::max(run->sender.bytes, run->receiver.bytes), run->sender.bytes_expected);
+          std::max(run->sender.io.bytes, run->receiver.io.bytes), run->sender.bytes_expected);
     }
   }
   return out;

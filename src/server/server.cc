@@ -257,7 +257,7 @@ void log_outcome(const ServerSession& s, const SidePlan& plan, const SideOutcome
   const SessionOutcome& out = ended.session;
   const std::string what =
       fmt::format("{} {} buf {} over {}", plan.data.is_sender ? "sent" : "received",
-                  format_bytes_human(out.mine.bytes), format_size(plan.data.buf_bytes),
+                  format_bytes_human(out.mine.io.bytes), format_size(plan.data.buf_bytes),
                   out.mine.tls.version.empty() ? "tcp" : out.mine.tls.version);
   if (!out.error.empty()) {
     if (const int sig = interrupt::received())
@@ -271,8 +271,8 @@ void log_outcome(const ServerSession& s, const SidePlan& plan, const SideOutcome
   if (!ended.mismatch.empty()) return s.log(fmt::format("failed: {} ({})", ended.mismatch, what));
   const double secs = static_cast<double>(out.mine.probe.wall_ns) / 1e9;
   s.log(fmt::format("ok: {} in {:.4f} s ({:.2f} Gbit/s), cpu {:.3f} s, {} calls, xxh3 ok", what,
-                    secs, secs > 0 ? static_cast<double>(out.mine.bytes) * 8 / secs / 1e9 : 0.0,
-                    static_cast<double>(out.mine.probe.cpu_ns) / 1e9, out.mine.io_calls));
+                    secs, secs > 0 ? static_cast<double>(out.mine.io.bytes) * 8 / secs / 1e9 : 0.0,
+                    static_cast<double>(out.mine.probe.cpu_ns) / 1e9, out.mine.io.calls));
 }
 
 // Aborted by a signal: close with a reset, so a peer blocked in write() (our receive window

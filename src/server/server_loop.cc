@@ -120,8 +120,10 @@ std::expected<Ports, int> open_ports(const ServerOptions& o) {
     return std::unexpected(2);
   }
   std::vector<Bound> from_systemd;
-  for (InheritedSocket& s : *inherited)
-    from_systemd.push_back({std::move(s.fd), s.where, is_loopback_host(s.where)});
+  for (InheritedSocket& s : *inherited) {
+    const bool loopback = is_loopback_socket(s.fd.get());
+    from_systemd.push_back({std::move(s.fd), s.where, loopback});
+  }
   if (from_systemd.size() == 2 && o.tls.cert_file.empty()) {
     fmt::print(stderr, "iobench: error: systemd passed a second socket ({}), the TLS port: it "
                        "needs --tls-cert and --tls-key\n", from_systemd[1].where);

@@ -110,18 +110,18 @@ void GroupSide::finish_locked(const std::string& error) {
   g.error = error;
   g.conns = joined_;
   g.conns_failed = failed_ + (joined_ - std::min(joined_, ended_));
-  g.syscalls_source = SyscallSource::kCounted;
+  g.syscalls.source = SyscallSource::kCounted;
   if (started_) {
     g.probe = end - start_;
     g.host_busy = host_end - host_start_;
   }
   if (!kernel_syscalls_) {
-    g.syscalls_note = "kernel counting off";
+    g.syscalls.note = "kernel counting off";
   } else if (!lease_.held()) {
-    g.syscalls_note = started_ ? "another session of this process held the kernel counters"
+    g.syscalls.note = started_ ? "another session of this process held the kernel counters"
                                : "no connection started";
   } else {
-    take_kernel_counts(process_syscall_counter().stop(), g);
+    take_kernel_counts(process_syscall_counter().stop(), g.syscalls);
     process_syscall_counter().disarm();
     lease_ = CounterLease{};
   }

@@ -70,22 +70,6 @@ Result<proto::SideResult> expect_result(Stream& s) {
   return *r;
 }
 
-// What the engine counted in the data phase (a receiver's send-only counters are zero).
-void take_io_counts(const IoCounters& io, proto::SideResult& r) {
-  r.bytes = io.bytes;
-  r.io_calls = io.calls;
-  r.short_writes = io.short_writes;
-  r.engine_waits = io.waits;
-  r.engine_would_block = io.would_block;
-  r.zerocopy = io.zc_sends > 0;
-  r.zc_sends = io.zc_sends;
-  r.zc_notifications = io.zc_notifications;
-  r.zc_copied = io.zc_copied;
-  r.uring_sqes = io.sqes;
-  r.uring_cqes = io.cqes;
-  r.engine_path = io.path;
-}
-
 // What a data phase is measured with, around the engine's loop: the kernel's syscall counters
 // (when this session may take them), the Stream's own counters, and where the thread ran. Set
 // up before the clock starts; each figure is read into `me` as the phase ends.
@@ -99,12 +83,12 @@ class PhaseMeasure {
         thread_cpu_(d.thread_cpu),
         before_(s.counters()),
         segments_before_(tcp_segments(s.fd())) {
-    me.syscalls_source = SyscallSource::kCounted;
+    me.syscalls.source = SyscallSource::kCounted;
     me.cpu_scope = d.thread_cpu ? "thread" : "process";
-    if (!d.kernel_syscalls) me.syscalls_note = "kernel counting off";
+    if (!d.kernel_syscalls) me.syscalls.note = "kernel counting off";
     if (d.kernel_syscalls && !lease_.held())
-      me.syscalls_note = "another session of this process held the kernel counters";
-    me.cpus_allowed = allowed_cpus_text();  // before pinning: the set the side could have used
+      me.syscalls.note = "another session of this process held the kernel counters";
+    me.placement.allowed_cpus = allowed_cpus_text();  // before pinning: the set the side could have used
   }
   PhaseMeasure(const PhaseMeasure&) = delete;
   PhaseMeasure& operator=(const PhaseMeasure&) = delete;
@@ -120,7 +104,7 @@ class PhaseMeasure {
     auto pin = ThreadPin::pin(cpu);
     if (!pin) return std::unexpected(pin.error());
     pin_.emplace(std::move(*pin));
-    me_.cpu_pinned = cpu;
+    me_.placement.pinned_cpu = cpu;
     seen_.sample();
     if (kernel_) kernel_->arm();
     return {};
@@ -138,23 +122,17 @@ class PhaseMeasure {
     if (kernel_) kernel_->start();
   }
   void stop_kernel() {
-    if (kernel_) take_kernel_counts(kernel_->stop(), me_);
+    if (kernel_) take_kernel_counts(kernel_->stop(), me_.syscalls);
   }
   // The segments the socket sent and received since the phase was set up.
   void take_segments() {
-    const TcpSegments d = tcp_segments(s_.fd()) - segments_before_;
-    me_.segs_out = d.out;
-    me_.segs_in = d.in;
+    me_.segments = tcp_segments(s_.fd()) - segments_before_;
   }
   // The Stream's syscalls and records, and the CPUs the thread was seen on.
   void take_stream_and_placement() {
-    const StreamCounters c = s_.counters() - before_;
-    me_.sys_reads = c.sys_reads;
-    me_.sys_writes = c.sys_writes;
-    me_.records_in = c.records_in;
-    me_.records_out = c.records_out;
+    me_.stream = s_.counters() - before_;
     seen_.sample();
-    me_.cpus_seen = seen_.text();
+    me_.placement.seen_cpus = seen_.text();
   }
 
  private:
@@ -223,7 +201,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
       sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
   m.stop_clock();
   m.take_segments();  // every data segment has left once the receiver's RESULT is here
-  take_io_counts(io, me);
+  me.io = io;
   if (!peer) {
     me.error = peer.error().message;
     out.error = me.error;
@@ -257,7 +235,7 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   m.stop_clock();
   m.take_stream_and_placement();
   m.take_segments();
-  take_io_counts(io, me);
+  me.io = io;
   me.xxh3 = verifier.xxh3();
   me.decoded = d.decompress;
   me.decoded_bytes = verifier.decoded_bytes();
@@ -325,9 +303,9 @@ SessionOutcome run_data_phase(Stream& s, Engine& engine, const DataPhase& d,
 Status verify_outcome(const proto::SideResult& sender, const proto::SideResult& receiver) {
   if (!sender.error.empty()) return fail("sender failed: " + sender.error);
   if (!receiver.error.empty()) return fail("receiver failed: " + receiver.error);
-  if (sender.bytes != sender.bytes_expected || receiver.bytes != sender.bytes_expected)
+  if (sender.io.bytes != sender.bytes_expected || receiver.io.bytes != sender.bytes_expected)
     return fail(fmt::format("short transfer: expected {} bytes, sender sent {}, receiver got {}",
-                            sender.bytes_expected, sender.bytes, receiver.bytes));
+                            sender.bytes_expected, sender.io.bytes, receiver.io.bytes));
   if (sender.xxh3 != receiver.xxh3)
     return fail(fmt::format("checksum mismatch: sender xxh3 {:016x}, receiver xxh3 {:016x}",
                             sender.xxh3, receiver.xxh3));

@@ -31,6 +31,9 @@ struct Field {
   bool size = false;    // a byte count, written on the command line as 16k, 4M (bounds in bytes)
   bool negated = false;  // a bool whose flag turns it off ("--no-nodelay"); on by default
   bool zero_is_unset = false;  // 0 or "" means "not set": unchecked, the JSON writes null
+  // A nested block whose fields stand at its parent's level in the JSON and the CSV (the
+  // engine's counts: "io_calls", not "io.io_calls"); on the wire it is a block like any.
+  bool flatten = false;
   std::string_view short_flag = {};  // a one-letter alias ("-R")
   // Real numbers: the accepted range, the lower end excluded when `above_min` (a timeout > 0).
   double real_min = -std::numeric_limits<double>::infinity();
@@ -109,20 +112,41 @@ Status check_field(const Field& f, const V& v, bool as_flag) {
   return fail(fmt::format("{} {} outside {}", f.name, value, expected));
 }
 
-// Adds each summed field of `from` to `into` (the counts of one connection to a run's total);
-// `scale` 0 zeroes them instead.
+namespace detail {
+
+// The summed counts of `s` and of the blocks inside it, in field-list order.
+template <Described T>
+void summed_counts(const T& s, std::vector<uint64_t>& out) {
+  describe(s, [&](const Field& f, const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (Described<V>)
+      summed_counts(v, out);
+    else if constexpr (std::is_same_v<V, uint64_t>)
+      if (f.summed) out.push_back(v);
+  });
+}
+
+template <Described T>
+void add_counts(T& s, const std::vector<uint64_t>& counts, size_t& i, uint64_t scale) {
+  describe(s, [&](const Field& f, auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (Described<V>)
+      add_counts(v, counts, i, scale);
+    else if constexpr (std::is_same_v<V, uint64_t>)
+      if (f.summed) v = scale == 0 ? 0 : v + counts[i++];
+  });
+}
+
+}  // namespace detail
+
+// Adds each summed field of `from` (nested blocks' too) to `into` (the counts of one connection
+// to a run's total); `scale` 0 zeroes them instead.
 template <Described T>
 void add_summed(T& into, const T& from, uint64_t scale = 1) {
   std::vector<uint64_t> counts;
-  describe(from, [&](const Field& f, const auto& v) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
-      if (f.summed) counts.push_back(v);
-  });
+  detail::summed_counts(from, counts);
   size_t i = 0;
-  describe(into, [&](const Field& f, auto& v) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
-      if (f.summed) v = scale == 0 ? 0 : v + counts[i++];
-  });
+  detail::add_counts(into, counts, i, scale);
 }
 
 // Checks every field of `s` (and of the described structs inside it); the first error wins.

@@ -22,10 +22,10 @@ def certs(tmp_path_factory):
     return d
 
 
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
+def free_ports(n, family=socket.AF_INET, host="127.0.0.1"):
+    socks = [socket.socket(family) for _ in range(n)]
     for s in socks:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
     ports = [s.getsockname()[1] for s in socks]
     for s in socks:
         s.close()
@@ -33,11 +33,13 @@ def free_ports(n):
 
 
 class Activated:
-    """systemd-socket-activate listening on `n` loopback ports for `iobench server ARGS`."""
+    """systemd-socket-activate listening on `n` ports of `host` (loopback unless a test asks
+    for another) for `iobench server ARGS`."""
 
-    def __init__(self, n, *args):
-        self.ports = free_ports(n)
-        listen = [a for p in self.ports for a in ("-l", f"127.0.0.1:{p}")]
+    def __init__(self, n, *args, host="127.0.0.1"):
+        family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
+        self.ports = free_ports(n, family, host.strip("[]"))
+        listen = [a for p in self.ports for a in ("-l", f"{host}:{p}")]
         self.proc = subprocess.Popen([ACTIVATE, *listen, BIN, "server", *map(str, args)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for _ in range(n):  # "Listening on 127.0.0.1:P as 3." once per socket
@@ -85,6 +87,33 @@ def test_one_socket_stands_for_listen_and_tls_listen_is_still_bound(certs, cache
         out = s.output()
     # --listen's port 1 was never bound: systemd's socket stood for it.
     assert f"listening on 127.0.0.1:{s.ports[0]} (tcp) and 127.0.0.1:{tls_port}" in out, out
+
+
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+# Whether a plain-TCP socket systemd hands over is on loopback is judged from its address, so
+# IPv6 loopback ("[::1]:P") is not warned about and a wildcard socket is.
+@pytest.mark.parametrize("host,connect,warned", [
+    pytest.param("[::1]", "[::1]", False, marks=pytest.mark.skipif(
+        not ipv6_loopback(), reason="no IPv6 loopback here")),
+    ("0.0.0.0", "127.0.0.1", True),
+])
+def test_a_passed_socket_without_tls_is_warned_about_unless_on_loopback(host, connect, warned,
+                                                                         cache_dir):
+    s = Activated(1, host=host)
+    try:
+        run("client", "--connect", f"{connect}:{s.ports[0]}", "--bytes", "1M", "-q",
+            "--syscalls", "off", cache=cache_dir, check=0)
+    finally:
+        out = s.output()
+    assert ("without TLS" in out) == warned, out
 
 
 @pytest.mark.parametrize("n,args,error", [

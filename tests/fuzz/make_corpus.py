@@ -25,8 +25,9 @@ def main():
         "hello-tls-group": hello_frame(proto="tls", tls_io="bio", conns=4, group_id=7, token="t"),
         "ack": frame(2, s("0.1.0")),
         "error": frame(4, s("busy")),
-        "result": frame(3, pack_fields("RESULT", {"bytes": 4096, "engine": "uring",
-                                                  "cpu_pinned": 1, "cpus_allowed": "0-1"})),
+        "result": frame(3, pack_fields("RESULT", {"io.bytes": 4096, "engine": "uring",
+                                                  "placement.pinned_cpu": 1,
+                                                  "placement.allowed_cpus": "0-1"})),
         "progress": frame(6, struct.pack("<QQq", 1 << 20, 1 << 30, 1000000)),
         # GROUP: sender, conns, failed, 4 x i64, source, note, total, pairs, policy, peak_live,
         # peak buffer, peak rss, 1 timeline point, 1 change, dropped, error.

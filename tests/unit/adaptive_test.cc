@@ -207,7 +207,7 @@ TEST(ProtoGroup, RoundTripAndBounds) {
   g.conns_failed = 1;
   g.probe.cpu_ns = 123;
   g.policy = "adaptive: budget 256K, 4K..64K";
-  g.kernel_syscalls = {{"read", 10}};
+  g.syscalls.by_name = {{"read", 10}};
   g.timeline = {{1, 1, 65536}, {2, 2, 32768}, {3, 0, 0}};
   g.changes = {{1, 0, 0, 65536, 1, 65536}, {5, 0, 65536, 32768, 2, 32768}};
   g.peak_buffer_bytes = 98304;

@@ -104,19 +104,27 @@ TEST(Fields, SummedFieldsAreCountsAndAddUp) {
   add_summed(total, one);
   add_summed(total, one);
   std::vector<std::string> summed;
-  describe(total, [&](const Field& f, const auto& v) {
-    if (!f.summed) return;
-    summed.emplace_back(f.name);
-    if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
-      ADD_FAILURE() << f.name << " is marked summed but is not a u64 count";
-  });
+  auto walk = [&](const auto& block, std::string_view prefix, auto& self) -> void {
+    describe(block, [&](const Field& f, const auto& v) {
+      using V = std::decay_t<decltype(v)>;
+      const std::string name = fmt::format("{}{}", prefix, f.name);
+      if constexpr (Described<V>) self(v, name + ".", self);
+      if (!f.summed) return;
+      summed.push_back(name);
+      if constexpr (!std::is_same_v<V, uint64_t>)
+        ADD_FAILURE() << name << " is marked summed but is not a u64 count";
+    });
+  };
+  walk(total, "", walk);
   EXPECT_EQ(summed.size(), 17u) << fmt::format("{}", fmt::join(summed, ","));
-  EXPECT_EQ(total.bytes, 2 * one.bytes);
-  EXPECT_EQ(total.uring_cqes, 2 * one.uring_cqes);
-  EXPECT_EQ(total.segs_out, 2 * one.segs_out);
+  EXPECT_EQ(total.io.bytes, 2 * one.io.bytes);
+  EXPECT_EQ(total.io.uring.cqes, 2 * one.io.uring.cqes);
+  EXPECT_EQ(total.segments.out, 2 * one.segments.out);
+  EXPECT_EQ(total.stream.records_in, 2 * one.stream.records_in);
   EXPECT_EQ(total.xxh3, 0u);  // a checksum is not a count
   add_summed(total, total, 0);
-  EXPECT_EQ(total.bytes, 0u);
+  EXPECT_EQ(total.io.bytes, 0u);
+  EXPECT_EQ(total.io.zc.copied, 0u);
 }
 
 TEST(Fields, TheLayoutIsTiedToTheProtocolVersion) {

@@ -47,10 +47,10 @@ TEST(Proto, HelloRoundTrip) {
 TEST(Proto, ResultRoundTrip) {
   SideResult r;
   r.is_sender = false;
-  r.bytes = r.bytes_expected = 100;
+  r.io.bytes = r.bytes_expected = 100;
   r.probe.wall_ns = 5;
   r.probe.cpu_ns = -1;
-  r.io_calls = 77;
+  r.io.calls = 77;
   r.xxh3 = 0xdeadbeefcafef00d;
   r.decoded = true;
   r.decoded_bytes = 1000;
@@ -62,7 +62,7 @@ TEST(Proto, ResultRoundTrip) {
   const auto& g = std::get<SideResult>(*m);
   EXPECT_EQ(g.is_sender, false);
   EXPECT_EQ(g.probe.cpu_ns, -1);
-  EXPECT_EQ(g.io_calls, 77u);
+  EXPECT_EQ(g.io.calls, 77u);
   EXPECT_EQ(g.xxh3, r.xxh3);
   EXPECT_EQ(g.socket.mtu_bytes, 9001);
   EXPECT_EQ(g.error, "boom");

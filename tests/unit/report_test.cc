@@ -11,12 +11,12 @@ proto::SideResult side(bool sender, uint64_t bytes, int64_t wall_ns, int64_t cpu
                        uint64_t calls) {
   proto::SideResult r;
   r.is_sender = sender;
-  r.bytes = r.bytes_expected = bytes;
+  r.io.bytes = r.bytes_expected = bytes;
   r.probe.wall_ns = wall_ns;
   r.probe.cpu_ns = cpu_ns;
   r.probe.user_us = cpu_ns / 4000;
   r.probe.sys_us = cpu_ns / 1000 - r.probe.user_us;
-  r.io_calls = calls;
+  r.io.calls = calls;
   r.engine = "blocking";
   return r;
 }
