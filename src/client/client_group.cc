@@ -70,7 +70,7 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
   t.is_sender = sender;
   t.probe = run.probe;  // the process's clocks over the whole run, and the host's
   t.host_busy = run.host_busy;
-  t.cpu_scope = "process";
+  t.cpu_scope = CpuScope::kProcess;
   t.syscalls = run.syscalls;
   if (!(sender ? g.sender_known : g.receiver_known)) {
     t.syscalls.source = SyscallSource::kCounted;

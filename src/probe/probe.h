@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "util/fields.h"
+#include "util/names.h"
 
 namespace iobench {
 
@@ -16,6 +17,16 @@ struct ProbeSample {
   int64_t sys_us = 0;
   int64_t vol_ctxsw = 0;    // voluntary context switches (blocked waiting for I/O)
   int64_t invol_ctxsw = 0;  // preempted
+};
+
+// Whose CPU clock a side's figures are: its process's, or its thread's (one connection of
+// several in one process, --conns).
+enum class CpuScope { kProcess, kThread };
+
+template <>
+struct Names<CpuScope> {
+  static constexpr std::array table{std::pair{CpuScope::kProcess, std::string_view{"process"}},
+                                    std::pair{CpuScope::kThread, std::string_view{"thread"}}};
 };
 
 // Deltas between two samples. On a tick-accounting kernel the user/sys split is sampled per

@@ -153,7 +153,7 @@ struct SideResult {
   // Syscalls as the kernel counted them in the data phase (eBPF or perf_event tracepoints).
   SyscallCounts syscalls;
   uint64_t buf_resizes = 0;  // buffer size changes adopted during the data phase
-  std::string cpu_scope;     // "process", or "thread" (one connection of several)
+  CpuScope cpu_scope = CpuScope::kProcess;
   Placement placement;
 };
 

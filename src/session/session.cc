@@ -84,7 +84,7 @@ class PhaseMeasure {
         before_(s.counters()),
         segments_before_(tcp_segments(s.fd())) {
     me.syscalls.source = SyscallSource::kCounted;
-    me.cpu_scope = d.thread_cpu ? "thread" : "process";
+    me.cpu_scope = d.thread_cpu ? CpuScope::kThread : CpuScope::kProcess;
     if (!d.kernel_syscalls) me.syscalls.note = "kernel counting off";
     if (d.kernel_syscalls && !lease_.held())
       me.syscalls.note = "another session of this process held the kernel counters";
