@@ -328,8 +328,7 @@ IoResult FdStream::write(std::span<const std::byte> buf) {
 }
 
 StreamCounters operator-(const StreamCounters& a, const StreamCounters& b) {
-  return {a.sys_reads - b.sys_reads, a.sys_writes - b.sys_writes, a.records_in - b.records_in,
-          a.records_out - b.records_out};
+  return fields_minus(a, b);
 }
 
 std::string Stream::describe(const IoResult& r) const { return describe_io(r); }

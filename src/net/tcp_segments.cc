@@ -10,7 +10,7 @@ TcpSegments tcp_segments(int fd) {
   tcp_info info{};
   socklen_t len = sizeof info;
   if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return {};
-  return {info.tcpi_segs_out, info.tcpi_segs_in};
+  return {info.tcpi_segs_out, info.tcpi_segs_in, info.tcpi_total_retrans};
 }
 
 }  // namespace iobench

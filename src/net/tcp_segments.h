@@ -1,6 +1,7 @@
 // Segments on the wire: what the kernel sent and received on a TCP socket (TCP_INFO's
 // tcpi_segs_out/tcpi_segs_in, retransmissions included) — the cost a write pattern has beyond
-// its syscalls when each small write leaves as a segment of its own (TCP_NODELAY).
+// its syscalls when each small write leaves as a segment of its own (TCP_NODELAY) — and how
+// many of those it sent again (tcpi_total_retrans): a link that drops, as EC2's can.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@ namespace iobench {
 
 struct TcpSegments {
   uint64_t out = 0, in = 0;
+  uint64_t retransmitted = 0;
 };
 
 template <typename Self, typename Visit>
@@ -18,13 +20,14 @@ template <typename Self, typename Visit>
 void describe(Self& t, Visit&& visit) {
   visit(Field{.name = "out", .summed = true}, t.out);
   visit(Field{.name = "in", .summed = true}, t.in);
+  visit(Field{.name = "retransmitted", .summed = true}, t.retransmitted);
 }
 
 // So far on `fd`; zeros where it is not a TCP socket.
 TcpSegments tcp_segments(int fd);
 
 inline TcpSegments operator-(const TcpSegments& a, const TcpSegments& b) {
-  return {a.out - b.out, a.in - b.in};
+  return fields_minus(a, b);
 }
 
 }  // namespace iobench

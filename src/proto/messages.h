@@ -50,9 +50,9 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // time over their window (`host_busy`); HELLO the sender's source window. 9: HELLO's socket
 // options carry the MSS (`--mss`), RESULT's socket figures the MSS the socket ran; a windowed
 // stream's digest is taken window by window (payload/verifier.h). 10: RESULT's figures as
-// blocks: the engine's counts (`io`), `segments`, the Stream's counts (`stream`), `syscalls`
-// (GROUP's too) and `placement`. Peers of different versions refuse each other's first frame,
-// naming both.
+// blocks: the engine's counts (`io`), `segments` (with the segments retransmitted), the Stream's
+// counts (`stream`), `syscalls` (GROUP's too) and `placement`. Peers of different versions
+// refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
 inline constexpr uint16_t kVersion = 10;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
@@ -65,7 +65,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 8> kLayoutOfVersion{{
     {7, 0x2f132aa734e3a892},
     {8, 0x14e7319aa74aacfa},
     {9, 0x65c61e2a8c54c8b4},
-    {10, 0x08de17c4f50ca387},
+    {10, 0x36637703f331547d},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller

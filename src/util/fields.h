@@ -149,6 +149,42 @@ void add_summed(T& into, const T& from, uint64_t scale = 1) {
   detail::add_counts(into, counts, i, scale);
 }
 
+namespace detail {
+
+template <Described T>
+void integral_fields(const T& s, std::vector<uint64_t>& out) {
+  describe(s, [&](const Field&, const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (Described<V>)
+      integral_fields(v, out);
+    else if constexpr (std::is_integral_v<V> && !std::is_same_v<V, bool>)
+      out.push_back(static_cast<uint64_t>(v));
+  });
+}
+
+}  // namespace detail
+
+// `a` less `b`, every whole-number field (nested blocks' too): the delta between two readings
+// of a block of counters. A field added to the block is subtracted with no line here.
+template <Described T>
+T fields_minus(const T& a, const T& b) {
+  std::vector<uint64_t> before;
+  detail::integral_fields(b, before);
+  T out = a;
+  size_t i = 0;
+  auto sub = [&](auto& self, auto& block) -> void {
+    describe(block, [&](const Field&, auto& v) {
+      using V = std::decay_t<decltype(v)>;
+      if constexpr (Described<V>)
+        self(self, v);
+      else if constexpr (std::is_integral_v<V> && !std::is_same_v<V, bool>)
+        v = static_cast<V>(static_cast<uint64_t>(v) - before[i++]);
+    });
+  };
+  sub(sub, out);
+  return out;
+}
+
 // Checks every field of `s` (and of the described structs inside it); the first error wins.
 template <Described T>
 Status check_fields(const T& s, bool as_flag) {

@@ -169,3 +169,19 @@ def test_the_server_host_vanishing_ends_the_run_at_the_timeout(link, cache_dir, 
         assert server.alive()
     finally:
         server.stop()
+
+
+def test_a_link_that_drops_for_a_moment_is_retransmitted_and_counted(link, cache_dir, certs):
+    # Silent for less than --timeout: the run completes, and the segments sent again are the
+    # sender's `segments.retransmitted` (TCP_INFO tcpi_total_retrans over the data phase).
+    server, client = start(link, cache_dir, certs, "tcp", [])
+    link.go_silent()
+    time.sleep(0.6)
+    link.come_back()
+    out, err = client.communicate(timeout=60)
+    server.stop()
+    assert client.returncode == 0, err
+    r = json.loads(out)["results"][0]["runs"][0]
+    assert r["sender"]["segments"]["retransmitted"] > 0, r["sender"]["segments"]
+    assert r["receiver"]["segments"]["retransmitted"] >= 0
+    assert r["sender"]["bytes"] == 64 * MiB

@@ -97,6 +97,25 @@ TEST(Fields, EveryFieldOfEveryMessageRoundTrips) {
 }
 
 // A run's totals over its connections add exactly the fields marked summed, each a u64 count.
+// Two readings of a block of counters differ field by field, nested blocks included: a field
+// added to the block is subtracted with no line of its own.
+TEST(Fields, MinusSubtractsEveryWholeNumberFieldOfABlock) {
+  SideResult later;
+  describe(later, Fill{});
+  SideResult earlier;
+  earlier.io.calls = 5;
+  earlier.io.uring.cqes = 7;
+  earlier.segments.retransmitted = 2;
+  earlier.probe.cpu_ns = 9;
+  const SideResult d = fields_minus(later, earlier);
+  EXPECT_EQ(d.io.calls, later.io.calls - 5);
+  EXPECT_EQ(d.io.uring.cqes, later.io.uring.cqes - 7);
+  EXPECT_EQ(d.segments.retransmitted, later.segments.retransmitted - 2);
+  EXPECT_EQ(d.probe.cpu_ns, later.probe.cpu_ns - 9);
+  EXPECT_EQ(d.engine, later.engine);  // not a number: kept as the later reading has it
+  EXPECT_EQ(fields_minus(TcpSegments{10, 20, 3}, TcpSegments{4, 5, 1}).retransmitted, 2u);
+}
+
 TEST(Fields, SummedFieldsAreCountsAndAddUp) {
   SideResult one;
   describe(one, Fill{});
@@ -116,7 +135,7 @@ TEST(Fields, SummedFieldsAreCountsAndAddUp) {
     });
   };
   walk(total, "", walk);
-  EXPECT_EQ(summed.size(), 17u) << fmt::format("{}", fmt::join(summed, ","));
+  EXPECT_EQ(summed.size(), 18u) << fmt::format("{}", fmt::join(summed, ","));
   EXPECT_EQ(total.io.bytes, 2 * one.io.bytes);
   EXPECT_EQ(total.io.uring.cqes, 2 * one.io.uring.cqes);
   EXPECT_EQ(total.segments.out, 2 * one.segments.out);
