@@ -108,7 +108,6 @@ const std::array kColumns{
 
 using Cells = std::vector<std::pair<std::string, std::string>>;
 
-// A described block's fields as (block.field, value) cells, in its field list's order.
 // One cell's text: enums by name, bools as 0/1, texts quoted where needed, counts by name as
 // "read=3;write=5".
 template <typename V>
@@ -132,6 +131,8 @@ bool listed(std::string_view name) {
                      [&](const Column& c) { return c.name == name; });
 }
 
+// A described block's fields as (block.field, value) cells, in its field list's order (a block
+// inside it as block.inner.field).
 template <Described T>
 void block_cells(std::string_view block, const T& fields, Cells& out) {
   describe(fields, [&](const Field& f, const auto& v) {

@@ -123,8 +123,8 @@ json side_json(const proto::SideResult& r, bool client_sends,
   placement["seen_how"] = "sched_getcpu at the data phase's start and end";
   json segments = fields_json(r.segments);
   segments["how"] =
-      "TCP_INFO tcpi_segs_out/in around the data phase (a sender's until the receiver's RESULT "
-      "arrived), retransmissions included";
+      "TCP_INFO tcpi_segs_out/in and tcpi_total_retrans around the data phase (a sender's until "
+      "the receiver's RESULT arrived); out includes the retransmitted";
   json out = {
       {"tracer", tracer_json(tracer)},
       {"role", r.is_sender ? "sender" : "receiver"},
