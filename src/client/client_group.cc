@@ -140,7 +140,8 @@ void run_connection(GroupRun& r, uint32_t i) {
   (client_sends ? c.sender : c.receiver) = out.mine;
   if (out.peer) (client_sends ? c.receiver : c.sender) = *out.peer;
   if (!out.error.empty())
-    c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.io.bytes, plan.data.bytes);
+    c.error = fmt::format("{} ({} of {} bytes moved)", out.error, out.mine.io.bytes,
+                          plan.data.bytes);
   else
     c.error = ended.mismatch;
   if (out.error.empty()) {

@@ -131,8 +131,8 @@ GroupFigures group_figures(const GroupRecord& g) {
   uint64_t bytes = 0;
   for (const ConnRecord& c : g.conns) {
     if (!c.error.empty() || !c.receiver || c.receiver->probe.wall_ns <= 0) continue;
-    const double v =
-        static_cast<double>(c.receiver->io.bytes) * 8 / static_cast<double>(c.receiver->probe.wall_ns);
+    const double v = static_cast<double>(c.receiver->io.bytes) * 8 /
+                     static_cast<double>(c.receiver->probe.wall_ns);
     gbps.push_back(v);
     bytes += c.receiver->io.bytes;
     if (slowest < 0 || v < slowest) {

@@ -57,20 +57,22 @@ const char* syscalls_source_label(SyscallSource source) {
 
 // Where the side's data phase ran: pinned (--cpus) or not, allowed and seen CPUs.
 std::string placement_line(const proto::SideResult& side) {
-  if (side.placement.allowed_cpus.empty()) return {};  // a peer that did not say (an error before it ran)
+  const proto::Placement& p = side.placement;
+  if (p.allowed_cpus.empty()) return {};  // a peer that did not say (an error before it ran)
   const char* name = side.is_sender ? "sender" : "receiver";
-  const std::string pinned = side.placement.pinned_cpu >= 0
-                                 ? fmt::format("pinned to CPU {}", side.placement.pinned_cpu)
-                                 : fmt::format("not pinned (CPUs {} allowed)", side.placement.allowed_cpus);
+  const std::string pinned = p.pinned_cpu >= 0
+                                 ? fmt::format("pinned to CPU {}", p.pinned_cpu)
+                                 : fmt::format("not pinned (CPUs {} allowed)", p.allowed_cpus);
   return fmt::format("  {:<8} placement: {}, ran on CPU {} (sampled at start and end)\n", name,
-                     pinned, side.placement.seen_cpus);
+                     pinned, p.seen_cpus);
 }
 
 // Unpinned loopback on a few CPUs: both sides and the kernel's softirq work share them as the
 // scheduler decides, and that moves the figures (measured: 1K from 8.3 to 1.6 s/GiB pinned).
 std::string placement_warning(const Report& r, const proto::SideResult& a,
                               const proto::SideResult& b) {
-  if (r.mode != RunMode::kLoopback || a.placement.pinned_cpu >= 0 || b.placement.pinned_cpu >= 0) return {};
+  if (r.mode != RunMode::kLoopback || a.placement.pinned_cpu >= 0 || b.placement.pinned_cpu >= 0)
+    return {};
   if (a.placement.allowed_cpus.empty() || cpu_list_count(a.placement.allowed_cpus) > 4) return {};
   return fmt::format(
       "note: unpinned on {} CPUs: where the scheduler puts the two sides changes these figures; "
@@ -97,7 +99,8 @@ std::string side_header_lines(const proto::SideResult& side, const proto::SideRe
     out += fmt::format(
         "  {:<8} zerocopy: {} sends, {} notifications, {} copied by the kernel after all{}\n",
         "sender", side.io.zc.sends, side.io.zc.notifications, side.io.zc.copied,
-        side.io.zc.copied == side.io.zc.sends ? " (no zero-copy path: loopback always copies)" : "");
+        side.io.zc.copied == side.io.zc.sends ? " (no zero-copy path: loopback always copies)"
+                                              : "");
   if (!side.io.path.empty() || side.io.uring.sqes > 0) {
     std::string ring;
     if (side.io.uring.sqes > 0)

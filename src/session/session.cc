@@ -88,7 +88,8 @@ class PhaseMeasure {
     if (!d.kernel_syscalls) me.syscalls.note = "kernel counting off";
     if (d.kernel_syscalls && !lease_.held())
       me.syscalls.note = "another session of this process held the kernel counters";
-    me.placement.allowed_cpus = allowed_cpus_text();  // before pinning: the set the side could have used
+    // Before pinning: the set the side could have used.
+    me.placement.allowed_cpus = allowed_cpus_text();
   }
   PhaseMeasure(const PhaseMeasure&) = delete;
   PhaseMeasure& operator=(const PhaseMeasure&) = delete;
