@@ -91,7 +91,10 @@ def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
             assert real["writes"] <= per_chunk + 2 * 2, (cid, real["writes"], per_chunk)
         else:
             assert real["writes"] >= 1.5 * (per_chunk - 2), (cid, real["writes"], per_chunk)
-        assert real["writer_cpu_s_per_gib"] > 0 and model["writer_cpu_s_per_gib"] > 0
+        # iobench's writer clock is exact; the save child's CPU is the kernel's tick count
+        # (4 ms at HZ=250), which a child this small can finish inside: 0 is a reading then.
+        assert model["writer_cpu_s_per_gib"] > 0, (cid, model)
+        assert real["writer_cpu_s_per_gib"] >= 0, (cid, real)
         assert "--fanout connset" in model["command"] and f"--buf {chunk}" in model["command"]
     judged = {(k["chunking"], k["replicas"]): k for k in doc["knees"]}
     assert set(judged) == {("stock", 2), ("whole", 2)}
