@@ -172,8 +172,6 @@ json group_side_json(const proto::GroupResult& g, bool known) {
          {"target_bytes", c.target},
          {"why", fmt::format("{}live count {}{}", c.from == 0 ? "opened, " : "", c.live,
                              c.to < c.target ? ", budget full: part of target" : "")}});
-  json counts = json::object();
-  for (const auto& [name, n] : g.syscalls.by_name) counts[name] = n;
   json out = {{"available", true},
               {"policy", g.policy},
               {"conns", g.conns},
@@ -182,11 +180,6 @@ json group_side_json(const proto::GroupResult& g, bool known) {
               {"cpu_s", static_cast<double>(g.probe.cpu_ns) / 1e9},
               {"cpu_user_s", static_cast<double>(g.probe.user_us) / 1e6},
               {"cpu_sys_s", static_cast<double>(g.probe.sys_us) / 1e6},
-              {"syscalls",
-               {{"source", name_of(g.syscalls.source)},
-                {"note", g.syscalls.note},
-                {"total", g.syscalls.total},
-                {"by_name", counts}}},
               {"peak_live", g.peak_live},
               {"peak_buffer_bytes", g.peak_buffer_bytes},
               {"peak_rss_bytes", g.peak_rss_bytes},
