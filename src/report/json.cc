@@ -14,10 +14,6 @@ using nlohmann::json;
 template <Described T>
 json fields_json(const T& block);
 
-// A list of described items (a GROUP's timeline): an array of objects.
-template <typename V>
-concept DescribedList = requires { typename V::value_type; } && Described<typename V::value_type>;
-
 // One field's value: enums by name, a number whose 0 (a text whose "") means "not set" as null,
 // counts by name as an object, nested blocks as objects.
 template <typename V>
@@ -30,10 +26,6 @@ json value_json(const Field& f, const V& v) {
     json by_name = json::object();
     for (const auto& [name, n] : v) by_name[name] = n;
     return by_name;
-  } else if constexpr (DescribedList<V>) {
-    json list = json::array();
-    for (const auto& item : v) list.push_back(fields_json(item));
-    return list;
   } else if constexpr ((std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) ||
                        std::is_same_v<V, std::string>)
     return f.zero_is_unset && v == V{} ? json(nullptr) : json(v);
@@ -95,18 +87,18 @@ json tracer_json(const std::optional<TracerCounts>& t) {
 // Every described block of `r` (its figure blocks: probe, socket, tls, host_busy ...) that `out`
 // does not hold yet, under its field name, and every field of a flattened block (the engine's
 // counts): a figure added to a block, or a new block, is written with no line here.
-template <Described T>
-void add_blocks(json& out, const T& r, bool flattened = false) {
+template <bool Flattened = false, Described T>
+void add_blocks(json& out, const T& r) {
   describe(r, [&](const Field& f, const auto& v) {
     using V = std::decay_t<decltype(v)>;
     const std::string key(f.name);
     if constexpr (Described<V>) {
       if (f.flatten)
-        add_blocks(out, v, true);
+        add_blocks<true>(out, v);
       else if (!out.contains(key))
         out[key] = fields_json(v);
-    } else if (flattened && !out.contains(key)) {
-      out[key] = value_json(f, v);
+    } else if constexpr (Flattened) {
+      if (!out.contains(key)) out[key] = value_json(f, v);
     }
   });
 }
