@@ -114,27 +114,38 @@ Status check_field(const Field& f, const V& v, bool as_flag) {
 
 namespace detail {
 
-// The summed counts of `s` and of the blocks inside it, in field-list order.
+template <typename V>
+inline constexpr bool kWholeNumber = std::is_integral_v<V> && !std::is_same_v<V, bool>;
+
+// Every whole-number field's value of `s` and of the blocks inside it, in field-list order.
 template <Described T>
-void summed_counts(const T& s, std::vector<uint64_t>& out) {
-  describe(s, [&](const Field& f, const auto& v) {
+void whole_numbers(const T& s, std::vector<uint64_t>& out) {
+  describe(s, [&](const Field&, const auto& v) {
     using V = std::decay_t<decltype(v)>;
     if constexpr (Described<V>)
-      summed_counts(v, out);
-    else if constexpr (std::is_same_v<V, uint64_t>)
-      if (f.summed) out.push_back(v);
+      whole_numbers(v, out);
+    else if constexpr (kWholeNumber<V>)
+      out.push_back(static_cast<uint64_t>(v));
   });
 }
 
-template <Described T>
-void add_counts(T& s, const std::vector<uint64_t>& counts, size_t& i, uint64_t scale) {
-  describe(s, [&](const Field& f, auto& v) {
-    using V = std::decay_t<decltype(v)>;
-    if constexpr (Described<V>)
-      add_counts(v, counts, i, scale);
-    else if constexpr (std::is_same_v<V, uint64_t>)
-      if (f.summed) v = scale == 0 ? 0 : v + counts[i++];
-  });
+// Calls f(field, mine, theirs) for every whole-number field of `mine` (nested blocks' too) with
+// the same field's value in `theirs` (read first: `theirs` may be `mine`).
+template <Described T, typename F>
+void zip_whole_numbers(T& mine, const T& theirs, F&& f) {
+  std::vector<uint64_t> values;
+  whole_numbers(theirs, values);
+  size_t i = 0;
+  auto walk = [&](auto& self, auto& block) -> void {
+    describe(block, [&](const Field& field, auto& v) {
+      using V = std::decay_t<decltype(v)>;
+      if constexpr (Described<V>)
+        self(self, v);
+      else if constexpr (kWholeNumber<V>)
+        f(field, v, values[i++]);
+    });
+  };
+  walk(walk, mine);
 }
 
 }  // namespace detail
@@ -143,45 +154,20 @@ void add_counts(T& s, const std::vector<uint64_t>& counts, size_t& i, uint64_t s
 // to a run's total); `scale` 0 zeroes them instead.
 template <Described T>
 void add_summed(T& into, const T& from, uint64_t scale = 1) {
-  std::vector<uint64_t> counts;
-  detail::summed_counts(from, counts);
-  size_t i = 0;
-  detail::add_counts(into, counts, i, scale);
-}
-
-namespace detail {
-
-template <Described T>
-void integral_fields(const T& s, std::vector<uint64_t>& out) {
-  describe(s, [&](const Field&, const auto& v) {
-    using V = std::decay_t<decltype(v)>;
-    if constexpr (Described<V>)
-      integral_fields(v, out);
-    else if constexpr (std::is_integral_v<V> && !std::is_same_v<V, bool>)
-      out.push_back(static_cast<uint64_t>(v));
+  detail::zip_whole_numbers(into, from, [&](const Field& f, auto& v, uint64_t theirs) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
+      if (f.summed) v = scale == 0 ? 0 : v + theirs;
   });
 }
-
-}  // namespace detail
 
 // `a` less `b`, every whole-number field (nested blocks' too): the delta between two readings
 // of a block of counters. A field added to the block is subtracted with no line here.
 template <Described T>
 T fields_minus(const T& a, const T& b) {
-  std::vector<uint64_t> before;
-  detail::integral_fields(b, before);
   T out = a;
-  size_t i = 0;
-  auto sub = [&](auto& self, auto& block) -> void {
-    describe(block, [&](const Field&, auto& v) {
-      using V = std::decay_t<decltype(v)>;
-      if constexpr (Described<V>)
-        self(self, v);
-      else if constexpr (std::is_integral_v<V> && !std::is_same_v<V, bool>)
-        v = static_cast<V>(static_cast<uint64_t>(v) - before[i++]);
-    });
-  };
-  sub(sub, out);
+  detail::zip_whole_numbers(out, b, [](const Field&, auto& v, uint64_t theirs) {
+    v = static_cast<std::decay_t<decltype(v)>>(static_cast<uint64_t>(v) - theirs);
+  });
   return out;
 }
 
