@@ -260,10 +260,6 @@ std::string local_address(int fd) {
   return sockaddr_str(reinterpret_cast<sockaddr*>(&ss));
 }
 
-bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.starts_with("127.");
-}
-
 bool is_loopback_socket(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;

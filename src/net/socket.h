@@ -122,7 +122,6 @@ std::optional<double> unacknowledged_abort_s(int fd);
 uint16_t local_port(int fd);
 // A bound socket's own address, HOST:PORT ("?" when it has none).
 std::string local_address(int fd);
-bool is_loopback_host(const std::string& host);
 // A bound socket on a loopback address (127.0.0.0/8, ::1, or ::ffff:127.x): judged from the
 // address itself, not from its text ("[::1]:5210").
 bool is_loopback_socket(int fd);

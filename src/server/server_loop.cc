@@ -103,7 +103,8 @@ std::expected<Bound, int> bind_port(const std::string& text, const char* option,
     return std::unexpected(1);
   }
   where->port = local_port(fd->get());
-  return Bound{std::move(*fd), where->str(), is_loopback_host(where->host)};
+  const bool loopback = is_loopback_socket(fd->get());
+  return Bound{std::move(*fd), where->str(), loopback};
 }
 
 struct Ports {

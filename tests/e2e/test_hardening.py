@@ -77,6 +77,20 @@ def test_non_loopback_listen_warns():
         proc.kill()
 
 
+@pytest.mark.parametrize("listen", ["127.0.0.1:0", "localhost:0"])
+def test_loopback_listen_does_not_warn(listen):
+    # Judged from the bound socket's address (the same check as a socket systemd hands over).
+    proc = subprocess.Popen([BIN, "server", "--listen", listen], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening on " in proc.stdout.readline()
+        proc.kill()
+        err = proc.communicate(timeout=5)[1]
+        assert "warning" not in err, err
+    finally:
+        proc.kill()
+
+
 def test_overlong_token_is_refused():
     p = run("--auth-token", "x" * 300, "--bytes", "1M")
     assert p.returncode == 2 and "--auth-token of 300 bytes: at most 256" in p.stderr
