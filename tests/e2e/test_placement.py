@@ -124,3 +124,8 @@ def test_softirq_work_per_cpu_is_recorded_per_run(cache_dir):
     table = run("--bytes", "8M", "--buf", "4k", cache=cache_dir, check=0).stdout
     assert re.search(r"^softirqs 4K \(this host, both sides\): NET_RX CPU\d+ \d+%.* of \d+",
                      table, re.M), table
+    # The sender's segments: a 4K write is at most one loopback segment (MSS 32K-64K). Loopback
+    # drops nothing, but a tail-loss probe may still send a segment again: any count.
+    seg = re.search(r"^segments 4K \(sender, TCP_INFO\): (\d+\.\d+) per write, \d+ retransmitted$",
+                    table, re.M)
+    assert seg and 0 < float(seg.group(1)) <= 1.01, table
