@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <numeric>
 #include <utility>
 
 #include "payload/verifier.h"
@@ -31,15 +32,26 @@ Result<int> window_file(std::span<const std::byte> first) {
   return fd;
 }
 
+// Copies of a `w`-byte window the span holds: whole windows and whole `pass_unit`-byte writes
+// (their least common multiple) when that is no longer than kWindowSpan; otherwise at least
+// kWindowSpan (the largest buffer) of whole windows, so no write is cut by the span.
+uint64_t span_copies(uint64_t w, uint64_t pass_unit) {
+  if (pass_unit > 0 && pass_unit <= kWindowSpan) {
+    const uint64_t shortest = std::lcm(w, pass_unit);
+    if (shortest <= std::max(w, kWindowSpan)) return shortest / w;
+  }
+  return (kWindowSpan + w - 1) / w;
+}
+
 }  // namespace
 
-Result<RepeatedWindow> RepeatedWindow::map(std::span<const std::byte> first, uint64_t total) {
+Result<RepeatedWindow> RepeatedWindow::map(std::span<const std::byte> first, uint64_t total,
+                                           uint64_t pass_unit) {
   const uint64_t w = first.size();
   if (w == 0 || w % kWindowAlign != 0)
     return fail(fmt::format("source window of {} bytes: a multiple of {}", w, kWindowAlign));
   if (total == 0) return fail("source window for an empty stream");
-  // At least kWindowSpan (the largest buffer) of whole windows, so no write is cut by the span.
-  const uint64_t copies = std::min((total + w - 1) / w, (kWindowSpan + w - 1) / w);
+  const uint64_t copies = std::min((total + w - 1) / w, span_copies(w, pass_unit));
   auto fd = window_file(first);
   if (!fd) return std::unexpected(fd.error());
   RepeatedWindow r;

@@ -51,18 +51,33 @@ namespace {
 // window's content, not its address: a server that loads another payload where the last one
 // was mapped must not stream the old one's prefix.
 Result<std::shared_ptr<const RepeatedWindow>> shared_window(std::span<const std::byte> first,
-                                                            uint64_t total) {
+                                                            uint64_t total, uint64_t pass_unit) {
   static std::mutex mu;
   static std::shared_ptr<const RepeatedWindow> last;
-  static std::tuple<uint64_t, uint64_t, uint64_t> last_key{0, 0, 0};
-  const std::tuple key{xxh3_oneshot(first.data(), first.size()), uint64_t{first.size()}, total};
+  static std::tuple<uint64_t, uint64_t, uint64_t, uint64_t> last_key{0, 0, 0, 0};
+  const std::tuple key{xxh3_oneshot(first.data(), first.size()), uint64_t{first.size()}, total,
+                       pass_unit};
   std::lock_guard lock(mu);
   if (last && last_key == key) return last;
-  auto w = RepeatedWindow::map(first, total);
+  auto w = RepeatedWindow::map(first, total, pass_unit);
   if (!w) return std::unexpected(w.error());
   last = std::make_shared<const RepeatedWindow>(std::move(*w));
   last_key = key;
   return last;
+}
+
+// The size every write of a pass over the window's span has, when the span may be as short as
+// whole windows of such writes (RepeatedWindow::map): the blocking engine's fixed-size writes,
+// for which a pass is one more call of its loop. 0 keeps the long span: writes whose size
+// varies (adaptive, a group's, a --write-pattern), or an engine that pays for a pass (uring
+// drains its queue, epoll registers the socket again, a zero-copy sender waits for every
+// notification).
+uint64_t pass_unit(const SidePlan& plan) {
+  const DataPhase& d = plan.data;
+  if (plan.engine != EngineKind::kBlocking || plan.engine_options.zerocopy || plan.grouped ||
+      !d.write_pattern.empty())
+    return 0;
+  return d.buf_bytes;
 }
 
 }  // namespace
@@ -81,7 +96,7 @@ Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* pa
     if (d.window > all.size())  // map() checks the rest (whole pages)
       return fail(fmt::format("source window {} bytes is larger than the payload ({})", d.window,
                               all.size()));
-    auto w = shared_window(all.first(d.window), d.bytes);
+    auto w = shared_window(all.first(d.window), d.bytes, pass_unit(plan));
     if (!w) return std::unexpected(w.error());
     plan.window = std::move(*w);
     d.payload = plan.window->bytes();

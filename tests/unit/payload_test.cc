@@ -299,6 +299,32 @@ TEST(RepeatedWindow, ALongStreamIsSentInPassesOverASpanOfWholeWindows) {
   EXPECT_EQ(w->xxh3(), window_digest(window, total));
 }
 
+TEST(RepeatedWindow, WritesOfOneSizeGetTheShortestSpanOfWholeWindowsAndWholeWrites) {
+  std::vector<std::byte> window(kMinWindow, std::byte{5});  // 64 KiB
+  const uint64_t total = 10 * kWindowSpan;
+  const auto span_for = [&](uint64_t pass_unit) {
+    auto w = RepeatedWindow::map(window, total, pass_unit);
+    EXPECT_TRUE(w) << w.error().message;
+    return w ? w->bytes().size() : 0;
+  };
+  EXPECT_EQ(span_for(16384), window.size());  // writes that divide the window: the window
+  EXPECT_EQ(span_for(65536), window.size());
+  EXPECT_EQ(span_for(49152), 3 * window.size());  // 48K: lcm(64K, 48K) = 192K
+  EXPECT_EQ(span_for(1 << 20), uint64_t{1} << 20);  // a write longer than the window
+  EXPECT_EQ(span_for(1000), 8192000u);  // lcm(65536, 1000): whole writes, under kWindowSpan
+  // No unit (writes vary, or the engine pays for a pass): the long span, as before.
+  EXPECT_EQ(span_for(0), kWindowSpan);
+  // A unit whose span of whole writes would exceed kWindowSpan: the long span, whole windows.
+  std::vector<std::byte> big(kMinWindow * 4, std::byte{5});  // 256K: lcm with 1000 is 31.25 MiB
+  auto b = RepeatedWindow::map(big, total, 1000);
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(b->bytes().size(), kWindowSpan);
+  // Never longer than the stream.
+  auto s = RepeatedWindow::map(window, 24096, 49152);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->bytes().size(), 24096u);
+}
+
 TEST(Verifier, WindowByWindowChecksEveryByteWhateverTheReadSizes) {
   std::vector<std::byte> window(4096);
   for (size_t i = 0; i < window.size(); ++i) window[i] = static_cast<std::byte>(i * 13 + 1);
