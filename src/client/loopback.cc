@@ -38,6 +38,8 @@ ServerConfig loopback_config(const ClientOptions& o, const HostPort& server) {
   cfg.local_payload = o.payload;
   cfg.log = o.verbose;
   cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);
+  // One connection at a time (each run, the counting run): served on the server's one thread.
+  cfg.serial = o.conns == 1;
   cfg.kernel_counters = o.syscalls != SyscallsMode::kOff;
   return cfg;
 }

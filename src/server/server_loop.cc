@@ -19,7 +19,8 @@ namespace iobench {
 
 namespace {
 
-// One port's accept loop: a thread per client, until a signal shuts the listener down.
+// One port's accept loop: a thread per client (or each in turn on this one: `serial`), until a
+// signal shuts the listener down.
 void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<ServerState>& state) {
   const uint32_t max_threads = 2 * cfg.options.max_conns;
   interrupt::Registration listener(listen_fd);  // a signal ends accept()
@@ -40,12 +41,15 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
       continue;
     }
     ++state->sessions;
-    std::thread([fd = std::move(*fd), peer, &cfg, state]() mutable {  // state: a shared_ptr copy
+    auto session = [fd = std::move(*fd), peer, &cfg, state]() mutable {  // state: a shared_ptr copy
       handle_client(std::move(fd), peer, cfg, *state);
       if (interrupt::received()) ++state->ended_stopping;
       --state->sessions;
-    })
-        .detach();
+    };
+    if (cfg.serial)
+      session();
+    else
+      std::thread(std::move(session)).detach();
   }
 }
 

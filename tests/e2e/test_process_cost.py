@@ -116,3 +116,48 @@ def test_payload_quiet_prints_only_the_result(tmp_path):
     p = run("payload", "-q", "--bytes", "2M", "--out", str(tmp_path / "p.zst"),
             cache=str(tmp_path / "c"), check=0)
     assert p.stderr == "" and p.stdout.startswith("wrote 2097152 bytes")
+
+
+def threads_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(l.split()[1] for l in f if l.startswith("Threads:")))
+
+
+def server_child(client_pid):
+    try:
+        with open(f"/proc/{client_pid}/task/{client_pid}/children") as f:
+            kids = f.read().split()
+    except FileNotFoundError:
+        return None
+    return int(kids[0]) if kids else None
+
+
+def test_the_loopback_server_of_one_connection_is_single_threaded(cache_dir):
+    # A thread that shares its file table pays a reference on the socket's file for every read
+    # and write: the loopback server serves one connection on its accepting thread. Seen from
+    # /proc while the data phase runs (a stream long enough to be caught; stopped once seen).
+    run("payload", "--bytes", "1M", "--out", os.devnull, cache=cache_dir, check=0)
+    for conns, want in ((1, lambda n: n == 1), (2, lambda n: n >= 2)):
+        p = subprocess.Popen([BIN, "--bytes", "4G", "--buf", "4k", "--source-window", "256K",
+                              "--conns", str(conns), "--syscalls", "off", "-q",
+                              "--cache-dir", cache_dir],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        seen = []
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and p.poll() is None:
+                child = server_child(p.pid)
+                if child:
+                    try:
+                        seen.append(threads_of(child))
+                    except (FileNotFoundError, StopIteration):
+                        pass
+                # Two threads or more once a session runs (--conns 2), or enough samples.
+                if len(seen) >= 50 or (conns == 2 and seen and max(seen) >= 2):
+                    break
+                time.sleep(0.02)
+        finally:
+            p.send_signal(signal.SIGINT)
+            p.communicate(timeout=30)
+        assert seen, "the loopback server was never seen"
+        assert want(max(seen)), (conns, seen)
