@@ -83,11 +83,17 @@ def test_compare_peers_measures_every_tool_in_a_cgroup():
     tools = [l.split()[1] for l in p.stdout.splitlines() if re.match(r"\s+16K \S+", l)]
     assert tools == ["iobench", "iperf3", "floor-hot", "floor-xxh3", "floor-payload", "iobench",
                      "socat"] * 2, p.stdout
-    # The sender's segments per write: iobench (its JSON) and the floors (TCP_INFO) say it.
-    segs = {l.split()[1]: l.split()[-2] for l in p.stdout.splitlines()
-            if re.match(r"\s+16K \S+", l)}
+    # The sender's segments per write: iobench (its JSON) and the floors (TCP_INFO) say it; the
+    # host's segments per write (both directions, from /proc/net/snmp) are there for every tool.
+    rows = {l.split()[1]: re.findall(r"n/a|\d+\.\d+ \[[^\]]+\]", l)
+            for l in p.stdout.splitlines() if re.match(r"\s+16K \S+", l)}
     for tool in ("floor-hot", "floor-xxh3", "floor-payload"):
-        assert re.fullmatch(r"\d+\.\d\d", segs[tool]) and 0 < float(segs[tool]) < 4, p.stdout
+        segs = rows[tool][-2].split()[0]
+        assert re.fullmatch(r"\d+\.\d\d", segs) and 0 < float(segs) < 4, p.stdout
+    for tool in ("iobench", "iperf3", "floor-hot", "socat"):
+        host = rows[tool][-1].split()[0]
+        # At least the sender's data segments; at most those and an ACK each, and some control.
+        assert re.fullmatch(r"\d+\.\d\d", host) and 0 < float(host) < 8, (tool, p.stdout)
     ratios = [l for l in p.stdout.splitlines() if l.strip().startswith("iobench/")]
     assert len(ratios) == 10 and all(
         re.search(r"(iobench lower|iobench higher|parity within noise)$", r) for r in ratios), ratios
