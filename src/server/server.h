@@ -42,9 +42,9 @@ struct ListeningPort {
 };
 
 // Serves clients, each on its own thread (one at a time on the accepting thread: `serial`), on
-// every port (one accept loop each, one set of
-// sessions, payloads and groups) until SIGINT/SIGTERM (interrupt::install); then aborts the
-// sessions in flight, waits for them (bounded) and returns the exit status.
+// every port (one accept loop each, one set of sessions, payloads and groups) until
+// SIGINT/SIGTERM (interrupt::install); then aborts the sessions in flight, waits for them
+// (bounded) and returns the exit status.
 int serve(const std::vector<ListeningPort>& ports);
 int serve(int listen_fd, const ServerConfig& cfg);
 
