@@ -60,7 +60,7 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
       // Transport facts are the same for every connection: take the first's.
       t = *side;
       t.bytes_expected = c.bytes;
-      add_summed(t, t, 0);  // the counts start from zero
+      zero_summed(t);  // the counts start from zero
       t.xxh3 = 0;
       t.error.clear();
       first = false;

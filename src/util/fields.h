@@ -151,12 +151,22 @@ void zip_whole_numbers(T& mine, const T& theirs, F&& f) {
 }  // namespace detail
 
 // Adds each summed field of `from` (nested blocks' too) to `into` (the counts of one connection
-// to a run's total); `scale` 0 zeroes them instead.
+// to a run's total).
 template <Described T>
-void add_summed(T& into, const T& from, uint64_t scale = 1) {
-  detail::zip_whole_numbers(into, from, [&](const Field& f, auto& v, uint64_t theirs) {
+void add_summed(T& into, const T& from) {
+  detail::zip_whole_numbers(into, from, [](const Field& f, auto& v, uint64_t theirs) {
     if constexpr (std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
-      if (f.summed) v = scale == 0 ? 0 : v + theirs;
+      if (f.summed) v += theirs;
+  });
+}
+
+// Zeroes each summed field of `s` (nested blocks' too): a run's total before any connection's
+// counts are added to it.
+template <Described T>
+void zero_summed(T& s) {
+  detail::zip_whole_numbers(s, s, [](const Field& f, auto& v, uint64_t) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, uint64_t>)
+      if (f.summed) v = 0;
   });
 }
 
