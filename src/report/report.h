@@ -164,6 +164,9 @@ struct SideFigures {
   double syscalls_per_mib = 0;
   double bytes_per_syscall = 0;
   double records = 0;  // TLS records sent (sender) or received (receiver)
+  // TCP segments this side sent per engine call (TCP_INFO; 0 when either is unknown): about 1
+  // when each small write left alone, well below when writes coalesced in the send queue.
+  double segments_per_call = 0;
 };
 
 // A syscall count by name from the kernel's counters, or 0 when not counted.

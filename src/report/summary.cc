@@ -20,7 +20,10 @@ SideFigures side_figures(const proto::SideResult& r) {
   f.cpu_s = static_cast<double>(r.probe.cpu_ns) / 1e9;
   if (r.io.bytes > 0) f.cpu_s_per_gib = f.cpu_s / (f.bytes / static_cast<double>(kGiB));
   f.io_calls = static_cast<double>(r.io.calls);
-  if (r.io.calls > 0) f.bytes_per_call = f.bytes / f.io_calls;
+  if (r.io.calls > 0) {
+    f.bytes_per_call = f.bytes / f.io_calls;
+    f.segments_per_call = static_cast<double>(r.segments.out) / f.io_calls;
+  }
   const bool kernel = kernel_counted(r.syscalls.source);
   // The kernel's count of this side's data syscalls: read/write plus their vector and socket
   // variants; without perf_event, the stream's own count of the read(2)/write(2) it issued.

@@ -274,10 +274,11 @@ std::string segment_lines(const Report& r) {
     std::vector<double> per_write;
     uint64_t sent_again = 0;
     for (const RunRecord& run : size.runs) {
-      const proto::SideResult& s = run.sender;
-      if (!run.reported(true) || s.segments.out == 0 || s.io.calls == 0) continue;
-      per_write.push_back(static_cast<double>(s.segments.out) / static_cast<double>(s.io.calls));
-      sent_again += s.segments.retransmitted;
+      if (!run.reported(true)) continue;
+      const double per_call = side_figures(run.sender).segments_per_call;
+      if (per_call == 0) continue;
+      per_write.push_back(per_call);
+      sent_again += run.sender.segments.retransmitted;
     }
     if (per_write.empty()) continue;
     out += fmt::format("segments {} (sender, TCP_INFO): {:.2f} per write{}, {} retransmitted\n",
