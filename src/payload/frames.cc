@@ -18,7 +18,8 @@ constexpr size_t kSkippableHeader = 8;
 constexpr size_t kMinRawChunk = 256;
 constexpr size_t kFramesPerThread = 4;  // a batch: enough frames to keep every core busy
 
-uint64_t splitmix64(uint64_t x) {
+// One SplitMix64 output for x (resp_generator.cc's splitmix64 steps a state by the same formula).
+uint64_t splitmix64_of(uint64_t x) {
   uint64_t z = x + 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -148,7 +149,7 @@ struct Builder {
 
 void GeneratedSource::chunk(uint64_t index, uint64_t /*offset*/, size_t n,
                             std::string& out) const {
-  RespGenerator gen(splitmix64(seed_) ^ splitmix64(index + 0x632be59bd9b4e019ULL));
+  RespGenerator gen(splitmix64_of(seed_) ^ splitmix64_of(index + 0x632be59bd9b4e019ULL));
   gen.append(out, n);
 }
 

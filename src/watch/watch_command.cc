@@ -27,7 +27,7 @@ bool gone(pid_t pid) {
 
 // What the watch keeps between samples of /proc.
 struct Samples {
-  std::map<pid_t, CpuSamples> cpu;
+  std::map<pid_t, ProcessCpuSamples> cpu;
   std::map<pid_t, std::map<int, std::string>> kinds;
   std::map<uint64_t, std::string> sockets;  // inode -> tcp/udp/unix
 };
@@ -43,7 +43,7 @@ size_t sample(BpfWatch& w, Samples& s, bool final = false) {
       w.forget(id);
       continue;
     }
-    CpuSamples& c = s.cpu[id];
+    ProcessCpuSamples& c = s.cpu[id];
     if (!c.first) c.first = st;
     c.last = st;
     c.complete = final || st->state == 'Z';

@@ -43,7 +43,7 @@ double ticks_s(uint64_t ticks, long per_s) {
   return static_cast<double>(ticks) / static_cast<double>(per_s);
 }
 
-void set_cpu(WatchProcess& p, const CpuSamples& s, bool root, long ticks_per_s) {
+void set_cpu(WatchProcess& p, const ProcessCpuSamples& s, bool root, long ticks_per_s) {
   if (!s.last) return;
   const ProcStat& last = *s.last;
   const ProcStat zero;
@@ -83,7 +83,7 @@ std::string kind_of(WatchKind made, const std::string* sampled) {
   return sampled ? *sampled : "unknown";
 }
 
-bool is_process(pid_t id, const CpuSamples& samples) {
+bool is_process(pid_t id, const ProcessCpuSamples& samples) {
   if (!samples.last.has_value()) return false;
   return samples.last.value().tgid == id;
 }
@@ -117,7 +117,7 @@ class ProcessTable {
     for (const auto& entry : counts_.io) add_result(entry.first, entry.second);
   }
 
-  void set_cpu_and_names(const std::map<pid_t, CpuSamples>& cpu, long ticks_per_s) {
+  void set_cpu_and_names(const std::map<pid_t, ProcessCpuSamples>& cpu, long ticks_per_s) {
     for (auto& [pid, p] : by_pid_)
       if (const auto c = cpu.find(pid); c != cpu.end())
         set_cpu(p, c->second, p.root == pid, ticks_per_s);
@@ -182,7 +182,7 @@ class ProcessTable {
 
 std::vector<WatchProcess> watch_processes(const WatchCounts& counts,
                                           const std::map<pid_t, std::map<int, std::string>>& kinds,
-                                          const std::map<pid_t, CpuSamples>& cpu,
+                                          const std::map<pid_t, ProcessCpuSamples>& cpu,
                                           const std::vector<pid_t>& roots, long ticks_per_s) {
   ProcessTable t(counts, kinds);
   for (pid_t r : roots) t.process(r);

@@ -52,8 +52,9 @@ struct WatchReport {
   std::string command;
 };
 
-// CPU samples of one process: the first (at the watch's start for a root) and the last seen.
-struct CpuSamples {
+// CPU samples of one watched process: the first (at the watch's start for a root) and the last
+// seen. (Not probe/placement.h's CpuSamples, the CPUs a side ran on: one name, one class.)
+struct ProcessCpuSamples {
   std::optional<ProcStat> first, last;
   bool complete = false;  // last holds the final times: seen exited (a zombie) or at the end
 };
@@ -62,7 +63,7 @@ struct CpuSamples {
 // fd -> kind) and the CPU samples (tgid -> samples).
 std::vector<WatchProcess> watch_processes(const WatchCounts& counts,
                                           const std::map<pid_t, std::map<int, std::string>>& kinds,
-                                          const std::map<pid_t, CpuSamples>& cpu,
+                                          const std::map<pid_t, ProcessCpuSamples>& cpu,
                                           const std::vector<pid_t>& roots, long ticks_per_s);
 
 // "16384 x5548, 11 x465": the exact sizes that make up at least `share` of the calls (at most

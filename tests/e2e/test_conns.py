@@ -10,6 +10,8 @@ import pytest
 
 from conftest import BIN, Server, run
 
+pytestmark = [pytest.mark.concurrency]
+
 KiB, MiB = 1 << 10, 1 << 20
 
 

@@ -190,6 +190,7 @@ def test_sqpoll_needs_uring():
     assert p.returncode == 2 and "--sqpoll needs uring on a side" in p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["blocking", "epoll", "uring"])
 @pytest.mark.parametrize("proto", ["tcp", "tls"])
 def test_tiny_socket_buffers_short_writes_and_eagain_storms(cache_dir, engine, proto):

@@ -25,6 +25,7 @@ def fanout_run(cache, *args, check=0, env=None):
     return doc["results"][0]["runs"][0], p
 
 
+@pytest.mark.concurrency
 @pytest.mark.parametrize("shape,engine", SHAPES)
 @pytest.mark.parametrize("proto", ["tcp", "tls"])
 @pytest.mark.parametrize("n", [1, 3])
@@ -57,6 +58,7 @@ def test_every_replica_gets_the_whole_stream_from_one_writer(cache_dir, shape, e
     assert sum(c["sender"]["io_calls"] for c in g["conns"]) == f["writes"]
 
 
+@pytest.mark.concurrency
 def test_adaptive_chunks_follow_the_live_replicas(cache_dir):
     # One writer: the chunk grows with the live replicas (--buf-min for one, doubling per
     # doubling of N, up to --buf-max) and holds as replicas of different lengths leave.
@@ -105,6 +107,7 @@ def test_the_default_adaptive_writer_serves_more_replicas_than_its_budget_holds_
     assert {p["buf_bytes"] for p in g["sender"]["live_timeline"] if p["live"]} == {64 * KiB}
 
 
+@pytest.mark.concurrency
 def test_staggered_replicas_join_behind_and_the_lag_is_reported(cache_dir):
     run0, _ = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", "epoll",
                          "--conns", 3, "--bytes", "64M", "--buf", "16k", "--stagger", "3ms")
@@ -123,6 +126,7 @@ def test_staggered_replicas_join_behind_and_the_lag_is_reported(cache_dir):
             assert 0 < r["lag_max_bytes"] <= 64 * MiB, r
 
 
+@pytest.mark.slow
 def test_connset_drops_a_replica_that_stops_reading(cache_dir):
     # Replica 1 stops reading after 1 MB for 6 s; the writer's blocking write to it times out
     # after --timeout 2 and it is dropped; the others complete (they waited meanwhile).
@@ -160,6 +164,8 @@ def test_event_loop_waits_for_a_slow_replica_within_the_timeout(cache_dir, engin
         assert r["done_s"] > 0.9, "nobody finished before the stalled replica drained"
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 @pytest.mark.parametrize("engine", ["epoll", "uring"])
 def test_event_loop_drops_a_replica_silent_past_the_timeout(cache_dir, engine):
     run0, p = fanout_run(cache_dir, "--fanout", "event-loop", "--send-engine", engine,

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import BIN, ROOT, Server, hello_frame, run
 
+pytestmark = [pytest.mark.concurrency]
+
 MiB = 1 << 20
 
 
@@ -199,6 +201,7 @@ def settle(pid, baseline_fds, timeout=15):
     return server_footprint(pid)
 
 
+@pytest.mark.slow
 def test_two_hundred_misbehaving_clients_do_not_hurt_valid_runs(cache_dir, certs):
     tcp = Server("--handshake-timeout", "1", "--idle-timeout", "2", "--quiet", cache=cache_dir)
     tls = Server("--handshake-timeout", "1", "--idle-timeout", "2", "--quiet", "--tls-cert",

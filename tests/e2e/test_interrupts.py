@@ -7,7 +7,11 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import BIN, Server
+
+pytestmark = [pytest.mark.concurrency]
 
 MiB = 1 << 20
 

@@ -19,7 +19,8 @@ BYTES = "64M"  # about 5 s at the link's 100 Mbit/s: every fault lands mid-trans
 # and 0.5 s for a sanitizer build's exit on a shared machine.
 GIVE_UP_S = TIMEOUT + 1.5
 
-pytestmark = pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable()))
+pytestmark = [pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable())),
+              pytest.mark.netns, pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -178,6 +178,7 @@ def on_a_terminal(args, cache):
     return p.returncode, p.stdout.decode(errors="replace")  # bytes: keep the \r redraws
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("script") is None, reason="script(1) (util-linux) not installed")
 def test_a_terminal_sees_a_live_line_per_run_and_a_pipe_does_not(cache_dir):
     # 64-byte buffers make 96 MiB take over a second (1.5 million writes; 32 MiB could end

@@ -16,6 +16,7 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.real_server
 @pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli")
                     or not shutil.which("zstd"),
                     reason="redis-server, redis-cli or zstd not installed (scripts/setup installs them)")

@@ -219,6 +219,8 @@ def check_sync(procs, primary, replica, writer_kind, writer_is_child):
     return sent
 
 
+@pytest.mark.real_server
+@pytest.mark.root
 @pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli"),
                     reason="redis-server or redis-cli not installed (scripts/setup installs them)")
 @pytest.mark.parametrize("diskless", ["no", "yes"])
@@ -229,6 +231,8 @@ def test_watch_sees_a_real_redis_full_sync(tmp_path, diskless):
     check_sync(procs, primary, replica, "pipe" if diskless == "yes" else "file", False)
 
 
+@pytest.mark.real_server
+@pytest.mark.root
 @pytest.mark.skipif(not os.access(VALKEY, os.X_OK) or not shutil.which("redis-cli"),
                     reason=f"{VALKEY} or redis-cli missing (scripts/setup runs scripts/install-valkey)")
 def test_watch_sees_a_real_valkey_dual_channel_sync(tmp_path):

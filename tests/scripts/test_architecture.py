@@ -1,7 +1,7 @@
 """docs/architecture.md against the code: every folder of src/ (and tls/) is on the page with a
 floor, an include never points to a higher floor or across to another folder of the same one,
 no folder holds more than 15% of src/, no code downcasts a Stream, and the scripts find the
-binary, sizes and statistics through scripts/iobenchlib.py."""
+binary, sizes and statistics through iobench_tools.lib.iobenchlib."""
 import re
 from pathlib import Path
 
@@ -79,12 +79,10 @@ def test_the_scripts_share_iobenchlib():
     """The binary's path, the repository root, sizes and median/min/max live in iobenchlib.py;
     a script that spells them again drifts from the others."""
     twins = []
-    for path in (ROOT / "scripts").iterdir():
-        if path.name == "iobenchlib.py" or not path.is_file():
+    for path in (ROOT / "python").rglob("*.py"):
+        if path.name == "iobenchlib.py":
             continue
         text = path.read_text()
-        if not text.startswith("#!/usr/bin/env python3") and path.suffix != ".py":
-            continue
         for what, pattern in [
                 ("the repository root", r"os\.path\.dirname\(os\.path\.dirname\(os\.path\.abspath"),
                 ("the binary's path", r"[\"']build[\"'],\s*[\"']release[\"'],\s*[\"']iobench[\"']"),
@@ -92,7 +90,7 @@ def test_the_scripts_share_iobenchlib():
                 ("a size parser", r"\{[^}]*[\"']k[\"']:\s*1\s*<<\s*10"),
                 ("median/min/max", r"[\"']median[\"']:\s*(?:statistics\.)?median\(")]:
             if re.search(pattern, text):
-                twins.append(f"scripts/{path.name}: {what}")
+                twins.append(f"{path.relative_to(ROOT)}: {what}")
     assert not twins, "\n".join(twins)
 
 

@@ -12,8 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
-sys.path.insert(0, str(SCRIPTS))
-import fanoutlib  # noqa: E402
+from iobench_tools.lib import fanoutlib
 
 ENV = dict(os.environ, IOBENCH_BIN=BIN)
 

@@ -20,8 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 PLAYBOOK = ROOT / "build" / "ansible" / "bin" / "ansible-playbook"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from emulated_hosts import emulated_hosts, why_not  # noqa: E402
+from emulated_hosts import emulated_hosts, why_not
 
 
 def why_no_fleet():
@@ -78,6 +77,9 @@ def kill_after_first_cell(tmp_path, stop):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
+@pytest.mark.netns
+@pytest.mark.root
 @pytest.mark.skipif(why_no_fleet() is not None, reason=str(why_no_fleet()))
 def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
     build = Path(BIN).resolve().parent

@@ -72,6 +72,9 @@ def test_the_patched_server_refuses_a_bad_chunk_before_it_starts(env, said):
 
 
 @needs_sync
+@pytest.mark.slow
+@pytest.mark.real_server
+@pytest.mark.root
 def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
     doc = small_sync("--proto", "tcp", "--chunking", "stock,whole", tmp_path=tmp_path)
     cells = {c["id"]: c for c in doc["cells"]}
@@ -107,6 +110,9 @@ def test_two_chunk_sizes_stock_and_whole_on_the_real_server(tmp_path):
 
 
 @needs_sync
+@pytest.mark.real_server
+@pytest.mark.netns
+@pytest.mark.root
 def test_the_fleet_gives_each_replica_its_own_link_and_leaves_nothing(tmp_path):
     doc = small_sync("--where", "fleet", "--proto", "tls", tmp_path=tmp_path)
     assert doc["where"] == "fleet" and doc["link"] == {"rate": "5gbit", "mtu": 9001}

@@ -15,6 +15,9 @@ SCRIPT = str(ROOT / "scripts" / "replication-sync")
 VALKEY = ROOT / "build" / "valkey" / "valkey-server"
 
 
+@pytest.mark.slow
+@pytest.mark.real_server
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
 @pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli")
                     or not shutil.which("zstd"),
@@ -92,6 +95,9 @@ def netns_unavailable():
     return None if probe.returncode == 0 else f"ip netns refused: {probe.stderr.strip()}"
 
 
+@pytest.mark.real_server
+@pytest.mark.netns
+@pytest.mark.root
 @pytest.mark.skipif(netns_unavailable() is not None, reason=str(netns_unavailable()))
 @pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli"),
                     reason="redis-server or redis-cli missing (scripts/setup installs them)")

@@ -5,10 +5,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 
 
+@pytest.mark.slow
 def test_a_small_soak_is_flat_and_accounts_for_every_session(tmp_path):
     out = tmp_path / "soak.json"
     p = subprocess.run([str(ROOT / "scripts" / "soak"), "--sessions", "120", "--clients", "3",

@@ -14,11 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
-sys.path.insert(0, str(SCRIPTS))
-import sweeplib  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from emulated_hosts import emulated_hosts, why_not  # noqa: E402
+from emulated_hosts import emulated_hosts, why_not
+from iobench_tools.lib import sweeplib
 
 
 def sweep(tmp_path, name, *args, check=None):

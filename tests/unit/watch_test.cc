@@ -119,7 +119,7 @@ WatchCounts sample_counts() {
 TEST(WatchReport, GroupsByProcessKindAndDirection) {
   // The child's pipe was made while watched (the kernel says so); no sample saw it.
   const std::map<pid_t, std::map<int, std::string>> kinds = {{10, {{5, "tcp"}, {7, "file"}}}};
-  std::map<pid_t, CpuSamples> cpu;
+  std::map<pid_t, ProcessCpuSamples> cpu;
   ProcStat first, last;
   first.comm = last.comm = "valkey-server";
   first.tgid = last.tgid = 10;

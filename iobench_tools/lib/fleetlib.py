@@ -5,9 +5,9 @@ host does not pass for noise — with the pairs that disagree named."""
 import json
 import os
 
-import fanoutlib
-import sweeplib
-from iobenchlib import median
+from iobench_tools.lib import fanoutlib
+from iobench_tools.lib import sweeplib
+from iobench_tools.lib.iobenchlib import median
 
 
 def load(fleet_dir, cost):

@@ -22,3 +22,9 @@ def module(name, prog, package=None):
     sys.exit(f"{prog}: error: Python module '{name}' is missing for {sys.executable} "
              f"(scripts/setup installs {package or 'python3-' + name} for {SYSTEM_PYTHON}; "
              f"or: {sys.executable} -m pip install {name})")
+
+
+def pyplot(prog):
+    """matplotlib.pyplot drawing to files (the Agg backend), or `module`'s re-run / one line."""
+    module("matplotlib", prog).use("Agg")
+    return module("matplotlib.pyplot", prog, "python3-matplotlib")

@@ -4,8 +4,8 @@ The criterion is the writer thread's CPU per GiB delivered (N x bytes), each cel
 its rounds; every size (adaptive too) is set against the best fixed size with the 95% bootstrap
 interval of the ratio (round by round where the runs record their round, as sweeps are judged):
 a size is "within the tolerance" unless that interval lies above it."""
-import sweeplib
-from iobenchlib import parse_size as size_bytes, stat
+from iobench_tools.lib import sweeplib
+from iobench_tools.lib.iobenchlib import parse_size as size_bytes, stat
 
 
 def cell_id(c):

@@ -5,10 +5,10 @@ import math
 import os
 import sys
 
-import iobenchlib
-from iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
+from iobench_tools.lib import iobenchlib
+from iobench_tools.lib.iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
 # Re-exported: recommend, fanoutlib and the reports call them through sweeplib.
-from statslib import (MIN_PAIRED_ROUNDS, SEED, compare, mann_whitney_p,  # noqa: F401
+from iobench_tools.lib.statslib import (MIN_PAIRED_ROUNDS, SEED, compare, mann_whitney_p,  # noqa: F401
                       median_ci, paired_ratios, ratio_ci, versus, wilcoxon_p)
 
 

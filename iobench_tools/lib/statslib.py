@@ -6,7 +6,7 @@ import itertools
 import math
 import random
 
-from iobenchlib import median
+from iobench_tools.lib.iobenchlib import median
 
 SEED = 0x10BE7C5  # fixed: the same runs give the same interval
 

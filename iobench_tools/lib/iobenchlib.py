@@ -1,6 +1,7 @@
 """What every script shares: where the iobench binary is, running it to JSON, byte sizes as
 iobench spells them, and the median [min-max] every table prints. The scripts read iobench's
 JSON only; nothing here knows its internals."""
+import argparse
 import json
 import os
 import re
@@ -8,7 +9,8 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# iobench_tools/lib/ -> the checkout (or /usr/share/iobench where the package installs it)
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GiB = 1 << 30
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)(?:i?b)?$")
@@ -49,9 +51,20 @@ def parse_size_list(text):
     return [parse_size(item) for item in str(text).split(",")]
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written (its usage block keeps its lines); every option's default shown."""
+
+
+def command_parser(doc, prog=None):
+    """The argparse parser of a command: its description is the module docstring's first
+    paragraph, whole (the rest is for readers of the code), and every option's help ends with
+    its default. tests/scripts/test_python_package.py holds every command to both."""
+    return argparse.ArgumentParser(prog=prog, description=doc.strip().split("\n\n")[0],
+                                   formatter_class=_HelpFormatter)
+
+
 def size_arg(text):
     """argparse `type=` for one size: the error names the value."""
-    import argparse
     try:
         return parse_size(text)
     except ValueError as e:

@@ -1,0 +1,104 @@
+"""Which sources dev/tidy must check: a source whose inputs are byte for byte those of an earlier
+clean check is clean again (clang-tidy is a pure function of them), so only the others are run.
+
+A source's key is a SHA-256 over everything clang-tidy reads or is: the clang-tidy and libc++
+package versions (libc++'s headers are what it parses the standard library from), .clang-tidy,
+the compile command (paths made relative to the checkout; the commit's IOBENCH_GIT_COMMIT
+string left out, as it changes every commit and no check reads it) and the contents of the
+source and of every header the build's depfile lists for it (ninja -t deps), system ones too.
+The keys of clean sources are kept in dev/tidy-clean.txt, committed beside the code, so a fresh
+clone checks only what changed since the last clean run (IOBENCH_TIDY_ALL=1 checks everything).
+
+  tidy_stamps.py pending BUILD FILE...   prints the files without a clean key
+  tidy_stamps.py record BUILD FILE...    records every FILE's key as clean (after a clean run)"""
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STAMPS = os.path.join(ROOT, "dev", "tidy-clean.txt")
+TOOLS = ("clang-tidy-16", "libc++-16-dev")
+_content = {}
+
+
+def digest_of(path):
+    if path not in _content:
+        with open(path, "rb") as f:
+            _content[path] = hashlib.sha256(f.read()).hexdigest()
+    return _content[path]
+
+
+def tool_versions():
+    p = subprocess.run(["dpkg-query", "-W", *TOOLS], capture_output=True, text=True)
+    return p.stdout + p.stderr
+
+
+def commands(build):
+    """source path (relative) -> (compile command without the commit string, object path)."""
+    out = {}
+    for entry in json.load(open(os.path.join(build, "compile_commands.json"))):
+        args = shlex.split(entry["command"])
+        obj = args[args.index("-o") + 1]
+        kept = [a for a in args if not a.startswith("-DIOBENCH_GIT_COMMIT=")]
+        command = " ".join(kept).replace(ROOT + "/", "").replace(ROOT, ".")
+        out[os.path.relpath(entry["file"], ROOT)] = (command, obj)
+    return out
+
+
+def dependencies(build, obj):
+    p = subprocess.run(["ninja", "-C", build, "-t", "deps", obj], capture_output=True, text=True)
+    paths = [line.strip() for line in p.stdout.splitlines()[1:] if line.startswith("    ")]
+    return paths if p.returncode == 0 and paths else None
+
+
+def keys(build, files):
+    """file -> key, or None where the build holds no dependency list for it (not built yet)."""
+    tool = os.environ.get("IOBENCH_CLANG_TIDY", "clang-tidy-16")
+    common = hashlib.sha256((tool + tool_versions() + open(os.path.join(ROOT, ".clang-tidy")).read())
+                            .encode()).hexdigest()
+    cmds = commands(build)
+    out = {}
+    for f in files:
+        if f not in cmds:
+            out[f] = None
+            continue
+        command, obj = cmds[f]
+        deps = dependencies(build, obj)
+        if deps is None:
+            out[f] = None
+            continue
+        h = hashlib.sha256(f"{common}\n{command}\n".encode())
+        for d in sorted(set(deps)):
+            name = os.path.relpath(d, ROOT) if d.startswith(ROOT + "/") else d
+            h.update(f"{name} {digest_of(d) if os.path.exists(d) else 'missing'}\n".encode())
+        out[f] = h.hexdigest()
+    return out
+
+
+def recorded():
+    if not os.path.exists(STAMPS):
+        return {}
+    pairs = (line.split() for line in open(STAMPS) if re.match(r"^[0-9a-f]{64} ", line))
+    return {path: key for key, path in pairs}
+
+
+def main(argv):
+    if len(argv) < 3 or argv[0] not in ("pending", "record"):
+        sys.exit(__doc__)
+    mode, build, files = argv[0], argv[1], argv[2:]
+    now = keys(build, files)
+    if mode == "pending":
+        clean = recorded() if not os.environ.get("IOBENCH_TIDY_ALL") else {}
+        print("\n".join(f for f in files if now[f] is None or clean.get(f) != now[f]))
+        return
+    with open(STAMPS, "w") as out:
+        out.write("# dev/tidy: the key of each source at its last clean check (dev/tidy_stamps.py)\n")
+        out.writelines(f"{now[f]} {f}\n" for f in sorted(files) if now[f])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

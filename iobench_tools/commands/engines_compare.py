@@ -1,0 +1,83 @@
+"""Compares engine set-ups on loopback the way the README's engine tables are made: every
+set-up runs once per round, set-ups alternating inside each round, so a noisy neighbour hits
+them alike. Prints a markdown table per size: CPU s/GiB and syscalls/GiB (sender + receiver),
+receiver Gbit/s, medians with min-max over the rounds.
+
+  scripts/engines-compare [--rounds 5] [--bufs 4k,16k,64k] [--bytes 100M] [--out DIR]
+                          [LABEL=ARGS ...]
+  e.g. scripts/engines-compare blocking="--engine blocking" \\
+           multishot="--engine uring" batch="--engine uring --uring-recv batch"
+Default set-ups: blocking, epoll, uring (TCP).
+"""
+import argparse
+import json
+import os
+import shlex
+import sys
+
+from iobench_tools.lib.iobenchlib import GiB, binary, fmt_stat, median, require_binary, run_json, stat
+from iobench_tools.lib import iobenchlib
+DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
+
+
+def main():
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("setups", nargs="*", help="LABEL=ARGS (iobench options)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved rounds: each setup once per size per round")
+    ap.add_argument("--bufs", default="4k,16k,64k",
+                    help="buffer sizes, a list")
+    ap.add_argument("--bytes", default="100M",
+                    help="payload per run")
+    ap.add_argument("--out", help="keep every run's JSON here")
+    ap.add_argument("--cpus", default="", help="run both sides under taskset -c CPUS (e.g. 0)")
+    ap.add_argument("--iobench", default=binary(),
+                    help="the iobench binary (IOBENCH_BIN, else the checkout's Release build, else PATH)")
+    a = ap.parse_args()
+    require_binary("engines-compare", a.iobench)
+    if a.rounds < 1:
+        sys.exit(f"engines-compare: invalid --rounds '{a.rounds}': expected 1 or more")
+    setups = []
+    for s in a.setups or DEFAULT:
+        label, sep, args = s.partition("=")
+        if not sep or not label:
+            sys.exit(f"engines-compare: invalid set-up '{s}': expected LABEL=ARGS")
+        setups.append((label, shlex.split(args)))
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+    # figures[buf][label] = list of (cpu_per_gib, syscalls_per_gib, gbps)
+    figures = {}
+    for rnd in range(a.rounds):
+        for label, args in setups:
+            doc = run_json([*args, "--buf", a.bufs, "--bytes", a.bytes], f"engines-compare: {label}",
+                           iobench=a.iobench, cpus=a.cpus)
+            if a.out:
+                with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
+                    json.dump(doc, f, indent=1)
+            for res in doc["results"]:
+                run = res["runs"][0]
+                s, v = run["sender"], run["receiver"]
+                cpu = s["cpu_s_per_gib"] + v["cpu_s_per_gib"]
+                # --syscalls auto: the kernel's counts are in the size's counting run.
+                k = res.get("counting_run") or run
+                kgib = k["receiver"]["bytes"] / GiB
+                sys_total = (k["sender"]["syscalls"]["total"] +
+                             k["receiver"]["syscalls"]["total"]) / kgib
+                figures.setdefault(res["label"], {}).setdefault(label, []).append(
+                    (cpu, sys_total, v["throughput_gbps"]))
+            sys.stderr.write(f"\rround {rnd + 1}/{a.rounds} {label:<20}")
+    sys.stderr.write("\n")
+    print("| size | set-up | CPU s/GiB | syscalls/GiB | Gbit/s |")
+    print("|---|---|---|---|---|")
+    for buf, by_label in figures.items():
+        for label, _ in setups:
+            rows = by_label.get(label, [])
+            if not rows:
+                continue
+            cpu, sc, gbps = zip(*rows)
+            print(f"| {buf} | {label} | {fmt_stat(stat(cpu), 2)} | {median(sc) / 1000:.1f} k "
+                  f"| {median(gbps):.1f} |")
+
+
+if __name__ == "__main__":
+    main()

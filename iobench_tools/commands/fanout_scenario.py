@@ -1,0 +1,247 @@
+"""The primary's shape: one writer thread streaming a full sync to N replicas (iobench --fanout),
+for N x chunk size x shape x protocol, in interleaved rounds; then the answer a replication
+design needs: is one chunk size right for every N, or does the best size move with N, and does
+the adaptive mode come within 5% of the best fixed size at every N with no more memory?
+
+  scripts/fanout-scenario NAME [--replicas 1,2,4,8,16] [--bufs 4k,16k,64k,adaptive]
+      [--shapes connset,event-loop] [--protos tcp,tls] [--bytes 100M] [--rounds 3]
+      [--budget 256k] [--timeout 30] [--where loopback|fleet] [--rate 5gbit]
+      [--connect HOST:PORT,... [--tls-ca FILE]] [--iobench PATH]
+      [--results results] [-- EXTRA IOBENCH ARGS]
+  scripts/fanout-scenario NAME --report   # rewrite fanout.md from fanout.json, no runs
+
+--connect runs every cell against `iobench server`s already running on the replica hosts (the
+package's iobench.service; a fleet pair of one primary and several replicas, docs/fleet.md):
+replica i of N goes to server i mod k, TLS on each server's PORT + 1, checked against --tls-ca
+(one file may hold several CAs).
+
+--where fleet runs every cell on the emulated fleet of scripts/netns-link --replicas N (a primary
+namespace and N replica namespaces, each replica on its own veth capped at --rate, MTU 9001;
+root): the primary's writes then meet N links, not one loopback.
+
+Writes results/NAME/: raw/ (every run's JSON, not committed), fanout.json (each run's figures, the cells'
+medians and ranges, the verdicts) and fanout.md (the tables and the answer). The criterion is the
+writer thread's CPU per GiB delivered (N x bytes): what the primary's one thread pays; the time
+until the last replica is done and the peak buffer memory (the replicas' chunk sizes summed) are
+shown beside it. A ratio whose 95% bootstrap interval reaches past 5% is not called "within 5%".
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from iobench_tools.lib import fanoutlib
+from iobench_tools.lib.fanoutlib import cell_id
+from iobench_tools.lib.iobenchlib import ROOT, binary, require_binary
+from iobench_tools.lib import iobenchlib
+
+IOBENCH = binary()
+TOLERANCE = 0.05
+
+
+def parse_args():
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("name",
+                    help="the scenario's name: fanout.json, fanout.md and the runs go to RESULTS/NAME/")
+    ap.add_argument("--replicas", default="1,2,4,8,16",
+                    help="replica counts, a list: one writer streams to this many at once")
+    ap.add_argument("--bufs", default="4k,16k,64k,adaptive",
+                    help="the writer's chunk sizes, a list; 'adaptive' sizes chunks by live replicas")
+    ap.add_argument("--shapes", default="connset,event-loop",
+                    help="how the writer serves the replicas, a list: connset (one blocking write each, in turn) and event-loop (epoll)")
+    ap.add_argument("--protos", default="tcp,tls",
+                    help="protocols, a list: tcp, tls")
+    ap.add_argument("--bytes", default="100M", help="per replica")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds per cell")
+    ap.add_argument("--budget", default="256k",
+                    help="buffer memory the adaptive writer shares among its replicas")
+    ap.add_argument("--timeout", default="30",
+                    help="iobench --timeout, seconds: a replica silent this long is dropped")
+    ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
+                    help="loopback, or fleet: each replica in a network namespace of its own behind a link capped at --rate (root)")
+    ap.add_argument("--rate", default="5gbit", help="fleet: each replica link's cap")
+    ap.add_argument("--connect", help="HOST:PORT,...: servers already running (TLS on PORT + 1)")
+    ap.add_argument("--tls-ca", help="--connect: the CA file(s) the servers' certificates chain to")
+    ap.add_argument("--iobench", default=IOBENCH, help="the iobench binary")
+    ap.add_argument("--results", default=os.path.join(ROOT, "results"),
+                    help="the folder the scenario's folder NAME goes under")
+    ap.add_argument("--report", action="store_true",
+                    help="rewrite fanout.md (and the verdicts) from fanout.json without running")
+    a, extra = ap.parse_known_args()
+    extra = [x for x in extra if x != "--"]
+    if a.rounds < 1 or a.rounds > 50:
+        ap.error(f"invalid --rounds '{a.rounds}': expected 1..50")
+    a.replicas = [int(n) for n in a.replicas.split(",")]
+    if any(n < 1 or n > 64 for n in a.replicas):
+        ap.error(f"invalid --replicas '{a.replicas}': expected numbers 1..64")
+    a.bufs, a.shapes, a.protos = a.bufs.split(","), a.shapes.split(","), a.protos.split(",")
+    for s in a.shapes:
+        if s not in ("connset", "event-loop"):
+            ap.error(f"invalid --shapes '{s}': expected connset or event-loop")
+    if a.connect:
+        if a.where != "loopback":
+            ap.error("--connect runs against servers already up: not with --where fleet")
+        servers = []
+        for item in a.connect.split(","):
+            host, _, port = item.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65535:
+                ap.error(f"invalid --connect '{item}': expected HOST:PORT")
+            servers.append((host, int(port)))
+        a.servers = servers
+        if "tls" in a.protos and not (a.tls_ca and os.path.isfile(a.tls_ca)):
+            ap.error(f"TLS cells against --connect need --tls-ca FILE (got '{a.tls_ca or ''}')")
+    return a, extra
+
+
+def cells(a):
+    return [{"shape": s, "proto": p, "replicas": n, "buf": b}
+            for s in a.shapes for p in a.protos for n in a.replicas for b in a.bufs]
+
+
+def command(a, c, out, extra):
+    engine = ["--engine", "blocking"] if c["shape"] == "connset" else ["--send-engine", "epoll"]
+    where = [] if a.where == "loopback" else [
+        os.path.join(ROOT, "scripts", "netns-link"), "--replicas", str(c["replicas"]),
+        "--rate", a.rate, "--"]
+    if a.connect:  # the servers' TCP ports, or the TLS ones beside them
+        shift = 1 if c["proto"] == "tls" else 0
+        where = [a.iobench, "client", "--connect",
+                 ",".join(f"{h}:{p + shift}" for h, p in a.servers),
+                 *(["--tls-ca", a.tls_ca] if c["proto"] == "tls" else [])]
+    return [*where, *([] if where else [a.iobench]), "--fanout", c["shape"], *engine, "--proto", c["proto"],
+            "--conns", str(c["replicas"]), "--buf", c["buf"],
+            *(["--budget", a.budget] if c["buf"] == "adaptive" else []), "--bytes", a.bytes, "--timeout", a.timeout, "--syscalls", "off", "-q",
+            "--json", out, *extra]
+
+
+def example(a, extra):
+    """One cell's command, repository-relative."""
+    cmd = command(a, cells(a)[0], "OUT.json", extra)
+    head = ["./iobench"] if a.where == "loopback" and not a.connect else \
+        ["iobench"] if a.connect else ["scripts/netns-link"]
+    return " ".join(head + cmd[1:])
+
+
+def figures(doc):
+    """One run's figures from its JSON (None when it failed)."""
+    run = doc["results"][0]["runs"][0]
+    g = run.get("group") or {}
+    f = g.get("fanout")
+    if not f or run.get("partial") or g.get("error"):
+        return None
+    return {"writer_cpu_s_per_gib": f["writer_cpu_s_per_gib_delivered"],
+            "writer_cpu_us_per_chunk": f["writer_cpu_us_per_chunk"],
+            "last_done_s": f["last_done_s"], "slowest_s": f["slowest_s"],
+            "peak_buffer_bytes": g["sender"]["peak_buffer_bytes"],
+            "peak_chunk_bytes": f["peak_chunk_bytes"], "chunks": f["chunks"],
+            "writes": f["writes"], "waits": f["waits"],
+            "stalls": sum(r.get("stalls", 0) for r in f["replicas_detail"]),
+            "policy": g["sender"].get("policy")}
+
+
+def run_rounds(a, extra, out_dir):
+    """Every cell once per round, the rounds one after another (interleaved: a slow minute of the
+    machine lands on every cell, not on one)."""
+    os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
+    runs = {cell_id(c): [] for c in cells(a)}
+    failures = []
+    for k in range(a.rounds):
+        for c in cells(a):
+            out = os.path.join(out_dir, "raw", f"{cell_id(c)}.round{k}.json")
+            p = subprocess.run(command(a, c, out, extra), capture_output=True, text=True,
+                               timeout=600)
+            fig = None
+            if p.returncode == 0 and os.path.exists(out):
+                fig = figures(json.load(open(out)))
+            if fig is None:
+                failures.append(f"{cell_id(c)} round {k}: {p.stderr.strip()[-300:]}")
+                print(f"fanout-scenario: {cell_id(c)} round {k} failed", file=sys.stderr)
+                continue
+            fig["round"] = k  # two cells of one round share the host's drift: compared paired
+            runs[cell_id(c)].append(fig)
+        print(f"fanout-scenario: round {k + 1}/{a.rounds} done", file=sys.stderr)
+    return runs, failures
+
+
+def doc_base(a, extra, runs, failures, started):
+    """The scenario's record: what ran, how, and every run's figures."""
+    out_dir = os.path.join(a.results, a.name)
+    first = sorted(os.listdir(os.path.join(out_dir, "raw")))[0]
+    return {"kind": "fanout-scenario", "command": " ".join(["scripts/fanout-scenario",
+                                                            *sys.argv[1:]]),
+            "iobench_command_example": example(a, extra),
+            "where": f"servers {a.connect}" if a.connect else a.where,
+            "rate": a.rate if a.where == "fleet" else None,
+            "criterion": "writer thread CPU per GiB delivered (N x bytes), median of the rounds",
+            "tolerance": TOLERANCE, "rounds": a.rounds, "bytes_per_replica": a.bytes,
+            "budget": a.budget, "replicas": a.replicas, "bufs": a.bufs, "shapes": a.shapes,
+            "protos": a.protos, "duration_s": round(time.time() - started, 1),
+            "context": json.load(open(os.path.join(out_dir, "raw", first)))["context"],
+            "cells": runs, "failures": failures}
+
+
+def adaptive_rule(doc):
+    """What `--buf adaptive` ran, as the runs' own JSON named it."""
+    for cell, runs in doc["cells"].items():
+        for r in runs:
+            if cell.endswith("-adaptive") and r.get("policy"):
+                return f"`--buf adaptive --budget {doc['budget']}`, the writer's rule ({r['policy']})"
+    return f"`--buf adaptive --budget {doc['budget']}` (budget / live replicas, 4K..64K)"
+
+
+def write_report(out_dir, doc):
+    """fanout.json (with the verdicts) and fanout.md, from the record alone."""
+    pairs = [(s, p) for s in doc["shapes"] for p in doc["protos"]]
+    verdicts = [fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], s, p,
+                                  doc["tolerance"]) for s, p in pairs]
+    doc["verdicts"] = verdicts
+    with open(os.path.join(out_dir, "fanout.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    where = ("loopback" if doc["where"] == "loopback" else doc["where"]
+             if doc["where"].startswith("servers ") else
+             f"the emulated fleet (each replica its own veth, {doc['rate']}, MTU 9001)")
+    text = [f"# One writer, N replicas on {where}: {doc['bytes_per_replica']} per replica, "
+            f"{doc['rounds']} interleaved rounds\n",
+            f"Command: `{doc['command']}` (one run: `{doc['iobench_command_example']}`).\n",
+            "Criterion: the writer thread's CPU per GiB delivered (its CLOCK_THREAD_CPUTIME_ID "
+            "over N x bytes), the median of the rounds. Peak buffer memory: the replicas' chunk "
+            f"sizes summed (a fixed size's is N x size). Adaptive: {adaptive_rule(doc)}. "
+            "Each size is set against the "
+            "best fixed size (lowest median) with the 95% bootstrap interval of the ratio: a "
+            "fixed size counts as within 5% unless its whole interval lies above 1.05; adaptive "
+            "is called within 5% only when its whole interval lies under 1.05.\n",
+            "## The answer\n"]
+    text += [f"- {fanoutlib.answer_text(v)}" for v in verdicts]
+    text += ["\nRecommendation (`scripts/recommend` writes it with its own --tolerance):\n"]
+    text += [f"- {fanoutlib.recommendation(v)}" for v in verdicts]
+    text += ["\n## The runs"]
+    text += [fanoutlib.table(doc["cells"], doc["replicas"], doc["bufs"], s, p) for s, p in pairs]
+    if doc["failures"]:
+        text += ["\n## Failed runs\n"] + [f"- {x}" for x in doc["failures"]]
+    with open(os.path.join(out_dir, "fanout.md"), "w") as f:
+        f.write("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
+def main():
+    a, extra = parse_args()
+    out_dir = os.path.join(a.results, a.name)
+    if a.report:
+        try:
+            doc = json.load(open(os.path.join(out_dir, "fanout.json")))
+        except (OSError, ValueError) as e:
+            sys.exit(f"fanout-scenario: error: cannot read {out_dir}/fanout.json: {e}")
+        write_report(out_dir, doc)
+        return
+    require_binary("fanout-scenario", a.iobench)
+    started = time.time()
+    runs, failures = run_rounds(a, extra, out_dir)
+    write_report(out_dir, doc_base(a, extra, runs, failures, started))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

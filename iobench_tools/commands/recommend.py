@@ -1,0 +1,264 @@
+"""Reads a sweep and writes a Markdown report (results/<name>/recommendation.md): per protocol,
+the table in Valkey PR #817's columns, the knee (the smallest buffer within --tolerance of the
+lowest total CPU per GiB) with how sure it is (the runs' 95% bootstrap intervals and the
+Mann-Whitney U test), and the recommended default for one connection and for many. A knee inside
+the noise is not recommended: the report says how many more runs per cell would tell.
+
+  scripts/recommend results/<name> [--tolerance 0.05] [--cost processes|host] [--out FILE]
+
+A fleet (results/<name>/fleet.json, scripts/fleet) gets the knee per pair, per instance type and
+across its pairs, saying which pairs disagree.
+
+A fan-out scenario (results/<name>/fanout.json, scripts/fanout-scenario) gets the one-writer
+answer instead: per shape and protocol, whether one chunk size is right for every N replicas,
+whether the adaptive mode is within --tolerance of the best with no more memory, and the default."""
+import argparse
+import json
+import os
+import sys
+
+from iobench_tools.lib import fanoutlib
+from iobench_tools.lib import fleetlib
+from iobench_tools.lib import sweeplib
+from iobench_tools.lib import iobenchlib
+
+
+def source_text(window):
+    if window in (None, "payload"):
+        return "the whole payload once, from its cold pages"
+    return (f"a hot window of {window} repeated (--source-window), as a primary sends from the "
+            "buffer its serializer has just filled")
+
+
+def report(manifest, rows, tolerance):
+    ctx = rows[0]["context"]
+    lines = [f"# Buffer-size recommendation: {manifest['name']}", ""]
+    where = manifest["where"]
+    if manifest.get("netns"):
+        where += f" (two namespaces, veth MTU {manifest['netns']['mtu']}, tbf {manifest['netns']['rate']})"
+    lines += [f"- sweep: `{manifest['command']}`",
+              f"- iobench commit {manifest['iobench_commit']}, {manifest['bytes']} per run, "
+              f"{rows[0]['runs']} measured runs per cell (medians below), where: {where}",
+              f"- host: {ctx['cpu_model']}, {ctx['cpus_online']} CPUs, {ctx['kernel']}, "
+              f"{ctx['libraries'].get('openssl', 'OpenSSL ?')}",
+              f"- sender's source: {source_text(manifest.get('source_window'))}",
+              f"- started {manifest['started']}, finished {manifest.get('finished') or 'not yet'}",
+              ""]
+    lines += ["How sure: each knee is set against the lowest cell and the size below it, "
+              "with the medians of the cells' per-run total CPU per GiB (sender + receiver of "
+              "one run; with --cost host, the host's busy seconds per GiB over the sender's data "
+              "phase, all CPUs). Cells measured in the same interleaved rounds are compared round "
+              "by round — the ratio is the median of the per-round ratios, ± the half-width of "
+              "that median's 95% bootstrap interval, distinguishable means Wilcoxon's signed-rank "
+              "p < 0.05 and an interval that excludes 1 — since two runs of one round share the "
+              "host's drift; other cells by the ratio of their medians, its bootstrap interval "
+              "and Mann-Whitney U. "
+              "A knee whose place the noise could move is not recommended.", ""]
+    failed = [c for c in manifest["cells"] if c.get("status") == "failed"]
+    if failed:
+        lines += ["Failed cells: " + ", ".join(f"{c['id']} ({c['error']})" for c in failed), ""]
+    placements = sorted({r["placement"] for r in rows})
+    if len(placements) > 1:
+        lines += ["Cells measured under different CPU placements are never compared: each "
+                  "placement has its own tables, knees and default.", ""]
+    defaults = {}
+    for pl in placements:
+        prs = [r for r in rows if r["placement"] == pl]
+        if len(placements) > 1:
+            lines += [f"# Placement: {pl}", ""]
+        elif pl == "unrecorded":
+            lines += ["Placement: unrecorded (cells from an iobench that did not record it; "
+                      "placement moves the knee: re-run with --cpus to know).", ""]
+        else:
+            lines += [f"Placement: {pl}.", ""]
+        picks, body = proto_sections(prs, tolerance)
+        lines += body
+        defaults[pl], default_lines = one_connection_default(picks, prs)
+        lines += ["## Recommended defaults" + (f" ({pl})" if len(placements) > 1 else ""), ""]
+        lines += default_lines
+        lines += many_connections(prs, tolerance)
+    if len(placements) > 1:
+        lines += ["# Across placements", ""]
+        chosen = {pl: d for pl, d in defaults.items() if d is not None}
+        if len(set(chosen.values())) > 1:
+            lines.append("**The knee differs between placements**: "
+                         + ", ".join(f"{sweeplib.size_label(d)} {pl}" for pl, d in chosen.items())
+                         + ". No single default follows from this sweep: measure with the "
+                           "placement the primary and its replicas will have.")
+        elif chosen and len(chosen) == len(defaults):
+            lines.append(f"The knee is the same under every placement: "
+                         f"{sweeplib.size_label(next(iter(chosen.values())))}.")
+        else:
+            lines.append("Not every placement gave a default (see above): no default across them.")
+    return "\n".join(lines) + "\n"
+
+
+def proto_sections(rows, tolerance):
+    """Per protocol: the PR #817 table and its knee. Returns ({proto: (knee, edge)}, lines)."""
+    picks, lines = {}, []
+    for proto in sorted({r["proto"] for r in rows}):
+        rs = [r for r in rows if r["proto"] == proto and r["conns"] == 1 and r["group"] is None]
+        if not rs:
+            continue
+        lines += [f"## {proto.upper()}", "",
+                  "| Chunk Size | write-time sec | writes total | write cpu-time (usr+sys) | "
+                  "read-time sec | read total syscalls | read cpu-time (usr+sys) | "
+                  + ("host busy s/GiB |" if rs[0].get("cost") == "host" else "total cpu s/GiB |"),
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in rs:
+            s, v = r["sender"], r["receiver"]
+            lines.append(
+                f"| {sweeplib.size_label(r['buf'])}{' - TLS' if proto == 'tls' else ''} "
+                f"| {s['wall_s']['median']:.6f} | {s['io_calls']['median']:.0f} "
+                f"| {s['cpu_s']['median']:.6f} | {v['wall_s']['median']:.6f} "
+                f"| {v['syscalls']['median']:.0f} | {v['cpu_s']['median']:.6f} "
+                f"| {sweeplib.total_cpu_per_gib(r):.3f} |")
+        best = min(rs, key=sweeplib.total_cpu_per_gib)
+        edge, k = sweeplib.edge_of_range(rs, sweeplib.knee(rs, tolerance), tolerance)
+        lines += ["", cost_intervals(rs, best)]
+        lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
+                  f"{sweeplib.size_label(best['buf'])}.")
+        if edge:
+            picks[proto] = (k, edge)
+            lines += ["", f"{lowest} **No knee: {edge}.**", ""]
+            continue
+        sure, why, _ = sweeplib.knee_confidence(rs, k, best, tolerance)
+        picks[proto] = (k, None if sure else f"the knee is inside the noise ({why})")
+        label = sweeplib.size_label(k["buf"])
+        if sweeplib.total_cpu_per_gib(k) > sweeplib.total_cpu_per_gib(best) * (1 + tolerance):
+            # From edge_of_range: the largest size's lead over this one is inside the noise.
+            lines += ["", f"{lowest} It cannot be told from {label} "
+                          f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB), so the knee is inside "
+                          f"the range{':' if sure else ', but **no knee with confidence**:'} "
+                          f"{why}.", ""]
+            continue
+        if sure:
+            lines += ["", f"{lowest} **Knee: {label}** ({why}) — the smallest buffer within "
+                          f"{tolerance:.0%} of it ({sweeplib.total_cpu_per_gib(k):.3f} s/GiB).",
+                      ""]
+        else:
+            lines += ["", f"{lowest} The smallest buffer within {tolerance:.0%} of it is {label} "
+                          f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB), but **no knee with "
+                          f"confidence**: {why}.", ""]
+    return picks, lines
+
+
+def cost_intervals(rs, best):
+    """Which cost measures these cells more tightly: per size, the half-width of the 95%
+    interval of its ratio to the lowest cell over that ratio, judged on the two processes' CPU
+    and on the host's busy time (the same runs)."""
+    parts = []
+    for cost in sweeplib.COSTS:
+        key = "host_runs" if cost == "host" else "process_runs"
+        if not all(r[key] for r in rs):
+            parts.append(f"{cost}: not measured")
+            continue
+        widths = []
+        for r in rs:
+            if r is not best:
+                ratio, hw, _, _, _ = sweeplib.compare(best, r, key)
+                widths.append(hw / ratio if ratio else 0)
+        parts.append(f"{cost} ±{100 * sweeplib.median(widths):.1f}%" if widths else
+                     f"{cost}: one size")
+    judged = rs[0].get("cost", "processes")
+    return (f"Intervals (median over sizes of the 95% interval's half-width of each size's "
+            f"ratio to the lowest, relative to the ratio): "
+            + ", ".join(parts) + f"; the knee is judged on {judged} (--cost).")
+
+
+def one_connection_default(picks, rows):
+    """The one-connection default (or None) and the lines that say it, bounded by what was
+    measured."""
+    if not picks:
+        return None, ["- One connection: no single-connection cells."]
+    at_edge = {p: e for p, (_, e) in picks.items() if e}
+    if at_edge:
+        return None, ["- **One connection: no default from this sweep** — "
+                      + "; ".join(f"{p.upper()}: {e}" for p, e in sorted(at_edge.items())) + "."]
+    one = max(k["buf"] for k, _ in picks.values())
+    largest = max(r["buf"] for r in rows if r["conns"] == 1 and r["group"] is None)
+    return one, [f"- **One connection: {sweeplib.size_label(one)}** — the largest knee across "
+                 + ", ".join(f"{p.upper()} ({sweeplib.size_label(k['buf'])})"
+                             for p, (k, _) in sorted(picks.items()))
+                 + f": below it CPU per GiB climbs; above it, up to the largest size tried "
+                   f"({sweeplib.size_label(largest)}), nothing is gained."]
+
+
+def many_connections(rows, tolerance):
+    many = [r for r in rows if r["group"] is not None]
+    if many:
+        # One engine's cells (the verdict's cells are keyed by protocol, N and size).
+        verdicts = fanoutlib.conns_verdicts(
+            [r for r in rows if r["engine"] == many[0]["engine"]], tolerance)
+        return (["- Many connections: " + fanoutlib.recommendation(v) for v in verdicts]
+                + ["", "## Many connections", "", sweeplib.conns_table(rows)]
+                + [f"- {fanoutlib.answer_text(v)}" for v in verdicts] + [""])
+    return ["- Many connections: this sweep has no multi-connection or adaptive cells, so "
+            "it cannot say; run scripts/conns-scenario.", ""]
+
+
+def fanout_report(doc, tolerance):
+    verdicts = [fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], s, p, tolerance)
+                for s in doc["shapes"] for p in doc["protos"]]
+    ctx = doc["context"]
+    lines = [f"# Chunk-size recommendation for one writer and N replicas", "",
+             f"- scenario: `{doc['command']}` ({doc['rounds']} interleaved rounds, "
+             f"{doc['bytes_per_replica']} per replica, where: {doc.get('where', 'loopback')})",
+             f"- host: {ctx['cpu_model']}, {ctx['cpus_online']} CPUs, {ctx['kernel']}",
+             f"- criterion: {doc['criterion']}; tolerance {tolerance * 100:g}%", "",
+             "## Recommendation", ""]
+    lines += [f"- {fanoutlib.recommendation(v)}" for v in verdicts]
+    lines += ["", "## Why", ""] + [f"- {fanoutlib.answer_text(v)}" for v in verdicts]
+    for v in verdicts:
+        lines += [fanoutlib.table(doc["cells"], doc["replicas"], doc["bufs"], v["shape"],
+                                  v["proto"])]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("sweep_dir",
+                    help="a sweep's folder (results/NAME), a fan-out scenario's or a fleet's")
+    ap.add_argument("--tolerance", type=float, default=0.05,
+                    help="how far above the cheapest a size may cost and still be the knee (0.05: 5%%)")
+    ap.add_argument("--out",
+                    help="write the recommendation here (default: recommendation.md in the sweep's folder)")
+    ap.add_argument("--cost", default="processes", choices=sweeplib.COSTS,
+                    help="what the knee is judged on: the two processes' CPU per GiB (default) "
+                         "or the host's busy time per GiB over the data phase (all CPUs, "
+                         "softirqs wherever they land)")
+    a = ap.parse_args()
+    if not 0 <= a.tolerance < 1:
+        sys.exit(f"recommend: invalid --tolerance {a.tolerance}: expected 0..1")
+    if os.path.exists(os.path.join(a.sweep_dir, "fleet.json")):
+        text, pairs = fleetlib.report(a.sweep_dir, a.tolerance, a.cost)
+        for p in pairs:  # each swept pair's own tables and knees, beside its results
+            own = (fanout_report(p["fanout"], a.tolerance) if p["fanout"] else
+                   report(p["manifest"], p["rows"], a.tolerance) if p["rows"] else None)
+            if own:
+                with open(os.path.join(p["dir"], "recommendation.md"), "w") as f:
+                    f.write(own)
+        out = a.out or os.path.join(a.sweep_dir, "recommendation.md")
+        with open(out, "w") as f:
+            f.write(text)
+        print(f"wrote {out}")
+        return
+    fanout = os.path.join(a.sweep_dir, "fanout.json")
+    if os.path.exists(fanout):
+        out = a.out or os.path.join(a.sweep_dir, "recommendation.md")
+        with open(out, "w") as f:
+            f.write(fanout_report(json.load(open(fanout)), a.tolerance))
+        print(f"wrote {out}")
+        return
+    manifest, rows = sweeplib.load(a.sweep_dir, "recommend", a.cost)
+    if not rows:
+        sys.exit(f"recommend: no finished cells in {a.sweep_dir}")
+    text = report(manifest, rows, a.tolerance)
+    out = a.out or os.path.join(a.sweep_dir, "recommendation.md")
+    with open(out, "w") as f:
+        f.write(text)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,332 @@
+"""The replication chunk's knee on the real server, beside iobench's prediction.
+
+Valkey 8.1.1 built from Debian's source with iobench's chunk patch (`scripts/install-valkey
+--source`; docs/valkey-patch.md) streams real full syncs: per cell one primary (pinned to the
+first CPU of --cpus, its chunk from the environment at start) loads the same RDB (iobench's own
+replication stream, --rdb bytes) and syncs N empty replicas (pinned to the second CPU) at once —
+one BGSAVE for all of them — over TCP or TLS, disk-based, diskless or dual-channel, every sync
+watched by `iobench watch`. Beside each round's real syncs, the model: `iobench --fanout` with the
+same chunk, N, protocol and placement (the dual-channel child is the connset shape, a main thread
+forwarding to N non-blocking sockets the event-loop shape). Every cell once per round, in a
+shuffled order, --rounds rounds.
+
+The knee (the smallest chunk within --tolerance of the lowest writer CPU per GiB delivered) and
+how sure it is are judged as scripts/recommend judges a sweep's, on the real writer and on the
+model's, and set side by side: same, within noise, or differs.
+
+  scripts/replication-knee [--chunks 4k,16k,64k,256k] [--replicas 1,4] [--proto tcp,tls]
+      [--modes dual,diskless,disk] [--chunking stock,whole,adaptive] [--rounds 5] [--rdb 100M]
+
+Writes OUT/results.json (every sync's figures), OUT/report.md and OUT/plots/*.png (with
+matplotlib). Root is not needed on loopback. Every server it starts is stopped, also on Ctrl-C.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import needs
+from iobench_tools.lib.iobenchlib import ROOT, parse_size_list
+from iobench_tools.lib import replsynclib
+from iobench_tools.lib.replsynclib import (Fleet, Node, Place, SocketWriter, Watch, load_dataset,
+                         set_mode, socket_io)
+from iobench_tools.lib import replknee_report
+
+PROG = replsynclib.PROG = "replication-knee"
+VALKEY = os.environ.get("IOBENCH_VALKEY_SRC",
+                        os.path.join(ROOT, "build", "valkey", "valkey-server-src"))
+MODES = ("dual", "diskless", "disk")
+SHAPE = {"dual": "connset", "diskless": "event-loop", "disk": "event-loop"}
+CHUNKING = ("stock", "whole", "adaptive")
+# adaptive's one-replica chunk and its largest (docs/connections.md: the writer's rule).
+ADAPTIVE = {"tcp": (65536, 65536), "tls": (16384, 65536)}
+
+
+def fail(msg):
+    sys.exit(f"{PROG}: error: {msg}")
+
+
+def cells(a):
+    out = []
+    for proto in a.proto:
+        for mode in a.modes:
+            for n in a.replicas:
+                for chunking in a.chunking:
+                    if chunking == "whole" and mode == "disk":
+                        continue  # the disk-based send has no buffer to carry a tail in
+                    sizes = [0] if chunking == "adaptive" else a.chunks
+                    out += [{"proto": proto, "mode": mode, "replicas": n, "chunking": chunking,
+                             "chunk": c} for c in sizes]
+    return out
+
+
+def cell_id(c):
+    size = "adaptive" if c["chunking"] == "adaptive" else iobenchlib.format_size(c["chunk"])
+    tag = "" if c["chunking"] in ("stock", "adaptive") else f"-{c['chunking']}"
+    return f"{c['proto']}-{c['mode']}-n{c['replicas']}-{size}{tag}"
+
+
+def server_env(c):
+    if c["chunking"] == "adaptive":
+        low, high = ADAPTIVE[c["proto"]]
+        return {"IOBENCH_REPL_CHUNKING": "adaptive", "IOBENCH_REPL_CHUNK": str(high),
+                "IOBENCH_REPL_CHUNK_MIN": str(low)}
+    return {"IOBENCH_REPL_CHUNKING": c["chunking"], "IOBENCH_REPL_CHUNK": str(c["chunk"])}
+
+
+def real_sync(c, a, dataset, certs, work):
+    """One full sync of the dataset to N replicas at once: the watched figures."""
+    prim_cpu, rep_cpu = a.placement
+    fleet = a.fleet
+    primary = Node(VALKEY, os.path.join(work, "primary"), c["proto"], certs,
+                   fleet.primary() if fleet else Place(),
+                   ["--rdbcompression", "no"], env=server_env(c), cpus=prim_cpu, rdb=dataset)
+    replicas, watch = [], None
+    try:
+        set_mode("valkey", c["mode"], primary)
+        # Every replica in one BGSAVE: diskless waits for all N (or 30 s); a disk-based save
+        # takes the replicas that ask while it runs.
+        primary.cli("CONFIG", "SET", "repl-diskless-sync-delay", "30")
+        primary.cli("CONFIG", "SET", "repl-diskless-sync-max-replicas", c["replicas"])
+        for i in range(c["replicas"]):
+            r = Node(VALKEY, os.path.join(work, f"replica{i}"), c["proto"], certs,
+                     fleet.replica(i + 1) if fleet else Place(), cpus=rep_cpu)
+            replicas.append(r)
+            set_mode("valkey", c["mode"], r)
+        watch = Watch([primary.proc.pid] + [r.proc.pid for r in replicas],
+                      os.path.join(work, "watch.json"))
+        t0 = time.monotonic()
+        for i, r in enumerate(replicas):
+            r.cli("REPLICAOF", fleet.primary_ip(i + 1) if fleet else primary.ip, primary.port)
+        deadline = t0 + a.sync_timeout
+        up = set()
+        while len(up) < len(replicas):
+            if time.monotonic() > deadline:
+                fail(f"{cell_id(c)}: {len(replicas) - len(up)} replica(s) not linked up within "
+                     f"{a.sync_timeout} s (logs: {work})")
+            up |= {i for i, r in enumerate(replicas) if i not in up and r.synced()}
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+        # Every replica served, and the save child reaped (its CPU is then in the primary's).
+        while time.monotonic() < deadline:
+            log = open(primary.log).read()
+            if (log.count("Synchronization with replica") >= len(replicas)
+                    and "terminated with success" in log):
+                break
+            time.sleep(0.02)
+        procs = watch.stop()
+        log = open(primary.log).read()
+        fig = sync_figures(procs, primary.proc.pid, [r.proc.pid for r in replicas], took)
+        fig["bgsaves"] = log.count("Starting BGSAVE for SYNC")
+        return fig
+    finally:
+        if watch:
+            watch.kill()
+        for node in replicas + [primary]:
+            node.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def sync_figures(procs, primary, replicas, took):
+    """The socket writer (the primary's process that wrote the most to TCP sockets: the main
+    thread, or the dual-channel save child), its CPU per GiB delivered to all replicas, the
+    primary's whole CPU (threads and children), the replicas' CPU."""
+    w = SocketWriter(procs, primary)
+    # The children's CPU: what the watch saw of them, or what the main process reaped of them
+    # (a child ending between two samples), whichever is larger: a lower bound either way.
+    children = sum(p["cpu_s"] for p in w.tree if p["pid"] != primary)
+    primary_cpu = w.main["cpu_s"] + max(children, w.main["reaped_children_cpu_s"])
+    return {"sync_s": took, "writer": w.kind,
+            "socket_bytes": w.sent["bytes"], "writes": w.sent["calls"],
+            "bytes_per_write": w.sent["bytes"] / max(w.sent["calls"], 1),
+            "top_write_sizes": w.top_sizes(3),
+            # What the writer read to write it: the RDB file (disk-based) or the child's pipe
+            # (diskless); above the bytes written when partial writes make it read again.
+            "source_read_bytes": socket_io(w.proc, "read", ("file", "pipe"))["bytes"],
+            "writer_cpu_s": w.cpu_s, "writer_cpu_s_per_gib": w.per_gib(w.cpu_s),
+            "primary_cpu_s_per_gib": w.per_gib(primary_cpu),
+            "replica_cpu_s_per_gib": w.per_gib(sum(p["cpu_s"] for p in procs
+                                                   if p["pid"] in replicas))}
+
+
+def model_run(c, a, nbytes, work):
+    """iobench's one writer to N replicas at the cell's chunk: the writer's CPU per GiB."""
+    buf = "adaptive" if c["chunking"] == "adaptive" else str(c["chunk"])
+    shape = SHAPE[c["mode"]]
+    engine = ["--engine", "blocking"] if shape == "connset" else ["--send-engine", "epoll"]
+    args = ["--fanout", shape, *engine, "--proto", c["proto"], "--conns", str(c["replicas"]),
+            "--buf", buf, "--bytes", str(nbytes), "--syscalls", "off", "-q"]
+    if a.cpus != "none":
+        args += ["--cpus", a.cpus]
+    out = os.path.join(work, "model.json")
+    head = [replsynclib.IOBENCH]
+    if a.fleet:  # the same emulated fleet: scripts/netns-link's, N replicas on their own links
+        head = [os.path.join(ROOT, "scripts", "netns-link"), "--replicas", str(c["replicas"]),
+                "--rate", a.rate, "--mtu", str(a.mtu), "--name", "iobkm", "--"]
+    env = dict(os.environ, IOBENCH_BIN=replsynclib.IOBENCH, IOBENCH_CACHE_DIR=a.cache_dir)
+    p = subprocess.run([*head, *args, "--json", out, "--cache-dir", a.cache_dir],
+                       capture_output=True, text=True, timeout=600, env=env)
+    if p.returncode != 0:
+        fail(f"the model run failed: {p.stderr.strip()}")
+    run = json.load(open(out))["results"][0]["runs"][0]
+    f = run["group"]["fanout"]
+    return {"writer_cpu_s_per_gib": f["writer_cpu_s_per_gib_delivered"],
+            "command": ("scripts/netns-link ... -- " if a.fleet else "./iobench ") + " ".join(args)}
+
+
+def run_rounds(a, todo, dataset, nbytes, certs, tmp):
+    runs = {cell_id(c): {"real": [], "model": []} for c in todo}
+    rng = random.Random(a.seed)
+    for k in range(a.rounds):
+        order = list(todo)
+        rng.shuffle(order)
+        for c in order:
+            cid = cell_id(c)
+            work = os.path.join(tmp, f"{cid}-{k}")
+            runs[cid]["real"].append(real_sync(c, a, dataset, certs, work))
+            if a.model:
+                os.makedirs(work, exist_ok=True)
+                runs[cid]["model"].append(model_run(c, a, nbytes, work))
+                shutil.rmtree(work, ignore_errors=True)
+        print(f"{PROG}: round {k + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+    return runs
+
+
+def make_dataset(a, certs, tmp):
+    """The RDB every primary loads: iobench's replication stream, --rdb bytes, saved once."""
+    node = Node(VALKEY, os.path.join(tmp, "dataset"), "tcp", certs, Place(),
+                ["--rdbcompression", "no"])
+    try:
+        rdb, payload = load_dataset(node, a.rdb, a.cache_dir, tmp)
+    finally:
+        node.stop()
+    path = os.path.join(tmp, "dataset.rdb")
+    os.rename(os.path.join(tmp, "dataset", "dump.rdb"), path)
+    return path, rdb, payload
+
+
+def parse_args():
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("--chunks", default="4k,16k,64k,256k", help="fixed chunk sizes (1k..1m)")
+    ap.add_argument("--replicas", default="1,4", help="replicas synced at once (1..16)")
+    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls")
+    ap.add_argument("--modes", default="dual,diskless,disk", help=", ".join(MODES))
+    ap.add_argument("--chunking", default="stock", help="stock, whole, adaptive (the patch's "
+                    "variants: stock writes a chunk and its tail, whole carries the tail over, "
+                    "adaptive sizes the chunk by the live replicas)")
+    ap.add_argument("--rounds", type=int, default=5, help="syncs per cell, interleaved (5)")
+    ap.add_argument("--rdb", type=iobenchlib.size_arg, default=iobenchlib.size_arg("100M"),
+                    help="RDB size to sync (100M)")
+    ap.add_argument("--cpus", default="0,1", help="primary's CPU,replicas' CPU (the model's "
+                    "--cpus too), or none (0,1)")
+    ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
+                    help="loopback, or the emulated fleet: each replica in its own network "
+                    "namespace behind its own capped veth (root)")
+    ap.add_argument("--rate", default="5gbit", help="--where fleet: each link's tbf rate (5gbit)")
+    ap.add_argument("--mtu", type=int, default=9001, help="--where fleet: the MTU (9001)")
+    ap.add_argument("--no-model", dest="model", action="store_false",
+                    help="real syncs only, no iobench prediction")
+    ap.add_argument("--tolerance", type=float, default=0.05, help="the knee's tolerance (0.05)")
+    ap.add_argument("--sync-timeout", type=int, default=300, help="seconds per sync (300)")
+    ap.add_argument("--seed", type=int, default=1, help="the rounds' shuffle (1)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", "real-knee"),
+                    help="the folder the study's runs, tables and plots go to")
+    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/iobench"),
+                    help="iobench's payload cache (the dataset is built from the same payload)")
+    ap.add_argument("--iobench", default=iobenchlib.binary(), help="build/release/iobench")
+    a = ap.parse_args()
+    try:
+        a.chunks = parse_size_list(a.chunks)
+    except ValueError as e:
+        ap.error(f"invalid --chunks '{a.chunks}': {e}")
+    bad = [c for c in a.chunks if not 1024 <= c <= 1 << 20]
+    if bad:
+        ap.error(f"invalid --chunks: {bad[0]} outside 1024..1048576 (the patch's range)")
+    for opt, allowed in (("proto", ("tcp", "tls")), ("modes", MODES), ("chunking", CHUNKING)):
+        value = getattr(a, opt)
+        wrong = [v for v in value.split(",") if v not in allowed]
+        if wrong or not value:
+            ap.error(f"invalid --{opt} '{value}': expected some of {', '.join(allowed)}")
+        setattr(a, opt, value.split(","))
+    try:
+        a.replicas = [int(x) for x in a.replicas.split(",")]
+    except ValueError:
+        ap.error(f"invalid --replicas '{a.replicas}': expected numbers 1..16")
+    if any(not 1 <= n <= 16 for n in a.replicas):
+        ap.error(f"invalid --replicas {a.replicas}: each 1..16")
+    if not 1 <= a.rounds <= 100:
+        ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
+    if not 0 < a.tolerance < 1:
+        ap.error(f"invalid --tolerance {a.tolerance}: expected between 0 and 1")
+    if a.where == "fleet" and os.geteuid() != 0:
+        ap.error("--where fleet needs root (ip netns, tc)")
+    if not 1280 <= a.mtu <= 65535:
+        ap.error(f"invalid --mtu {a.mtu}: expected 1280..65535")
+    if a.cpus == "none":
+        a.placement = (None, None)
+    else:
+        parts = a.cpus.split(",")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            ap.error(f"invalid --cpus '{a.cpus}': expected PRIMARY,REPLICAS (e.g. 0,1) or none")
+        a.placement = tuple(parts)
+    return a
+
+
+def main():
+    a = parse_args()
+    plt = needs.module("matplotlib.pyplot", PROG, "python3-matplotlib")
+    replsynclib.IOBENCH = a.iobench
+    iobenchlib.require_binary(PROG, a.iobench)
+    if not os.access(VALKEY, os.X_OK):
+        fail(f"{VALKEY} not found: scripts/install-valkey --source builds it")
+    if not shutil.which("redis-cli"):
+        fail("redis-cli not found (scripts/setup installs redis-tools)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    todo = cells(a)
+    tmp = tempfile.mkdtemp(prefix="iobench-knee-")
+    a.fleet = None
+    try:
+        ips = ["127.0.0.1"]
+        if a.where == "fleet":
+            a.fleet = Fleet(max(a.replicas), a.rate, a.mtu)
+            ips += [Fleet.primary_ip(i) for i in range(1, max(a.replicas) + 1)]
+        certs = os.path.join(tmp, "certs")
+        subprocess.run([os.path.join(ROOT, "tls", "make-certs"), certs, "--dns", "localhost",
+                        *sum((["--ip", ip] for ip in ips), [])], check=True, capture_output=True)
+        dataset, rdb, payload = make_dataset(a, certs, tmp)
+        print(f"{PROG}: RDB {rdb} bytes from {payload} payload bytes; {len(todo)} cells x "
+              f"{a.rounds} rounds", file=sys.stderr, flush=True)
+        runs = run_rounds(a, todo, dataset, rdb, certs, tmp)
+    except KeyboardInterrupt:
+        fail("interrupted (every server stopped)")
+    finally:
+        if a.fleet:
+            a.fleet.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    version = subprocess.run([VALKEY, "--version"], capture_output=True, text=True).stdout
+    command = "scripts/replication-knee " + " ".join(
+        os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in sys.argv[1:])
+    doc = {"tool": "iobench", "kind": "replication-knee", "command": command.strip(),
+           "server": version.strip(), "rdb_bytes": rdb, "cpus": a.cpus, "where": a.where,
+           "link": {"rate": a.rate, "mtu": a.mtu} if a.fleet else None,
+           "tolerance": a.tolerance, "rounds": a.rounds,
+           "cells": [dict(c, id=cell_id(c), **runs[cell_id(c)]) for c in todo]}
+    doc["knees"] = replknee_report.knees(doc)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=2)
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write(replknee_report.report_md(doc))
+    replknee_report.plots(doc, a.out, plt)
+    print(f"{PROG}: {len(todo)} cells in {os.path.relpath(a.out, ROOT)}/report.md")
+
+
+if __name__ == "__main__":
+    main()

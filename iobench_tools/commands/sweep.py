@@ -1,0 +1,564 @@
+"""Runs a matrix of iobench runs (proto x buffer size x engine x connections, each with repeats)
+and stores every run's JSON under results/<name>/ with a manifest. Resumable: cells already
+finished are skipped; a cell whose run breaks is run again (--retries, --backoff), a cell that
+still fails is recorded with its error and its partial figures, the sweep goes on, and the summary
+lists what failed and why; running the same command again re-runs only failed or missing cells.
+
+  scripts/sweep NAME [--proto tcp,tls] [--bufs 1k,4k,8k,16k,64k] [--repeat 5|auto]
+                     [--max-repeat 20] [--warmup 1] [--bytes 100M (netns: 200M)]
+                     [--where loopback|netns] [--server-host USER@HOST]
+                     [--conns 1,4,16] [--budget 256k]   (--bufs may include 'adaptive')
+                     [--cpus 0,1] [--cpus 0] [--cpus none]  (placements: one more axis;
+                     default 0,1: sender on CPU 0, receiver on CPU 1)
+                     [--source-window 256k|payload]  (the sender's source: a hot window, as a
+                     primary sends from the buffer its serializer just filled; or the whole
+                     payload once, from cold pages)
+                     [--retries 2] [--backoff 5] [--order round-robin|shuffle|cell] [--seed 1]
+"""
+import argparse
+import datetime
+import json
+import os
+import random
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+from iobench_tools.lib import sweeplib
+from iobench_tools.lib.iobenchlib import ROOT, binary, parse_size
+from iobench_tools.lib import iobenchlib
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit(iobench):
+    """The checkout's commit; where the scripts are the package's (no checkout, maybe no git),
+    the commit the binary says it was built from."""
+    if os.path.isdir(os.path.join(ROOT, ".git")):
+        p = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
+                           capture_output=True, text=True)
+        if p.stdout.strip():
+            return p.stdout.strip()
+    try:
+        v = subprocess.run([iobench, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return "unknown"
+    return v.split("(commit ")[1].split()[0].rstrip(",)") if "(commit " in v else "unknown"
+
+
+def progress(done, total, started, note):
+    width = 30
+    filled = int(width * done / total) if total else width
+    elapsed = time.monotonic() - started
+    eta = (elapsed / done * (total - done)) if done else 0
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} cells, "
+                     f"elapsed {elapsed:5.0f}s, ETA {eta:5.0f}s  {note[:40]:<40}")
+    sys.stderr.flush()
+
+
+class RemoteServer:
+    """`iobench server` started over ssh on the other host for the whole sweep (the EC2 case):
+    TCP on --port and, when the sweep has TLS cells, TLS on --port + 1 (--tls-listen), as a
+    primary's port and tls-port."""
+
+    def __init__(self, target, iobench, port, tls_dir, kernel_counter, ssh_config=None):
+        self.target, self.port = target, port
+        # ssh -F FILE: the port, key and host-key policy for that host, if not ~/.ssh/config.
+        self.ssh = ["ssh", *(["-F", ssh_config] if ssh_config else [])]
+        scp = ["scp", *(["-F", ssh_config] if ssh_config else [])]
+        self.ports = {"tcp": port, "tls": port + 1}
+        self.host = target.split("@")[-1]
+        remote_certs = "/tmp/iobench-sweep-certs"
+        args = [iobench, "server", "--listen", f"0.0.0.0:{port}", "--quiet",
+                "--kernel-counter", kernel_counter]
+        if tls_dir:
+            subprocess.run([*self.ssh, target, f"mkdir -p {remote_certs}"], check=True)
+            subprocess.run([*scp, "-q", f"{tls_dir}/server.crt", f"{tls_dir}/server.key",
+                            f"{target}:{remote_certs}/"], check=True)
+            args += ["--tls-listen", f"0.0.0.0:{port + 1}",
+                     "--tls-cert", f"{remote_certs}/server.crt",
+                     "--tls-key", f"{remote_certs}/server.key"]
+        # The remote shell runs the server in the foreground; closing ssh (or pkill) ends it.
+        self.proc = subprocess.Popen([*self.ssh, target, shlex.join(args)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            raise RuntimeError(f"remote server did not start: {line.strip()}")
+
+    def ca(self, tls_dir):
+        return f"{tls_dir}/ca.crt"
+
+    def stop(self):
+        # SIGTERM, then wait (bounded, 10 s) until the server has exited: it ends its sessions
+        # and logs first, and a stop that returned before that left it running for a moment.
+        # '[i]obench' so the pattern does not match this remote shell's own command line.
+        server = f"'[i]obench server --listen 0.0.0.0:{self.port}'"
+        subprocess.run([*self.ssh, self.target,
+                        f"pkill -f {server}; for i in $(seq 100); do "
+                        f"pgrep -f {server} >/dev/null || exit 0; sleep 0.1; done; exit 1"],
+                       capture_output=True)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class RunningServer:
+    """An `iobench server` already serving on the other host (the package's iobench.service or
+    iobench.socket, started by its service manager): TCP on PORT, TLS on PORT + 1, its
+    certificate checked against --tls-ca. The sweep neither starts nor stops it."""
+
+    def __init__(self, where, tls_ca):
+        host, _, port = where.rpartition(":") if where.count(":") == 1 else (where, "", "")
+        if not host or (port and not (port.isdigit() and 0 < int(port) < 65536)):
+            sys.exit(f"sweep: invalid --connect '{where}': expected HOST[:PORT]")
+        self.host, self.tls_ca = host, tls_ca
+        self.ports = {"tcp": int(port or 5210), "tls": int(port or 5210) + 1}
+
+    def ca(self, _tls_dir):
+        return self.tls_ca
+
+    def stop(self):
+        pass
+
+
+def cell_command(a, cell, out, tls_dir, remote):
+    args = ["--proto", cell["proto"], "--buf", cell["buf"], "--engine", cell["engine"],
+            "--bytes", a.bytes, "--repeat", str(a.repeat), "--warmup", str(a.warmup),
+            "--syscalls", a.syscalls, "--json", out, "-q"]
+    if a.source_window != "payload":
+        args += ["--source-window", a.source_window]
+    if cell["conns"] > 1 or cell["buf"] == "adaptive":
+        args += ["--conns", str(cell["conns"]), "--bytes-spread", a.bytes_spread]
+        if cell["conns"] > 1:
+            args += ["--stagger", a.stagger]
+    if cell["buf"] == "adaptive":
+        args += ["--budget", a.budget]
+    if cell["cpus"]:
+        args += ["--cpus", cell["cpus"]]
+    if a.where == "netns":
+        link = [os.path.join(ROOT, "scripts", "netns-link"), "--rate", a.netns_rate,
+                "--mtu", str(a.netns_mtu), "--"]
+        return link + args, dict(os.environ, IOBENCH_BIN=a.iobench)
+    if remote:
+        extra = ["--tls-ca", remote.ca(tls_dir)] if cell["proto"] == "tls" else []
+        where = f"{remote.host}:{remote.ports[cell['proto']]}"
+        return [a.iobench, "client", "--connect", where, *args, *extra], None
+    return [a.iobench, *args], None
+
+
+def run_cell(a, cell, out_dir, command):
+    """Runs a cell; after a failure (a run that broke, not a refused command line: exit status
+    2) runs it again, up to --retries times, waiting --backoff seconds, doubled each time. Each
+    failed attempt's partial figures (iobench writes its report when a run fails) are kept
+    beside the cell as cells/ID.failedN.json. Returns the cell's manifest record."""
+    path = os.path.join(out_dir, cell["file"])
+    attempts = []
+    for attempt in range(1, a.retries + 2):
+        if attempt > 1:
+            time.sleep(a.backoff * 2 ** (attempt - 2))
+        cmd, env = command(path + ".tmp")
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        seconds = round(time.monotonic() - t0, 2)
+        if p.returncode == 0 and os.path.exists(path + ".tmp"):
+            os.replace(path + ".tmp", path)
+            return dict(cell, status="ok", seconds=seconds, attempts=attempts)
+        lines = (p.stderr or p.stdout).strip().splitlines()
+        partial = None
+        if os.path.exists(path + ".tmp"):
+            partial = cell["file"].removesuffix(".json") + f".failed{attempt}.json"
+            os.replace(path + ".tmp", os.path.join(out_dir, partial))
+        attempts.append({"error": lines[-1] if lines else f"exit status {p.returncode}",
+                         "exit_status": p.returncode, "seconds": seconds,
+                         "partial_file": partial})
+        if p.returncode == 2:
+            break  # refused as given: the same command again would be refused again
+    return dict(cell, status="failed", error=attempts[-1]["error"],
+                seconds=round(sum(x["seconds"] for x in attempts), 2), attempts=attempts)
+
+
+def schedule(n, a):
+    """The order the cells run in. --order round-robin (the default) and shuffle run --repeat
+    rounds, each running every cell once (one measured run), so drift over a long sweep —
+    thermal, a noisy neighbour, the link — lands on every cell alike; shuffle orders each round
+    by a permutation drawn from --seed. --order cell runs each cell's repeats back to back."""
+    if a.order == "cell":
+        return [list(range(n))]
+    rng = random.Random(a.seed)
+    rounds = []
+    for _ in range(a.max_repeat if a.repeat == "auto" else a.repeat):
+        order = list(range(n))
+        if a.order == "shuffle":
+            rng.shuffle(order)
+        rounds.append(order)
+    return rounds
+
+
+def run_round(a, cell, rec, rnd, out_dir, command):
+    """Round `rnd` of a cell: one measured run into cells/ID.rN.json (kept). The first round
+    counts syscalls as --syscalls asks; with auto, later rounds count nothing (their CPU is
+    measured uncounted either way; the counting run of round 1 gives the syscall figures)."""
+    if any(x.get("exit_status") == 2 for r in rec["rounds"].values()
+           for x in r.get("attempts", [])):
+        return  # iobench refused the cell's command line: every round would be refused
+    done = rec["rounds"].get(str(rnd))
+    rfile = cell["file"].removesuffix(".json") + f".r{rnd}.json"
+    if done and done["status"] == "ok" and os.path.exists(os.path.join(out_dir, rfile)):
+        return
+    ra = argparse.Namespace(**vars(a))
+    ra.repeat = 1
+    if rnd > 1 and a.syscalls == "auto":
+        ra.syscalls = "off"
+    r = run_cell(ra, dict(cell, file=rfile), out_dir, lambda out: command(ra, out))
+    rec["rounds"][str(rnd)] = {k: r[k] for k in ("status", "seconds", "attempts", "error")
+                               if k in r} | {"file": rfile}
+
+
+def finish_rounds(rec, rounds, out_dir):
+    """Once every round ran: the cell's JSON merged from its rounds, or the cell failed."""
+    bad = [(int(n), x) for n, x in rec["rounds"].items() if x["status"] != "ok"]
+    if bad or len(rec["rounds"]) < rounds:
+        rec["status"] = "failed"
+        n, x = min(bad) if bad else (len(rec["rounds"]) + 1, {"error": "not run"})
+        rec["error"] = f"round {n}: {x['error']}" if rounds > 1 else x["error"]
+        return
+    docs = [json.load(open(os.path.join(out_dir, rec["rounds"][str(n)]["file"])))
+            for n in range(1, rounds + 1)]
+    path = os.path.join(out_dir, rec["file"])
+    with open(path + ".tmp", "w") as f:
+        json.dump(sweeplib.merge_rounds(docs), f, indent=2)
+    os.replace(path + ".tmp", path)
+    rec["status"] = "ok"
+    rec.pop("error", None)
+
+
+def decided_after(rnd, cells, recs, out_dir, a):
+    """--repeat auto, after round `rnd`: True once every knee the recommender would state (per
+    placement and protocol, one connection) is decided — sure, or where more runs will not move
+    it — with at least MIN_AUTO_ROUNDS rounds; until then the sweep runs another round."""
+    if rnd < MIN_AUTO_ROUNDS:
+        return False
+    rows = []
+    for cell in cells:
+        rec = recs[cell["id"]]
+        rounds = [rec.get("rounds", {}).get(str(n)) for n in range(1, rnd + 1)]
+        if rec["status"] == "ok" or not all(x and x["status"] == "ok" for x in rounds):
+            continue  # finished before (its rounds are fixed) or broken: not this decision's
+        docs = [json.load(open(os.path.join(out_dir, x["file"]))) for x in rounds]
+        rows += sweeplib.rows_of(cell, sweeplib.merge_rounds(docs))
+    return sweeplib.all_decided(rows, a.tolerance)
+
+
+MIN_AUTO_ROUNDS = 5
+
+
+def attempts_of(rec):
+    """Every failed attempt of a cell, over its rounds when it ran in rounds."""
+    if "rounds" in rec:
+        return [x for _, r in sorted(rec["rounds"].items(), key=lambda kv: int(kv[0]))
+                for x in r.get("attempts", [])]
+    return rec.get("attempts", [])
+
+
+def parse_args():
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("name",
+                    help="the sweep's name: its runs and manifest go to RESULTS/NAME/ (run again to resume)")
+    ap.add_argument("--proto", default="tcp,tls",
+                    help="protocols, a list: tcp, tls")
+    ap.add_argument("--bufs", default="1k,4k,8k,16k,64k",
+                    help="buffer sizes, a list (1k..; 'adaptive' sizes by live connections within --budget)")
+    ap.add_argument("--engine", default="blocking",
+                    help="iobench engines, a list: blocking, epoll, uring")
+    ap.add_argument("--conns", default="1", help="connections at once, a list (each moves --bytes)")
+    ap.add_argument("--budget", default="256k", help="buffer memory per side for 'adaptive' cells")
+    ap.add_argument("--stagger", default="0", help="iobench --stagger for multi-connection cells")
+    ap.add_argument("--bytes-spread", default="0", help="iobench --bytes-spread for those cells")
+    ap.add_argument("--repeat", default="5",
+                    help="measured runs per cell, or auto: rounds until every knee "
+                         "the recommender states is decided (at least 5, at most --max-repeat)")
+    ap.add_argument("--max-repeat", type=int, default=20,
+                    help="--repeat auto: the most rounds")
+    ap.add_argument("--tolerance", type=float, default=0.05,
+                    help="--repeat auto: the recommender's tolerance the knees are decided at")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="unmeasured runs per cell before its measured ones")
+    ap.add_argument("--bytes", default=None,
+                    help="payload per run (default 100M; --where netns 200M, so a data phase "
+                         "on the 5 Gbit/s link lasts ~0.34 s)")
+    ap.add_argument("--cpus", action="append", default=None, metavar="SENDER[,RECEIVER]|none",
+                    help="iobench --cpus for every cell; repeat it for several placements (one "
+                         "more matrix axis). Default 0,1: sender on CPU 0, receiver on CPU 1 "
+                         "(one CPU: 0). 'none' leaves a cell unpinned: its runs are draws from "
+                         "the scheduler's placements, reported as the distribution they are")
+    ap.add_argument("--syscalls", default="auto",
+                    choices=["auto", "bpf", "tracepoints", "taskio", "off"],
+                    help="iobench --syscalls for every cell; taskio keeps the CPU figures free of "
+                         "counting cost (the kernel's read/write counts only)")
+    ap.add_argument("--retries", type=int, default=2,
+                    help="run a failed cell again up to this many times")
+    ap.add_argument("--backoff", type=float, default=5,
+                    help="seconds before the first retry, doubled for each next")
+    ap.add_argument("--order", default="round-robin", choices=["round-robin", "shuffle", "cell"],
+                    help="round-robin or shuffle: --repeat rounds of one run per cell, "
+                         "interleaved; cell: each cell's repeats back to back")
+    ap.add_argument("--seed", type=int, default=1, help="--order shuffle's seed")
+    ap.add_argument("--where", default="loopback", choices=["loopback", "netns"],
+                    help="loopback, or netns: two network namespaces joined by a veth link capped by tbf (--netns-rate, --netns-mtu), as an EC2 link (root)")
+    ap.add_argument("--server-host", help="USER@HOST: run `iobench server` there over ssh")
+    ap.add_argument("--server-iobench", default="iobench", help="iobench path on the server host")
+    ap.add_argument("--ssh-config", help="ssh -F FILE for --server-host (port, key, host keys)")
+    ap.add_argument("--connect", metavar="HOST[:PORT]",
+                    help="an iobench server already running there (the package's systemd "
+                         "unit): TCP on PORT, TLS on PORT + 1")
+    ap.add_argument("--tls-ca", help="--connect: the CA that signed that server's certificate "
+                                     "(TLS cells)")
+    ap.add_argument("--port", type=int, default=5210,
+                    help="the sweep's own iobench server: its TCP port (TLS on PORT + 1)")
+    ap.add_argument("--netns-rate", default="5gbit",
+                    help="--where netns: the link's rate, each direction (tc tbf rate)")
+    ap.add_argument("--netns-mtu", type=int, default=9001,
+                    help="--where netns: the veth link's MTU (9001, as EC2 within a placement group)")
+    ap.add_argument("--results", default=os.path.join(ROOT, "results"),
+                    help="the folder the sweep's own folder NAME goes under")
+    ap.add_argument("--source-window", default="256k", metavar="SIZE|payload",
+                    help="the sender's source: iobench --source-window SIZE, a hot window "
+                         "repeated (default 256k: a primary sends from the buffer its serializer "
+                         "has just filled, so a cold copy would flatten the knee), or 'payload': "
+                         "the whole payload once, from cold pages")
+    ap.add_argument("--iobench", default=binary(),
+                    help="the iobench binary (IOBENCH_BIN, else the checkout's Release build, else PATH)")
+    return ap.parse_args()
+
+
+def check_args(a):
+    """Exits with one line naming the first bad value; fills the defaults that depend on others.
+    Returns the placements (one per --cpus; "" is unpinned)."""
+    if a.source_window != "payload":
+        try:
+            parse_size(a.source_window)
+        except ValueError:
+            sys.exit(f"sweep: invalid --source-window '{a.source_window}': expected a size like "
+                     "256k or 'payload'")
+    if a.bytes is None:
+        a.bytes = "200M" if a.where == "netns" else "100M"
+    # A window as long as the run would only be the payload once (iobench refuses it): decided
+    # here, once, so the manifest records the source every cell ran.
+    if a.source_window != "payload":
+        try:
+            if parse_size(a.source_window) >= parse_size(a.bytes):
+                a.source_window = "payload"
+        except ValueError:
+            pass  # a bad --bytes: iobench names it in each cell's error, as before
+    if a.repeat != "auto":
+        if not a.repeat.isdigit() or not 1 <= int(a.repeat) <= 1000:
+            sys.exit(f"sweep: invalid --repeat '{a.repeat}': expected 1..1000 or auto")
+        a.repeat = int(a.repeat)
+    elif a.order == "cell":
+        sys.exit("sweep: --repeat auto decides between rounds: not with --order cell")
+    if not MIN_AUTO_ROUNDS <= a.max_repeat <= 1000:
+        sys.exit(f"sweep: invalid --max-repeat '{a.max_repeat}': expected "
+                 f"{MIN_AUTO_ROUNDS}..1000")
+    if not 0 <= a.tolerance < 1:
+        sys.exit(f"sweep: invalid --tolerance '{a.tolerance}': expected 0..1")
+    if any(not c.isdigit() or int(c) < 1 for c in a.conns.split(",")):
+        sys.exit(f"sweep: invalid --conns '{a.conns}': expected a list of counts like 1,4,16")
+    if any(p not in ("tcp", "tls") for p in a.proto.split(",")):
+        sys.exit(f"sweep: invalid --proto '{a.proto}': expected tcp, tls or tcp,tls")
+    if not 0 <= a.retries <= 100:
+        sys.exit(f"sweep: invalid --retries '{a.retries}': expected 0..100")
+    if not 0 <= a.backoff <= 3600:
+        sys.exit(f"sweep: invalid --backoff '{a.backoff}': expected seconds in 0..3600")
+    if a.server_host and a.where != "loopback":
+        sys.exit("sweep: --server-host and --where netns exclude each other")
+    if a.connect and (a.server_host or a.where != "loopback"):
+        sys.exit("sweep: --connect excludes --server-host and --where netns")
+    if a.connect and "tls" in a.proto.split(",") and not (a.tls_ca and os.path.isfile(a.tls_ca)):
+        sys.exit(f"sweep: TLS cells against --connect need --tls-ca FILE (got "
+                 f"'{a.tls_ca or ''}')")
+    default_cpus = "0,1" if (os.cpu_count() or 1) >= 2 else "0"
+    placements = ["" if c == "none" else c for c in (a.cpus or [default_cpus])]
+    for c in placements:
+        if c and (not all(part.isdigit() for part in c.split(",")) or c.count(",") > 1):
+            sys.exit(f"sweep: invalid --cpus '{c}': expected SENDER[,RECEIVER] CPU numbers or none")
+    if len(set(placements)) != len(placements):
+        sys.exit("sweep: a --cpus placement is given twice")
+    if not a.name.replace("-", "").replace("_", "").isalnum():
+        sys.exit(f"sweep: invalid name '{a.name}' (letters, digits, - and _)")
+
+    return placements
+
+
+def plan_cells(a, placements):
+    """One cell per placement x proto x engine x conns x buffer, in that order."""
+    cells = []
+    for cpus in placements:
+        # Unpinned cells keep the ids sweeps have always had, so older sweeps resume.
+        pin = f"-cpus{cpus.replace(',', '-')}" if cpus else ""
+        for proto in a.proto.split(","):
+            for engine in a.engine.split(","):
+                for conns in a.conns.split(","):
+                    for buf in a.bufs.split(","):
+                        cid = f"{proto}-{engine}-c{conns}-{buf}{pin}"
+                        cells.append({"id": cid, "proto": proto, "engine": engine,
+                                      "conns": int(conns), "buf": buf, "cpus": cpus,
+                                      "file": f"cells/{cid}.json"})
+    return cells
+
+
+def describe_sweep(a, placements, manifest):
+    """The manifest's record of how this sweep runs (what resuming it must repeat)."""
+    manifest.update({
+        "name": a.name,
+        # Repository-relative, so the results folder reads the same on any checkout.
+        "command": shlex.join(sys.argv).replace(ROOT + os.sep, ""),
+        "iobench_commit": git_commit(a.iobench),
+        "where": a.server_host or a.connect or a.where,
+        "netns": {"rate": a.netns_rate, "mtu": a.netns_mtu} if a.where == "netns" else None,
+        "bytes": a.bytes, "repeat": a.repeat, "warmup": a.warmup, "budget": a.budget,
+        "max_repeat": a.max_repeat if a.repeat == "auto" else None,
+        "syscalls": a.syscalls, "retries": a.retries, "backoff_s": a.backoff,
+        "source_window": a.source_window,
+        "order": a.order, "seed": a.seed if a.order == "shuffle" else None,
+        "placements": [c or "unpinned" for c in placements],
+        "started": manifest.get("started", now()),
+        "finished": None,
+        "cells": [],
+    })
+
+
+def start_server(a, out_dir):
+    """The server the cells run against, and the TLS directory its certificates are in: a
+    running one (--connect), one started over ssh (--server-host), or none (each cell's own)."""
+    tls_dir = None
+    if "tls" in a.proto.split(",") and a.server_host:
+        tls_dir = os.path.join(out_dir, "certs")
+        if not os.path.exists(os.path.join(tls_dir, "ca.crt")):
+            host = a.server_host.split("@")[-1]
+            kind = "--ip" if host.replace(".", "").isdigit() else "--dns"
+            subprocess.run([os.path.join(ROOT, "tls", "make-certs"), tls_dir, kind, host],
+                           check=True, capture_output=True)
+    remote = RunningServer(a.connect, a.tls_ca) if a.connect else None
+    if a.server_host:
+        remote = RemoteServer(a.server_host, a.server_iobench, a.port, tls_dir,
+                              "auto" if a.syscalls == "off" else a.syscalls, a.ssh_config)
+    return remote, tls_dir
+
+
+def resume_records(cells, previous, out_dir, per_round):
+    """Each cell's record: a finished one kept as it was (its file still there), others pending
+    with the rounds they already ran. Returns the records and how many were kept."""
+    recs, skipped = {}, 0
+    for cell in cells:
+        old = previous.get(cell["id"])
+        if old and old.get("status") == "ok" and os.path.exists(os.path.join(out_dir, cell["file"])):
+            recs[cell["id"]] = old
+            skipped += 1
+        else:
+            recs[cell["id"]] = dict(cell, status="pending")
+            if per_round:
+                recs[cell["id"]]["rounds"] = (old or {}).get("rounds") or {}
+    return recs, skipped
+
+
+def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
+    """Runs the rounds (or each cell's repeats), saving the manifest after every run; --repeat
+    auto stops at the first round after which every knee is decided."""
+    per_round = a.order != "cell"
+    started = time.monotonic()
+    step, steps, ran = 0, len(rounds) * len(cells), len(rounds)
+    for rnd, order in enumerate(rounds, 1):
+        for idx in order:
+            cell, step = cells[idx], step + 1
+            rec = recs[cell["id"]]
+            if rec["status"] == "ok":
+                continue
+            note = f"{cell['id']} round {rnd}/{len(rounds)}" if per_round else cell["id"]
+            progress(step - 1, steps, started, note)
+            if per_round:
+                run_round(a, cell, rec, rnd, out_dir,
+                          lambda ra, out, c=cell: command(ra, c, out))
+            else:
+                rec.update(run_cell(a, cell, out_dir, lambda out, c=cell: command(a, c, out)))
+            save()
+        if a.repeat == "auto" and decided_after(rnd, cells, recs, out_dir, a):
+            ran, steps = rnd, rnd * len(cells)
+            break
+    if a.repeat == "auto":
+        manifest["rounds_run"] = ran
+    for cell in cells:
+        if per_round and recs[cell["id"]]["status"] != "ok":
+            finish_rounds(recs[cell["id"]], ran, out_dir)
+    progress(steps, steps, started, "done")
+    sys.stderr.write("\n")
+
+
+def print_outcome(a, cells, recs, skipped, out_dir, manifest):
+    """The sweep's last lines: cells, failures (with partial figures kept), retried cells.
+    Returns how many failed."""
+    failed = sum(r["status"] == "failed" for r in recs.values())
+    print(f"sweep {a.name}: {len(cells)} cells, {skipped} already done, {failed} failed -> "
+          f"{out_dir}")
+    for c in manifest["cells"]:
+        if c.get("status") == "failed":
+            tries = len(attempts_of(c)) or 1
+            kept = [x["partial_file"] for x in attempts_of(c) if x.get("partial_file")]
+            print(f"  failed {c['id']} ({tries} attempt{'s' if tries > 1 else ''}): {c['error']}"
+                  + (f"; partial figures in {', '.join(kept)}" if kept else ""))
+        elif attempts_of(c):
+            print(f"  {c['id']}: ok after {len(attempts_of(c))} failed attempt(s): "
+                  f"{attempts_of(c)[-1]['error']}")
+    return failed
+
+
+def main():
+    a = parse_args()
+    placements = check_args(a)
+    out_dir = os.path.join(a.results, a.name)
+    os.makedirs(os.path.join(out_dir, "cells"), exist_ok=True)
+    manifest_path = os.path.join(out_dir, "manifest.json")
+    manifest = json.load(open(manifest_path)) if os.path.exists(manifest_path) else {}
+    previous = {c["id"]: c for c in manifest.get("cells", [])}
+    cells = plan_cells(a, placements)
+    describe_sweep(a, placements, manifest)
+
+    def save():
+        with open(manifest_path + ".tmp", "w") as f:
+            json.dump(manifest, f, indent=2)
+        os.replace(manifest_path + ".tmp", manifest_path)
+
+    remote, tls_dir = start_server(a, out_dir)
+    interrupted = False
+
+    def on_signal(signum, _):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    rounds = schedule(len(cells), a)
+    recs, skipped = resume_records(cells, previous, out_dir, a.order != "cell")
+    manifest["cells"] = [recs[c["id"]] for c in cells]
+    manifest["schedule"] = [[cells[i]["id"] for i in order] for order in rounds]
+    try:
+        run_schedule(a, cells, recs, rounds, out_dir, manifest, save,
+                     lambda ra, c, out: cell_command(ra, c, out, tls_dir, remote))
+    except KeyboardInterrupt:
+        interrupted = True
+        sys.stderr.write("\nsweep: interrupted; run the same command again to resume\n")
+    finally:
+        if remote:
+            remote.stop()
+        if not interrupted:
+            manifest["finished"] = now()
+        save()
+    failed = print_outcome(a, cells, recs, skipped, out_dir, manifest)
+    sys.exit(130 if interrupted else (1 if failed else 0))
+
+
+if __name__ == "__main__":
+    main()

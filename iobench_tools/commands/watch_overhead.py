@@ -1,0 +1,81 @@
+"""What `iobench watch` costs the process it watches, on a real transfer: an iobench loopback run
+(client and its forked server, sender and receiver pinned) with and without a watch on it, one
+of each per round, interleaved; medians [min..max] of each side's CPU per GiB and the ratio.
+Ranges that overlap are parity within noise.
+
+  scripts/watch-overhead [--rounds 5] [--bytes 512M] [--buf 16k] [--cpus 0,1] [--json FILE]"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from iobench_tools.lib.iobenchlib import binary, stat
+from iobench_tools.lib import iobenchlib
+
+IOBENCH = binary()
+
+
+def one_run(a, watched):
+    """The run's sender and receiver CPU per GiB; with a watch on the client (and so on the
+    server it forks) from before it starts."""
+    cmd = [IOBENCH, "--buf", a.buf, "--bytes", a.bytes, "--cpus", a.cpus, "--json", "-", "-q"]
+    # The run waits for a line on stdin, so the watch attaches before its first syscall counts.
+    run = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh", *cmd], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = None
+    if watched:
+        watch = subprocess.Popen([IOBENCH, "watch", "--pid", str(run.pid), "--until-exit",
+                                  str(run.pid), "--json", os.devnull],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Its start line comes once the programs are attached.
+        if "iobench: watching" not in watch.stderr.readline():
+            run.kill()
+            watch.kill()
+            sys.exit(f"watch-overhead: error: iobench watch: {watch.stderr.read().strip()}")
+    out, err = run.communicate("go\n", timeout=600)
+    if watch:
+        watch.wait(timeout=60)
+    if run.returncode != 0:
+        sys.exit(f"watch-overhead: error: iobench: {err.strip()}")
+    r = json.loads(out)["results"][0]["runs"][0]
+    return r["sender"]["cpu_s_per_gib"], r["receiver"]["cpu_s_per_gib"]
+
+
+def main():
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved rounds of a watched and an unwatched run")
+    ap.add_argument("--bytes", default="512M",
+                    help="payload per run")
+    ap.add_argument("--buf", default="16k",
+                    help="buffer size of every run")
+    ap.add_argument("--cpus", default="0,1",
+                    help="iobench --cpus: sender CPU, receiver CPU")
+    ap.add_argument("--json", help="also write the figures here")
+    a = ap.parse_args()
+    if not 1 <= a.rounds <= 100:
+        ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
+    runs = {False: [], True: []}
+    for _ in range(a.rounds):
+        for watched in (False, True):
+            runs[watched].append(one_run(a, watched))
+    doc = {"command": "scripts/watch-overhead " + " ".join(sys.argv[1:]), "rounds": a.rounds}
+    print(f"{a.rounds} interleaved rounds, {a.bytes} at {a.buf}, CPUs {a.cpus}: CPU s/GiB")
+    for i, side in enumerate(("sender", "receiver")):
+        plain = stat([r[i] for r in runs[False]])
+        watched = stat([r[i] for r in runs[True]])
+        apart = plain["max"] < watched["min"] or watched["max"] < plain["min"]
+        ratio = watched["median"] / plain["median"]
+        doc[side] = {"unwatched": plain, "watched": watched, "ratio": ratio,
+                     "verdict": "apart" if apart else "parity within noise"}
+        print(f"  {side:<8} unwatched {plain['median']:.3f} [{plain['min']:.3f}..{plain['max']:.3f}]"
+              f"  watched {watched['median']:.3f} [{watched['min']:.3f}..{watched['max']:.3f}]"
+              f"  x{ratio:.2f} ({doc[side]['verdict']})")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""The Python half as a package (iobench_tools/): pyproject.toml's [project.scripts] is the one
+list of commands, scripts/ holds exactly a short launcher for each, every module imports without
+running anything, libraries never import commands, and every command's --help is whole: a
+description that ends its sentence, every option with help text and its default."""
+import argparse
+import ast
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import iobench_tools
+from iobench_tools.lib import iobenchlib
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "iobench_tools"
+LAUNCHER = re.compile(r"^from iobench_tools\.commands\.(\w+) import main; sys\.exit\(main\(\)\)", re.M)
+
+
+def listed_commands():
+    """{'sweep': 'sweep', 'compare-peers': 'compare_peers', ...} from pyproject.toml."""
+    text = (ROOT / "pyproject.toml").read_text()
+    section = text[text.index("[project.scripts]"):].split("\n\n")[0]
+    found = dict(re.findall(r'^iobench-([a-z-]+) = "iobench_tools\.commands\.(\w+):main"$',
+                            section, re.M))
+    assert found, "no commands found in pyproject.toml: the pattern no longer matches"
+    return found
+
+
+def python_files_of_scripts():
+    for path in sorted((ROOT / "scripts").iterdir()):
+        if path.is_file() and path.read_text(errors="replace").startswith("#!/usr/bin/env python3"):
+            yield path
+
+
+def test_every_listed_command_has_its_launcher_and_every_python_script_is_one():
+    listed = listed_commands()
+    launchers = {}
+    for path in python_files_of_scripts():
+        text = path.read_text()
+        m = LAUNCHER.search(text)
+        assert m, f"scripts/{path.name} is Python but not a launcher of iobench_tools.commands"
+        assert len(text.strip().splitlines()) <= 4, f"scripts/{path.name}: a launcher is 4 lines"
+        launchers[path.name] = m.group(1)
+    assert launchers == listed, "scripts/ launchers and pyproject.toml's list differ"
+    assert not list((ROOT / "scripts").glob("*.py")), "a library under scripts/: iobench_tools/lib"
+
+
+def modules():
+    for info in pkgutil.walk_packages(iobench_tools.__path__, "iobench_tools."):
+        yield info.name
+
+
+def test_every_module_imports_without_running_anything():
+    names = list(modules())
+    assert "iobench_tools.commands.sweep" in names and "iobench_tools.lib.statslib" in names
+    for name in names:
+        importlib.import_module(name)
+
+
+def imports_of(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+            yield from (f"{node.module}.{a.name}" for a in node.names)
+
+
+def test_imports_point_down_libraries_never_reach_a_command():
+    upward = [f"{p.relative_to(ROOT)} imports {m}" for p in (PACKAGE / "lib").glob("*.py")
+              for m in imports_of(p) if m.startswith("iobench_tools.commands")]
+    assert not upward, "\n".join(upward)
+    across = [f"{p.relative_to(ROOT)} imports {m}" for p in (PACKAGE / "commands").glob("*.py")
+              for m in imports_of(p) if re.match(r"iobench_tools\.commands\.\w+", m)]
+    assert not across, "a command imports another: move what they share to lib/\n" + "\n".join(across)
+
+
+class _Parsed(Exception):
+    def __init__(self, parser):
+        super().__init__()
+        self.parser = parser
+
+
+def parser_of(module_name, monkeypatch):
+    """The argparse parser a command's main() builds, caught at parse_args before it acts."""
+    def catch(self, *args, **kwargs):
+        raise _Parsed(self)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", catch)
+    module = importlib.import_module(f"iobench_tools.commands.{module_name}")
+    with pytest.raises(_Parsed) as caught:
+        module.main()
+    return caught.value.parser
+
+
+@pytest.mark.parametrize("command", sorted(listed_commands()))
+def test_every_command_help_is_whole(command, monkeypatch):
+    parser = parser_of(listed_commands()[command], monkeypatch)
+    description = (parser.description or "").strip()
+    assert description, f"{command}: no description"
+    assert description[-1] in ".)?", f"{command}: description cut mid-sentence: ...{description[-40:]!r}"
+    assert isinstance(parser.formatter_class, type) and issubclass(
+        parser.formatter_class, argparse.ArgumentDefaultsHelpFormatter), (
+        f"{command}: build the parser with iobenchlib.command_parser (defaults shown)")
+    bare = [a.option_strings[0] if a.option_strings else a.dest for a in parser._actions
+            if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()]
+    assert not bare, f"{command}: options without help text: {bare}"
+
+
+def test_command_parser_keeps_the_whole_first_paragraph_and_shows_defaults():
+    doc = "Does a thing over\ntwo lines.\n\n  usage block"
+    parser = iobenchlib.command_parser(doc, prog="x")
+    parser.add_argument("--n", type=int, default=3, help="how many")
+    text = parser.format_help()
+    assert "Does a thing over\ntwo lines." in text and "usage block" not in text
+    assert "how many (default: 3)" in text
