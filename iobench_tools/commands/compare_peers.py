@@ -26,20 +26,18 @@ on CPU 0; split, the sender on CPU 0 and the receiver on CPU 1 (iobench --cpus 0
 unpinned, anywhere (a draw between those two, reported as such). --cpus LIST instead confines
 every process to LIST with no per-side pinning.
 """
-import argparse
 import json
 import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 from iobench_tools.lib import cgroup_cpu
-from iobench_tools.lib.iobenchlib import GiB, ROOT, fmt_stat, stat
+from iobench_tools.lib.iobenchlib import GiB, ROOT, fmt_stat, free_port, stat
 from iobench_tools.lib import iobenchlib
 
 OPENSSL_CONF = """openssl_conf = openssl_init
@@ -60,12 +58,6 @@ def parse_size(text):
         return iobenchlib.parse_size(text)
     except ValueError as e:
         sys.exit(f"compare-peers: {e}")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(port, proc, timeout=10):
@@ -332,8 +324,7 @@ def parse_args():
                          "source, as iperf3 and floor-hot send from one hot buffer), or "
                          "'payload' (the whole payload once, cold pages: as floor-payload)")
     ap.add_argument("--seed", type=int, default=1, help="seed of each round's shuffled order")
-    ap.add_argument("--iobench", default=iobenchlib.binary(),
-                    help="the iobench binary (IOBENCH_BIN, else the checkout's Release build, else PATH)")
+    iobenchlib.add_binary_option(ap)
     ap.add_argument("--floor", default=os.path.join(ROOT, "build", "release", "iobench-floor"),
                     help="the floor binary: a minimal C write/read loop (built beside iobench)")
     ap.add_argument("--json", help="write every measurement here")

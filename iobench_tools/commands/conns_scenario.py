@@ -8,7 +8,6 @@ results/<name>/ and the table in results/<name>/conns.md.
                               [--bytes 32M] [--repeat 3] [--proto tcp] [--engine blocking]
                               [--bytes-spread 0.5] [--stagger 0] [sweep options...]
 """
-import argparse
 import os
 import subprocess
 import sys

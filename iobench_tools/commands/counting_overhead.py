@@ -1,9 +1,8 @@
 """Does counting change what it measures? Runs iobench with kernel syscall counting on and off,
 interleaved, and prints total CPU seconds per GiB (sender + receiver) for each, per size."""
-import argparse
 import sys
 
-from iobench_tools.lib.iobenchlib import GiB, binary, fmt_stat, require_binary, run_json, stat
+from iobench_tools.lib.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
 from iobench_tools.lib import iobenchlib
 
 
@@ -37,8 +36,7 @@ def main():
                     help="the kernel counter measured (--syscalls of the 'on' runs); auto counts "
                          "in a run of its own, so its on/off is what the default costs the "
                          "measured runs")
-    ap.add_argument("--iobench", default=binary(),
-                    help="the iobench binary (IOBENCH_BIN, else the checkout's Release build, else PATH)")
+    iobenchlib.add_binary_option(ap)
     a = ap.parse_args()
     require_binary("counting-overhead", a.iobench)
     print(f"{a.proto}, {a.bytes} per run, {a.pairs} interleaved pairs, counter {a.counter}"

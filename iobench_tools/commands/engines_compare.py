@@ -9,13 +9,12 @@ receiver Gbit/s, medians with min-max over the rounds.
            multishot="--engine uring" batch="--engine uring --uring-recv batch"
 Default set-ups: blocking, epoll, uring (TCP).
 """
-import argparse
 import json
 import os
 import shlex
 import sys
 
-from iobench_tools.lib.iobenchlib import GiB, binary, fmt_stat, median, require_binary, run_json, stat
+from iobench_tools.lib.iobenchlib import GiB, fmt_stat, median, require_binary, run_json, stat
 from iobench_tools.lib import iobenchlib
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
 
@@ -31,8 +30,7 @@ def main():
                     help="payload per run")
     ap.add_argument("--out", help="keep every run's JSON here")
     ap.add_argument("--cpus", default="", help="run both sides under taskset -c CPUS (e.g. 0)")
-    ap.add_argument("--iobench", default=binary(),
-                    help="the iobench binary (IOBENCH_BIN, else the checkout's Release build, else PATH)")
+    iobenchlib.add_binary_option(ap)
     a = ap.parse_args()
     require_binary("engines-compare", a.iobench)
     if a.rounds < 1:

@@ -25,7 +25,6 @@ writer thread's CPU per GiB delivered (N x bytes): what the primary's one thread
 until the last replica is done and the peak buffer memory (the replicas' chunk sizes summed) are
 shown beside it. A ratio whose 95% bootstrap interval reaches past 5% is not called "within 5%".
 """
-import argparse
 import json
 import os
 import subprocess
@@ -65,7 +64,7 @@ def parse_args():
     ap.add_argument("--rate", default="5gbit", help="fleet: each replica link's cap")
     ap.add_argument("--connect", help="HOST:PORT,...: servers already running (TLS on PORT + 1)")
     ap.add_argument("--tls-ca", help="--connect: the CA file(s) the servers' certificates chain to")
-    ap.add_argument("--iobench", default=IOBENCH, help="the iobench binary")
+    iobenchlib.add_binary_option(ap)
     ap.add_argument("--results", default=os.path.join(ROOT, "results"),
                     help="the folder the scenario's folder NAME goes under")
     ap.add_argument("--report", action="store_true",

@@ -3,7 +3,6 @@
 Fits cost(size) = per_call + size x per_byte to iobench-micro's BM_TcpLoopbackWriteRead (one
 write + its reads per iteration, both ends in one thread), then predicts each buffer size of an
 iobench JSON run and prints the prediction beside the measured CPU (sender + receiver)."""
-import argparse
 import json
 import re
 import sys

@@ -5,7 +5,6 @@ scripts/fanout-scenario) gets the writer's CPU per GiB delivered and the time un
 replica is done, against the number of replicas, one line per chunk size.
 
   scripts/plot results/<name>"""
-import argparse
 import json
 import os
 import sys

@@ -1,6 +1,5 @@
 """Plots ns per byte against buffer size, one line per benchmark family, from iobench-micro's
 Google Benchmark JSON (scripts/micro writes it)."""
-import argparse
 import json
 import re
 import sys

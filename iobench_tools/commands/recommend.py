@@ -12,7 +12,6 @@ across its pairs, saying which pairs disagree.
 A fan-out scenario (results/<name>/fanout.json, scripts/fanout-scenario) gets the one-writer
 answer instead: per shape and protocol, whether one chunk size is right for every N replicas,
 whether the adaptive mode is within --tolerance of the best with no more memory, and the default."""
-import argparse
 import json
 import os
 import sys

@@ -20,7 +20,6 @@ model's, and set side by side: same, within noise, or differs.
 Writes OUT/results.json (every sync's figures), OUT/report.md and OUT/plots/*.png (with
 matplotlib). Root is not needed on loopback. Every server it starts is stopped, also on Ctrl-C.
 """
-import argparse
 import json
 import os
 import random
@@ -240,7 +239,7 @@ def parse_args():
                     help="the folder the study's runs, tables and plots go to")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/iobench"),
                     help="iobench's payload cache (the dataset is built from the same payload)")
-    ap.add_argument("--iobench", default=iobenchlib.binary(), help="build/release/iobench")
+    iobenchlib.add_binary_option(ap)
     a = ap.parse_args()
     try:
         a.chunks = parse_size_list(a.chunks)

@@ -15,7 +15,6 @@ of the socket writer, time) and names every gap larger than 10%.
 
 Writes OUT/results.json, OUT/results.csv, OUT/report.md and OUT/plots/*.png.
 """
-import argparse
 import json
 import os
 import shutil
@@ -180,7 +179,7 @@ def main():
                     help="the folder the syncs' figures, report and plots go to")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/iobench"),
                     help="iobench's payload cache (the dataset is built from the same payload)")
-    ap.add_argument("--iobench", default=IOBENCH, help="the iobench binary (build/release/iobench)")
+    iobenchlib.add_binary_option(ap)
     ap.add_argument("--where", default="loopback", choices=["loopback", "netns"],
                     help="loopback, or the emulated EC2 link of scripts/netns-link (root)")
     ap.add_argument("--netns-rate", default="5gbit", help="--where netns: the tbf rate (5gbit)")

@@ -8,7 +8,6 @@ both hold, 1 otherwise; --json writes the figures.
   scripts/soak [--sessions 5000] [--clients 4] [--per-client 50] [--bytes 256k]
                [--hostile-every 1] [--json FILE] [--iobench PATH]
 """
-import argparse
 import json
 import os
 import random
@@ -21,7 +20,7 @@ import tempfile
 import threading
 import time
 
-from iobench_tools.lib.iobenchlib import ROOT, binary, require_binary
+from iobench_tools.lib.iobenchlib import ROOT, require_binary
 from iobench_tools.lib import iobenchlib
 
 KINDS = [("tcp", False), ("tcp", True), ("tls", False), ("tls", True)]  # (proto, --reverse)
@@ -169,8 +168,7 @@ def main():
     ap.add_argument("--rss-slack-mib", type=float, default=32,
                     help="RSS growth allowed after the warm-up")
     ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--iobench", default=binary(),
-                    help="the iobench binary (IOBENCH_BIN, else the checkout's Release build, else PATH)")
+    iobenchlib.add_binary_option(ap)
     a = ap.parse_args()
     for name in ("sessions", "clients", "per_client"):
         if getattr(a, name) < (2 if name == "per_client" else 1):

@@ -27,7 +27,7 @@ import sys
 import time
 
 from iobench_tools.lib import sweeplib
-from iobench_tools.lib.iobenchlib import ROOT, binary, parse_size
+from iobench_tools.lib.iobenchlib import ROOT, parse_size
 from iobench_tools.lib import iobenchlib
 
 
@@ -332,8 +332,7 @@ def parse_args():
                          "repeated (default 256k: a primary sends from the buffer its serializer "
                          "has just filled, so a cold copy would flatten the knee), or 'payload': "
                          "the whole payload once, from cold pages")
-    ap.add_argument("--iobench", default=binary(),
-                    help="the iobench binary (IOBENCH_BIN, else the checkout's Release build, else PATH)")
+    iobenchlib.add_binary_option(ap)
     return ap.parse_args()
 
 

@@ -4,7 +4,6 @@ of each per round, interleaved; medians [min..max] of each side's CPU per GiB an
 Ranges that overlap are parity within noise.
 
   scripts/watch-overhead [--rounds 5] [--bytes 512M] [--buf 16k] [--cpus 0,1] [--json FILE]"""
-import argparse
 import json
 import os
 import subprocess

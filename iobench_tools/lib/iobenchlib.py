@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,13 @@ def binary():
         return os.path.join(ROOT, "build", "release", "iobench")
     import shutil
     return shutil.which("iobench") or "/usr/bin/iobench"
+
+
+def free_port():
+    """A TCP port free on loopback right now (the kernel's pick), for a server started next."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def require_binary(prog, path):
@@ -61,6 +69,13 @@ def command_parser(doc, prog=None):
     its default. tests/scripts/test_python_package.py holds every command to both."""
     return argparse.ArgumentParser(prog=prog, description=doc.strip().split("\n\n")[0],
                                    formatter_class=_HelpFormatter)
+
+
+def add_binary_option(parser):
+    """--iobench, the binary a command runs: binary()'s pick unless given."""
+    parser.add_argument("--iobench", default=binary(),
+                        help="the iobench binary (IOBENCH_BIN, else the checkout's Release build, "
+                             "else the one on PATH)")
 
 
 def size_arg(text):

@@ -5,19 +5,14 @@ of a sync: who wrote the replication sockets, how, and at what CPU."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
+from iobench_tools.lib.iobenchlib import free_port
+
 PROG = "replication"  # the script's name in its error lines (set by the script)
 IOBENCH = "iobench"   # the iobench binary (set by the script)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Place:

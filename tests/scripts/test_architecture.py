@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
-ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`([^`]+)`\s*\|", re.M)
+ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`((?:src|tls)[^`]*)`\s*\|", re.M)
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
 SOURCES = ("*.h", "*.cc")
 

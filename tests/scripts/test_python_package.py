@@ -7,6 +7,7 @@ import ast
 import importlib
 import pkgutil
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,7 @@ def parser_of(module_name, monkeypatch):
         raise _Parsed(self)
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
     monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", catch)
+    monkeypatch.setattr(sys, "argv", [module_name])  # never pytest's own arguments
     module = importlib.import_module(f"iobench_tools.commands.{module_name}")
     with pytest.raises(_Parsed) as caught:
         module.main()
@@ -118,3 +120,27 @@ def test_command_parser_keeps_the_whole_first_paragraph_and_shows_defaults():
     text = parser.format_help()
     assert "Does a thing over\ntwo lines." in text and "usage block" not in text
     assert "how many (default: 3)" in text
+
+
+def python_floors():
+    """'lib/statslib.py' -> floor, from docs/architecture.md's table of the Python half."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    floors = {}
+    for floor, cells in re.findall(r"^\|\s*(\d+)\s*\|\s*(`(?:lib|commands)/[^|]*)\|", text, re.M):
+        for name in re.findall(r"`((?:lib|commands)/[^`]+)`", cells):
+            floors[name] = int(floor)
+    return floors
+
+
+def test_every_library_is_on_the_page_and_imports_only_lower_floors():
+    floors = python_floors()
+    libs = {f"lib/{p.name}" for p in (PACKAGE / "lib").glob("*.py") if p.name != "__init__.py"}
+    assert libs - set(floors) == set(), "libraries missing from docs/architecture.md"
+    upward = []
+    for lib in sorted(libs):
+        for m in imports_of(PACKAGE / lib):
+            hit = re.match(r"iobench_tools\.lib\.(\w+)$", m)
+            other = f"lib/{hit.group(1)}.py" if hit else None
+            if other in floors and other != lib and floors[other] >= floors[lib]:
+                upward.append(f"{lib} (floor {floors[lib]}) imports {other} (floor {floors[other]})")
+    assert not upward, "\n".join(upward)
