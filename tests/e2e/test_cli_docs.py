@@ -58,3 +58,15 @@ def test_the_build_writes_the_man_page_and_cmake_installs_it(tmp_path):
         shown = subprocess.run(["man", "-l", str(installed)], capture_output=True, text=True,
                                timeout=30, env={"MANWIDTH": "100", "PATH": "/usr/bin:/bin"})
         assert "--buf" in shown.stdout.replace("\u2010", "-")
+
+
+def test_the_options_page_and_help_name_the_same_options():
+    """docs/options.md names every option a --help lists (iobench's and each subcommand's), and
+    every option it names is in one of them: a flag added or renamed without the page fails."""
+    page = options_in((Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text())
+    helped = set()
+    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol"]:
+        helped |= options_in(run(*([sub] if sub else []), "--help").stdout) - {"--help"}
+    assert helped - page == set(), f"in --help, not in docs/options.md: {sorted(helped - page)}"
+    assert page - helped - {"--help", "--install", "--pipe"} == set(), (  # cmake's, redis-cli's
+        f"in docs/options.md, in no --help: {sorted(page - helped)}")

@@ -113,3 +113,12 @@ def test_results_record_repository_relative_commands():
         assert command.startswith("scripts/") and not absolute.search(command), (manifest, command)
     for page in sorted((ROOT / "results").glob("**/*.md")):
         assert not absolute.search(page.read_text()), page
+
+
+def test_every_script_the_docs_name_exists():
+    """A command the README or docs/ name (scripts/sweep, dev/tidy) is there: moving one without
+    its mentions fails here, not in a reader's shell."""
+    named = set(re.findall(r"(?<![\w/.])((?:scripts|dev)/[A-Za-z0-9_-]+(?:\.[a-z]+)?)", README))
+    assert "scripts/sweep" in named and "dev/tidy" in named
+    missing = sorted(n for n in named if not (ROOT / n).exists())
+    assert not missing, f"named in README.md or docs/ but not in the checkout: {missing}"
