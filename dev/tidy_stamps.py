@@ -4,7 +4,9 @@ clean check is clean again (clang-tidy is a pure function of them), so only the 
 A source's key is a SHA-256 over everything clang-tidy reads or is: the clang-tidy and libc++
 package versions (libc++'s headers are what it parses the standard library from), .clang-tidy,
 the compile command (paths made relative to the checkout; the commit's IOBENCH_GIT_COMMIT
-string left out, as it changes every commit and no check reads it) and the contents of the
+string left out, as it changes every commit and no check reads it; -Werror left out, as
+.clang-tidy already fails on every warning it shows, so a source is clean under both or neither;
+scripts/setup's build has no -Werror, scripts/test's has) and the contents of the
 source and of every header the build's depfile lists for it (ninja -t deps), system ones too.
 The keys of clean sources are kept in dev/tidy-clean.txt, committed beside the code, so a fresh
 clone checks only what changed since the last clean run (IOBENCH_TIDY_ALL=1 checks everything).
@@ -43,7 +45,7 @@ def commands(build):
     for entry in json.load(open(os.path.join(build, "compile_commands.json"))):
         args = shlex.split(entry["command"])
         obj = args[args.index("-o") + 1]
-        kept = [a for a in args if not a.startswith("-DIOBENCH_GIT_COMMIT=")]
+        kept = [a for a in args if not a.startswith("-DIOBENCH_GIT_COMMIT=") and a != "-Werror"]
         command = " ".join(kept).replace(ROOT + "/", "").replace(ROOT, ".")
         out[os.path.relpath(entry["file"], ROOT)] = (command, obj)
     return out
