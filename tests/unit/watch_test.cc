@@ -44,6 +44,11 @@ constexpr int kUnusedFd = 999;
 }
 
 TEST(Watch, CountsAKnownProgramAndTheChildItForks) {
+#if defined(__SANITIZE_THREAD__)
+  // Exact counts of a forked child's calls: ThreadSanitizer's runtime adds calls and a process of
+  // its own (seen: a ninth write, a second child) to what the watch rightly counts.
+  GTEST_SKIP() << "ThreadSanitizer's runtime makes calls and forks the exact counts would include";
+#endif
   const std::string tracefs = find_tracefs();
   int go[2], sv[2];
   ASSERT_EQ(pipe(go), 0);
