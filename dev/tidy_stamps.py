@@ -74,8 +74,11 @@ def keys(build, files):
             out[f] = None
             continue
         h = hashlib.sha256(f"{common}\n{command}\n".encode())
-        for d in sorted(set(deps)):
-            name = os.path.relpath(d, ROOT) if d.startswith(ROOT + "/") else d
+        # In the order of the names as hashed (relative to the checkout), not of the absolute
+        # paths, which sort differently wherever the checkout is.
+        named = {(os.path.relpath(d, ROOT) if d.startswith(ROOT + "/") else d): d for d in deps}
+        for name in sorted(named):
+            d = named[name]
             h.update(f"{name} {digest_of(d) if os.path.exists(d) else 'missing'}\n".encode())
         out[f] = h.hexdigest()
     return out
