@@ -33,10 +33,9 @@ import time
 
 from iobench_tools.lib import fanoutlib
 from iobench_tools.lib.fanoutlib import cell_id
-from iobench_tools.lib.iobenchlib import ROOT, binary, require_binary
+from iobench_tools.lib.iobenchlib import ROOT, require_binary
 from iobench_tools.lib import iobenchlib
 
-IOBENCH = binary()
 TOLERANCE = 0.05
 
 
