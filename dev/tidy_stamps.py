@@ -51,10 +51,17 @@ def commands(build):
     return out
 
 
-def dependencies(build, obj):
-    p = subprocess.run(["ninja", "-C", build, "-t", "deps", obj], capture_output=True, text=True)
-    paths = [line.strip() for line in p.stdout.splitlines()[1:] if line.startswith("    ")]
-    return paths if p.returncode == 0 and paths else None
+def dependencies(build):
+    """object path -> the paths its depfile lists, for every object built (one ninja call)."""
+    p = subprocess.run(["ninja", "-C", build, "-t", "deps"], capture_output=True, text=True)
+    out, obj = {}, None
+    for line in p.stdout.splitlines():
+        if line.startswith("    ") and obj is not None:
+            out[obj].append(line.strip())
+        elif line and not line.startswith(" "):
+            obj = line.split(": #deps", 1)[0]
+            out[obj] = []
+    return out if p.returncode == 0 else {}
 
 
 def keys(build, files):
@@ -63,14 +70,15 @@ def keys(build, files):
     common = hashlib.sha256((tool + tool_versions() + open(os.path.join(ROOT, ".clang-tidy")).read())
                             .encode()).hexdigest()
     cmds = commands(build)
+    depfiles = dependencies(build)
     out = {}
     for f in files:
         if f not in cmds:
             out[f] = None
             continue
         command, obj = cmds[f]
-        deps = dependencies(build, obj)
-        if deps is None:
+        deps = depfiles.get(obj)
+        if not deps:
             out[f] = None
             continue
         h = hashlib.sha256(f"{common}\n{command}\n".encode())
