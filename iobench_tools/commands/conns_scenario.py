@@ -49,7 +49,8 @@ def main():
     ap.add_argument("--engine", default="blocking",
                     help="iobench engines, a list: blocking, epoll, uring")
     ap.add_argument("--bytes-spread", default="0.5",
-                    help="iobench --bytes-spread: connections move up to this fraction less, so they end at different times and the live count falls")
+                    help="iobench --bytes-spread: connections move up to this fraction less, so "
+                         "they end at different times and the live count falls")
     ap.add_argument("--stagger", default="0",
                     help="iobench --stagger: the delay between connections' starts")
     ap.add_argument("--results", default=os.path.join(ROOT, "results"),

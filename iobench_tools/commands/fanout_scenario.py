@@ -42,13 +42,16 @@ TOLERANCE = 0.05
 def parse_args():
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("name",
-                    help="the scenario's name: fanout.json, fanout.md and the runs go to RESULTS/NAME/")
+                    help="the scenario's name: fanout.json, fanout.md and the runs go to "
+                         "RESULTS/NAME/")
     ap.add_argument("--replicas", default="1,2,4,8,16",
                     help="replica counts, a list: one writer streams to this many at once")
     ap.add_argument("--bufs", default="4k,16k,64k,adaptive",
-                    help="the writer's chunk sizes, a list; 'adaptive' sizes chunks by live replicas")
+                    help="the writer's chunk sizes, a list; 'adaptive' sizes chunks by live "
+                         "replicas")
     ap.add_argument("--shapes", default="connset,event-loop",
-                    help="how the writer serves the replicas, a list: connset (one blocking write each, in turn) and event-loop (epoll)")
+                    help="how the writer serves the replicas, a list: connset (one blocking write"
+                         " each, in turn) and event-loop (epoll)")
     ap.add_argument("--protos", default="tcp,tls",
                     help="protocols, a list: tcp, tls")
     ap.add_argument("--bytes", default="100M", help="per replica")
@@ -59,7 +62,8 @@ def parse_args():
     ap.add_argument("--timeout", default="30",
                     help="iobench --timeout, seconds: a replica silent this long is dropped")
     ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
-                    help="loopback, or fleet: each replica in a network namespace of its own behind a link capped at --rate (root)")
+                    help="loopback, or fleet: each replica in a network namespace of its own "
+                         "behind a link capped at --rate (root)")
     ap.add_argument("--rate", default="5gbit", help="fleet: each replica link's cap")
     ap.add_argument("--connect", help="HOST:PORT,...: servers already running (TLS on PORT + 1)")
     ap.add_argument("--tls-ca", help="--connect: the CA file(s) the servers' certificates chain to")

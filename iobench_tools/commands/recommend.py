@@ -219,9 +219,11 @@ def main():
     ap.add_argument("sweep_dir",
                     help="a sweep's folder (results/NAME), a fan-out scenario's or a fleet's")
     ap.add_argument("--tolerance", type=float, default=0.05,
-                    help="how far above the cheapest a size may cost and still be the knee (0.05: 5%%)")
+                    help="how far above the cheapest a size may cost and still be the knee (0.05:"
+                         " 5%%)")
     ap.add_argument("--out",
-                    help="write the recommendation here (default: recommendation.md in the sweep's folder)")
+                    help="write the recommendation here (default: recommendation.md in the "
+                         "sweep's folder)")
     ap.add_argument("--cost", default="processes", choices=sweeplib.COSTS,
                     help="what the knee is judged on: the two processes' CPU per GiB (default) "
                          "or the host's busy time per GiB over the data phase (all CPUs, "

@@ -269,11 +269,13 @@ def attempts_of(rec):
 def parse_args():
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("name",
-                    help="the sweep's name: its runs and manifest go to RESULTS/NAME/ (run again to resume)")
+                    help="the sweep's name: its runs and manifest go to RESULTS/NAME/ (run again "
+                         "to resume)")
     ap.add_argument("--proto", default="tcp,tls",
                     help="protocols, a list: tcp, tls")
     ap.add_argument("--bufs", default="1k,4k,8k,16k,64k",
-                    help="buffer sizes, a list (1k..; 'adaptive' sizes by live connections within --budget)")
+                    help="buffer sizes, a list (1k..; 'adaptive' sizes by live connections within"
+                         " --budget)")
     ap.add_argument("--engine", default="blocking",
                     help="iobench engines, a list: blocking, epoll, uring")
     ap.add_argument("--conns", default="1", help="connections at once, a list (each moves --bytes)")
@@ -310,7 +312,8 @@ def parse_args():
                          "interleaved; cell: each cell's repeats back to back")
     ap.add_argument("--seed", type=int, default=1, help="--order shuffle's seed")
     ap.add_argument("--where", default="loopback", choices=["loopback", "netns"],
-                    help="loopback, or netns: two network namespaces joined by a veth link capped by tbf (--netns-rate, --netns-mtu), as an EC2 link (root)")
+                    help="loopback, or netns: two network namespaces joined by a veth link capped"
+                         " by tbf (--netns-rate, --netns-mtu), as an EC2 link (root)")
     ap.add_argument("--server-host", help="USER@HOST: run `iobench server` there over ssh")
     ap.add_argument("--server-iobench", default="iobench", help="iobench path on the server host")
     ap.add_argument("--ssh-config", help="ssh -F FILE for --server-host (port, key, host keys)")
@@ -324,7 +327,8 @@ def parse_args():
     ap.add_argument("--netns-rate", default="5gbit",
                     help="--where netns: the link's rate, each direction (tc tbf rate)")
     ap.add_argument("--netns-mtu", type=int, default=9001,
-                    help="--where netns: the veth link's MTU (9001, as EC2 within a placement group)")
+                    help="--where netns: the veth link's MTU (9001, as EC2 within a placement "
+                         "group)")
     ap.add_argument("--results", default=os.path.join(ROOT, "results"),
                     help="the folder the sweep's own folder NAME goes under")
     ap.add_argument("--source-window", default="256k", metavar="SIZE|payload",
