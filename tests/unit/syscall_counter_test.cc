@@ -18,6 +18,21 @@ namespace {
 
 class EachBackend : public ::testing::TestWithParam<CounterKind> {};
 
+// ThreadSanitizer's runtime has a background thread of its own whose calls (seen: one in a
+// window of 1000 writes) are rightly in a whole-process total; the write counts stay exact.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kOtherThreadsCall = true;
+#else
+constexpr bool kOtherThreadsCall = false;
+#endif
+
+void expect_total(uint64_t total, uint64_t calls) {
+  if (kOtherThreadsCall)
+    EXPECT_GE(total, calls);
+  else
+    EXPECT_EQ(total, calls);
+}
+
 // Both backends count exactly what this process did in the window, and nothing of their own
 // reading (the disabling ioctl, the bpf() lookups).
 TEST_P(EachBackend, CountsWritesExactlyWhereTheKernelAllows) {
@@ -33,11 +48,11 @@ TEST_P(EachBackend, CountsWritesExactlyWhereTheKernelAllows) {
   for (const auto& [name, n] : k.by_name)
     if (name == "write") writes = n;
   EXPECT_EQ(writes, 1000u);
-  EXPECT_EQ(k.total, 1000u);
+  expect_total(k.total, 1000u);
   // Counting again starts from zero.
   c.start();
   (void)!::write(-1, "", 0);
-  EXPECT_EQ(c.stop().total, 1u);
+  expect_total(c.stop().total, 1u);
 }
 
 // Syscalls of another thread of the process count too (a uring worker, a server's sessions).
@@ -142,7 +157,7 @@ TEST(BpfSyscallCounter, CountsOnlyWhileAttached) {
     EXPECT_TRUE(c.armed());
     c.start();
     (void)!::write(-1, "", 0);
-    EXPECT_EQ(c.stop().total, 1u);
+    expect_total(c.stop().total, 1u);
     c.disarm();
     EXPECT_FALSE(c.armed());
   }
