@@ -45,6 +45,42 @@ struct TlsOptions {
   std::string cert_file, key_file;  // server
 };
 
+// The TLS settings a client asks for, described once: its --help group, the JSON options block
+// and the CSV (the server's certificate and key are its own options: config/options.h).
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, TlsOptions>
+void describe(Self& o, Visit&& visit) {
+  visit(Field{.name = "tls_version", .flag = "--tls-version", .help = "1.2 or 1.3 (default)"},
+        o.version);
+  visit(Field{.name = "tls_cipher",
+              .flag = "--cipher",
+              .help = "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305"},
+        o.cipher);
+  visit(Field{.name = "tls_io",
+              .flag = "--tls-io",
+              .help = "auto (default: bio for uring, socket otherwise), socket (OpenSSL on the "
+                      "fd) or bio (memory BIOs)"},
+        o.io);
+  visit(Field{.name = "ktls", .flag = "--ktls", .help = "Kernel TLS: auto (default), on, off"},
+        o.ktls);
+  visit(Field{.name = "tls_ca",
+              .flag = "--tls-ca",
+              .help = "CA file to verify the server (default: system CAs)",
+              .unreported = true,
+              .value_name = "FILE"},
+        o.ca_file);
+  visit(Field{.name = "tls_insecure",
+              .flag = "--tls-insecure",
+              .help = "Do not verify the server (the report says so)"},
+        o.insecure);
+  visit(Field{.name = "tls_server_name",
+              .flag = "--tls-server-name",
+              .help = "Name to verify (default: the host)",
+              .zero_is_unset = true},
+        o.server_name);
+  visit(Field{.name = "records", .flatten = true}, o.records);
+}
+
 // Checks option values; the error names the bad value.
 Status validate(const TlsOptions& o);
 

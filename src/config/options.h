@@ -139,8 +139,8 @@ struct ClientOptions {
 };
 
 // The client's own options, described once (the flag, help and bounds; the JSON options block
-// and the CSV's "run." columns). The options that are lists or words (--buf, --cpus, --repeat,
-// --connect), local paths and the token (never reported) are parsed by hand in cli/.
+// and the CSV's "run." columns, but for the unreported: where the run and its report go). The
+// options that are lists or words (--buf, --cpus, --repeat) are text fields of cli/'s RawClient.
 template <typename Self, typename Visit>
   requires DescribesAs<Self, ClientOptions>
 void describe(Self& o, Visit&& visit) {
@@ -269,6 +269,44 @@ void describe(Self& o, Visit&& visit) {
                       "counts only), off, strace or perf (also attach the tool to each side for "
                       "every session)"},
         o.syscalls);
+  // Where the run goes and where its report goes: in no report themselves.
+  visit(Field{.name = "connect",
+              .flag = "--connect",
+              .help = "Server address HOST:PORT, or several (HOST:PORT,HOST:PORT: connection i "
+                      "reaches server i mod N)",
+              .short_flag = "-c",
+              .unreported = true,
+              .required = true,
+              .only_in = "client"},
+        o.connect);
+  visit(Field{.name = "auth_token",
+              .flag = "--auth-token",
+              .help = "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)",
+              .unreported = true},
+        o.auth_token);
+  visit(Field{.name = "json",
+              .flag = "--json",
+              .help = "Write the JSON report to FILE ('-' = stdout)",
+              .unreported = true,
+              .value_name = "FILE"},
+        o.json_path);
+  visit(Field{.name = "csv",
+              .flag = "--csv",
+              .help = "Write CSV rows to FILE ('-' = stdout)",
+              .unreported = true,
+              .value_name = "FILE"},
+        o.csv_path);
+  visit(Field{.name = "quiet",
+              .flag = "--quiet",
+              .help = "Print no table",
+              .short_flag = "-q",
+              .unreported = true},
+        o.quiet);
+  visit(Field{.name = "verbose",
+              .flag = "--verbose",
+              .help = "Log server lines too (loopback)",
+              .unreported = true},
+        o.verbose);
 }
 
 // The --help group of the TLS options (refused without --proto tls).
@@ -284,7 +322,7 @@ void for_each_option_block(Options& o, Visit&& visit) {
   visit("payload", "Payload", o.payload);
   visit("tuning", "Engines", o.tuning);
   visit("socket", "Transport", o.socket);
-  visit("tls", kTlsGroup, o.tls.records);
+  visit("tls", kTlsGroup, o.tls);
 }
 
 struct ServerOptions {
@@ -303,6 +341,84 @@ struct ServerOptions {
   CounterKind kernel_counter = CounterKind::kAuto;  // syscall counters for clients that ask
 };
 
+// The server's options, described once: flag, help and bounds (checked by check_fields).
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, ServerOptions>
+void describe(Self& o, Visit&& visit) {
+  visit(Field{.name = "listen",
+              .flag = "--listen",
+              .help = "Address to listen on, ADDR[:PORT] (default 127.0.0.1:5210)",
+              .short_flag = "-l"},
+        o.listen);
+  visit(Field{.name = "tls_listen",
+              .flag = "--tls-listen",
+              .help = "Also serve TLS on ADDR[:PORT] (needs --tls-cert); --listen then serves TCP "
+                      "only, as a primary's tls-port beside its port"},
+        o.tls_listen);
+  visit(Field{.name = "handshake_timeout_s",
+              .flag = "--handshake-timeout",
+              .help = "Seconds a client has to say hello (default 5)",
+              .real_min = 0,
+              .real_max = 3600,
+              .above_min = true},
+        o.handshake_timeout_s);
+  visit(Field{.name = "idle_timeout_s",
+              .flag = "--idle-timeout",
+              .help = "Seconds without progress before a session is dropped (default 30)",
+              .real_min = 0,
+              .real_max = 3600,
+              .above_min = true},
+        o.idle_timeout_s);
+  visit(Field{.name = "max_bytes",
+              .flag = "--max-bytes",
+              .help = "Largest --bytes a client may ask for (default 4G)",
+              .min = kMinBytes,
+              .max = kMaxBytes,
+              .size = true},
+        o.max_bytes);
+  visit(Field{.name = "auth_token",
+              .flag = "--auth-token",
+              .help = "Refuse clients without this token (default: $IOBENCH_AUTH_TOKEN)",
+              .unreported = true},
+        o.auth_token);
+  visit(Field{.name = "max_conns",
+              .flag = "--max-conns",
+              .help = "Sessions served at once; more are refused (default 128)",
+              .min = 1,
+              .max = 4096},
+        o.max_conns);
+  visit(kCacheDirField, o.cache_dir);
+  visit(kCacheMaxField, o.cache_max);
+  visit(Field{.name = "kernel_counter",
+              .flag = "--kernel-counter",
+              .help = "Syscall counters for clients that ask: auto (eBPF, else perf tracepoints), "
+                      "bpf, tracepoints or taskio (free; reads and writes only)"},
+        o.kernel_counter);
+  visit(Field{.name = "quiet",
+              .flag = "--quiet",
+              .help = "No per-client log lines",
+              .short_flag = "-q"},
+        o.quiet);
+  visit(Field{.name = "tls_cert",
+              .flag = "--tls-cert",
+              .help = "Certificate chain (PEM): TLS only",
+              .value_name = "FILE"},
+        o.tls.cert_file);
+  visit(Field{.name = "tls_key",
+              .flag = "--tls-key",
+              .help = "Private key (PEM) for --tls-cert",
+              .unreported = true,
+              .value_name = "FILE"},
+        o.tls.key_file);
+  // The server takes kTLS where the kernel has it, or not at all: `on` is the client's choice.
+  visit(Field{.name = "ktls",
+              .flag = "--ktls",
+              .help = "Kernel TLS: auto (default) or off",
+              .choices = "auto,off"},
+        o.tls.ktls);
+}
+
+
 struct PayloadCommand {
   PayloadSpec payload;
   std::string out;  // the stream to this file; or one of:
@@ -310,6 +426,28 @@ struct PayloadCommand {
   bool clear = false;  // remove every cached payload
   bool quiet = false;  // no progress line while the payload is built
 };
+
+// `iobench payload`'s own options (its payload's are PayloadSpec's).
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, PayloadCommand>
+void describe(Self& c, Visit&& visit) {
+  visit(Field{.name = "out",
+              .flag = "--out",
+              .help = "Write the payload to this file",
+              .short_flag = "-o",
+              .value_name = "FILE"},
+        c.out);
+  visit(Field{.name = "list",
+              .flag = "--list",
+              .help = "List the cached payloads, most recently used first"},
+        c.list);
+  visit(Field{.name = "clear", .flag = "--clear", .help = "Remove every cached payload"}, c.clear);
+  visit(Field{.name = "quiet",
+              .flag = "--quiet",
+              .help = "No progress line while the payload is built",
+              .short_flag = "-q"},
+        c.quiet);
+}
 
 struct DoctorCommand {};
 
@@ -323,11 +461,79 @@ struct WatchCommand {
   bool quiet = false;
 };
 
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, WatchCommand>
+void describe(Self& c, Visit&& visit) {
+  visit(Field{.name = "pids",
+              .flag = "--pid",
+              .help = "A process to watch, with every child it forks (repeatable)",
+              .short_flag = "-p",
+              .required = true,
+              .value_name = "PID"},
+        c.pids);
+  visit(Field{.name = "duration_s",
+              .flag = "--duration",
+              .help = "End after this long (e.g. 30s); default: until Ctrl-C",
+              .short_flag = "-d",
+              .real_min = 0,
+              .real_max = 7 * 86400.0,
+              .duration = true},
+        c.duration_s);
+  visit(Field{.name = "until_exit",
+              .flag = "--until-exit",
+              .help = "End when this process exits",
+              .value_name = "PID"},
+        c.until_exit);
+  visit(Field{.name = "interval_s",
+              .flag = "--interval",
+              .help = "Sample /proc (CPU, descriptor kinds) this often (default 100ms)",
+              .real_min = 0.01,
+              .real_max = 10,
+              .duration = true},
+        c.interval_s);
+  visit(Field{.name = "json",
+              .flag = "--json",
+              .help = "Also write the report as JSON (-: stdout)",
+              .value_name = "FILE"},
+        c.json_path);
+  visit(Field{.name = "csv",
+              .flag = "--csv",
+              .help = "Also write the report as CSV (-: stdout)",
+              .value_name = "FILE"},
+        c.csv_path);
+  visit(Field{.name = "quiet",
+              .flag = "--quiet",
+              .help = "No table and no start line",
+              .short_flag = "-q"},
+        c.quiet);
+}
+
 // `iobench compare BASE NEW` (report/compare.h).
 struct CompareCommand {
   std::string base, next;  // FILE or FILE#SIZE (a size's label: 16K, 64K, adaptive)
   std::string json_path;   // also write the comparison as JSON ("-": stdout)
   double alpha = 0.05;     // the test's significance level
 };
+
+template <typename Self, typename Visit>
+  requires DescribesAs<Self, CompareCommand>
+void describe(Self& c, Visit&& visit) {
+  visit(Field{.name = "base", .flag = "BASE", .help = "Results JSON, or FILE#SIZE", .required = true},
+        c.base);
+  visit(Field{.name = "new", .flag = "NEW", .help = "Results JSON, or FILE#SIZE", .required = true},
+        c.next);
+  visit(Field{.name = "json",
+              .flag = "--json",
+              .help = "Also write the comparison as JSON (-: stdout)",
+              .value_name = "FILE"},
+        c.json_path);
+  visit(Field{.name = "alpha",
+              .flag = "--alpha",
+              .help = "Significance level of the Mann-Whitney U test (default 0.05)",
+              .real_min = 0,
+              .real_max = 0.5,
+              .above_min = true},
+        c.alpha);
+}
 
 }  // namespace iobench

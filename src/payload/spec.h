@@ -25,8 +25,23 @@ struct PayloadSpec {
   uint64_t cache_max = uint64_t{6} << 30;
 };
 
+// The payload cache's options, the same for the client, `iobench payload` and the server.
+inline constexpr Field kCacheDirField{.name = "cache_dir",
+                                      .flag = "--cache-dir",
+                                      .help = "Payload cache (default ~/.cache/iobench)",
+                                      .unreported = true,
+                                      .value_name = "DIR"};
+inline constexpr Field kCacheMaxField{
+    .name = "cache_max",
+    .flag = "--cache-max",
+    .help = "Bound of the payload cache; least recently used payloads go first (default 6G)",
+    .min = 0,
+    .max = int64_t{1} << 50,
+    .size = true,
+    .unreported = true};
+
 // What a run's payload is, described once: the client's and `iobench payload`'s flags and their
-// bounds, the JSON options block and the CSV (a file and the cache are local: not listed).
+// bounds, the JSON options block and the CSV (a file and the cache are local: unreported).
 template <typename Self, typename Visit>
   requires DescribesAs<Self, PayloadSpec>
 void describe(Self& p, Visit&& visit) {
@@ -48,6 +63,14 @@ void describe(Self& p, Visit&& visit) {
               .min = kMinZstdLevel,
               .max = kMaxZstdLevel},
         p.zstd_level);
+  visit(Field{.name = "file",
+              .flag = "--payload",
+              .help = "Stream this file (zstd-compressed, cached) instead",
+              .unreported = true,
+              .value_name = "FILE"},
+        p.file);
+  visit(kCacheDirField, p.cache_dir);
+  visit(kCacheMaxField, p.cache_max);
 }
 
 }  // namespace iobench

@@ -136,8 +136,9 @@ bool listed(std::string_view name) {
 template <Described T>
 void block_cells(std::string_view block, const T& fields, Cells& out) {
   describe(fields, [&](const Field& f, const auto& v) {
+    if (f.unreported) return;
     if constexpr (Described<std::decay_t<decltype(v)>>)
-      block_cells(fmt::format("{}.{}", block, f.name), v, out);
+      block_cells(f.flatten ? std::string(block) : fmt::format("{}.{}", block, f.name), v, out);
     else
       out.emplace_back(fmt::format("{}.{}", block, f.name), cell(v));
   });

@@ -33,12 +33,13 @@ json value_json(const Field& f, const V& v) {
     return v;
 }
 
-// A described block as a JSON object, a key per field; a flattened block's fields as the
-// block's own.
+// A described block as a JSON object, a key per field but the unreported (paths, the token,
+// where the output goes); a flattened block's fields as the block's own.
 template <Described T>
 json fields_json(const T& block) {
   json out = json::object();
   describe(block, [&](const Field& f, const auto& v) {
+    if (f.unreported) return;
     if constexpr (Described<std::decay_t<decltype(v)>>)
       if (f.flatten) {
         out.update(fields_json(v));

@@ -40,6 +40,13 @@ struct Field {
   double real_max = std::numeric_limits<double>::infinity();
   bool above_min = false;
   bool duration = false;  // seconds, written on the command line as 50ms, 2s (max: real_max)
+  // An option of this process only (a local path, a secret, text parsed into other fields, where
+  // the output goes): on the command line, in no report (the JSON options block, the CSV).
+  bool unreported = false;
+  bool required = false;  // the command refuses to run without it
+  std::string_view only_in = {};  // the one command that takes it ("client"; "": each given it)
+  std::string_view value_name = {};  // --help's word for the value ("PID", "FILE")
+  bool hidden = false;  // in no --help (the build's own --manpage)
   bool has_range() const {
     return min != std::numeric_limits<int64_t>::min() || max != std::numeric_limits<int64_t>::max();
   }

@@ -112,7 +112,7 @@ def test_watch_writes_csv_and_a_table(known_program, tmp_path):
     (["--pid", "0"], "invalid --pid 0: no such process"),
     (["--pid", "4194999"], "invalid --pid 4194999: no such process"),
     (["--pid", "self", "--duration", "soon"], "invalid --duration 'soon'"),
-    (["--pid", "self", "--until-exit", "x1"], "invalid --until-exit 'x1'"),
+    (["--pid", "self", "--until-exit", "x1"], "--until-exit: 'x1' is not a whole number"),
     (["--pid", "self", "--interval", "1ms"], "invalid --interval '1ms': at least 10ms"),
 ])
 def test_watch_refuses_bad_input_in_one_line(args, message):
