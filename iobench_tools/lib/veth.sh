@@ -1,0 +1,19 @@
+# Sourced by scripts/netns-link and scripts/netns-fleet: the emulated link between two network
+# namespaces, written once.
+#
+# veth_link NS_A DEV_A NS_B DEV_B MTU RATE: a veth pair DEV_A (in NS_A) <-> DEV_B (in NS_B), both
+# ends up at MTU with a tbf rate cap RATE (EC2's per-flow cap is 5gbit). The namespaces exist.
+veth_link() {
+  local ns_a=$1 dev_a=$2 ns_b=$3 dev_b=$4 mtu=$5 rate=$6 ns dev
+  ip link add "$dev_a" type veth peer name "$dev_b"
+  ip link set "$dev_a" netns "$ns_a"
+  ip link set "$dev_b" netns "$ns_b"
+  for ns_dev in "$ns_a $dev_a" "$ns_b $dev_b"; do
+    read -r ns dev <<<"$ns_dev"
+    ip -n "$ns" link set "$dev" up mtu "$mtu"
+    # tbf: the rate cap. Its bucket must hold at least rate/HZ bytes (2.5 MB at 5 Gbit/s and
+    # HZ=250) or the timer granularity, not the rate, sets the throughput.
+    tc -n "$ns" qdisc add dev "$dev" root tbf rate "$rate" burst 4mb latency 20ms ||
+      { echo "netns-link: tc tbf rate '$rate' refused" >&2; exit 1; }
+  done
+}
