@@ -112,9 +112,15 @@ def proto_sections(rows, tolerance):
                 f"| {s['cpu_s']['median']:.6f} | {v['wall_s']['median']:.6f} "
                 f"| {v['syscalls']['median']:.0f} | {v['cpu_s']['median']:.6f} "
                 f"| {sweeplib.total_cpu_per_gib(r):.3f} |")
+        lines += ["", cost_intervals(rs, min(rs, key=sweeplib.total_cpu_per_gib))]
+        rs = sweeplib.same_work_rows(rs)
+        same = [r["mechanism"] for r in rs if r.get("mechanism")]
+        if same:
+            lines += ["", "Same work by mechanism: " + "; ".join(same) + ". Each such set is "
+                      "one workload below (its cost per round the median of its sizes'), "
+                      "named by its smallest size."]
         best = min(rs, key=sweeplib.total_cpu_per_gib)
         edge, k = sweeplib.edge_of_range(rs, sweeplib.knee(rs, tolerance), tolerance)
-        lines += ["", cost_intervals(rs, best)]
         lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                   f"{sweeplib.size_label(best['buf'])}.")
         if edge:
@@ -122,24 +128,33 @@ def proto_sections(rows, tolerance):
             lines += ["", f"{lowest} **No knee: {edge}.**", ""]
             continue
         sure, why, _ = sweeplib.knee_confidence(rs, k, best, tolerance)
+        k["reason"] = reason_of(k, best)
         picks[proto] = (k, None if sure else f"the knee is inside the noise ({why})")
         label = sweeplib.size_label(k["buf"])
         if sweeplib.total_cpu_per_gib(k) > sweeplib.total_cpu_per_gib(best) * (1 + tolerance):
             # From edge_of_range: the largest size's lead over this one is inside the noise.
             lines += ["", f"{lowest} It cannot be told from {label} "
                           f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB), so the knee is inside "
-                          f"the range{':' if sure else ', but **no knee with confidence**:'} "
+                          f"the range{', ' + k['reason'] + ':' if sure else ', but **no knee with confidence**:'} "
                           f"{why}.", ""]
             continue
         if sure:
-            lines += ["", f"{lowest} **Knee: {label}** ({why}) — the smallest buffer within "
-                          f"{tolerance:.0%} of it ({sweeplib.total_cpu_per_gib(k):.3f} s/GiB).",
-                      ""]
+            lines += ["", f"{lowest} **Knee: {label}, {k['reason']}** ({why}) — the "
+                          f"smallest buffer within {tolerance:.0%} of it "
+                          f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB).", ""]
         else:
             lines += ["", f"{lowest} The smallest buffer within {tolerance:.0%} of it is {label} "
                           f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB), but **no knee with "
                           f"confidence**: {why}.", ""]
     return picks, lines
+
+
+def reason_of(k, best):
+    """What decided a knee: the mechanism (it is the smallest of sizes that are the same work,
+    and they hold the lowest cost) or the measurement (its runs against the others')."""
+    if k.get("members") and k is best:
+        return "by mechanism"
+    return "by measurement"
 
 
 def cost_intervals(rs, best):
@@ -177,7 +192,7 @@ def one_connection_default(picks, rows):
     one = max(k["buf"] for k, _ in picks.values())
     largest = max(r["buf"] for r in rows if r["conns"] == 1 and r["group"] is None)
     return one, [f"- **One connection: {sweeplib.size_label(one)}** — the largest knee across "
-                 + ", ".join(f"{p.upper()} ({sweeplib.size_label(k['buf'])})"
+                 + ", ".join(f"{p.upper()} ({sweeplib.size_label(k['buf'])}, {k.get('reason', 'at the edge')})"
                              for p, (k, _) in sorted(picks.items()))
                  + f": below it CPU per GiB climbs; above it, up to the largest size tried "
                    f"({sweeplib.size_label(largest)}), nothing is gained."]

@@ -6,6 +6,7 @@ import os
 import sys
 
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import samework
 from iobench_tools.lib.iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
 # Re-exported: recommend, fanoutlib and the reports call them through sweeplib.
 from iobench_tools.lib.statslib import (MIN_PAIRED_ROUNDS, SEED, compare, mann_whitney_p,  # noqa: F401
@@ -248,6 +249,8 @@ def edge_of_range(rs, k, tolerance):
     if k["buf"] != rows[-1]["buf"]:
         return None, k
     top, below = rows[-1], rows[-2]
+    if len(top.get("members", ())) > 1:
+        return None, k  # larger sizes were measured: the same work as this one (samework)
     _, _, (low, high), _, _ = compare(top, below)
     if low > 1 + tolerance or not below["total_cpu_runs"]:
         return (f"the lowest CPU per GiB is at the largest size tried "
@@ -329,6 +332,12 @@ def knee_confidence(rs, k, best, tolerance):
     return sure, "; ".join(words), (max(more) if more and not sure else None)
 
 
+def same_work_rows(rows):
+    """One protocol's one-connection rows with the sizes that are the same work as one row
+    (samework): what the knee is chosen among."""
+    return samework.collapse(rows, size_label)
+
+
 def all_decided(rows, tolerance):
     """Is every one-connection knee of these rows (per placement and protocol) decided: at the
     range's edge, sure, or where more runs will not move it? What --repeat auto stops on."""
@@ -337,6 +346,7 @@ def all_decided(rows, tolerance):
         if r["conns"] == 1 and r["group"] is None:
             groups.setdefault((r["placement"], r["proto"]), []).append(r)
     for rs in groups.values():
+        rs = same_work_rows(rs)
         edge, k = edge_of_range(rs, knee(rs, tolerance), tolerance)
         if edge:
             continue

@@ -494,7 +494,7 @@ def test_a_knee_clear_of_the_noise_is_stated_with_its_confidence(tmp_path):
     d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0), ("tcp", 16384, -1, 1.02),
                               ("tcp", 65536, -1, 1.0), ("tcp", 262144, -1, 1.01)])
     text = recommend(d)
-    assert "**Knee: 16K** (64K within 2.0% ± " in text, text
+    assert "**Knee: 16K, by measurement** (64K within 2.0% ± " in text, text
     assert "distinguishable; 4K is 200.0% ± " in text and "% above 64K [+" in text
     assert "**One connection: 16K**" in text
 
@@ -584,7 +584,7 @@ def test_a_knee_a_clear_step_above_the_size_below_is_decided_though_not_shown_wi
                               ("tcp", 16384, 0, [1.02 * x for x in noisy]),
                               ("tcp", 65536, 0, noisy)])
     text = recommend(d)
-    assert "**Knee: 16K** (64K within 2.0% ± " in text, text
+    assert "**Knee: 16K, by measurement** (64K within 2.0% ± " in text, text
     assert "not distinguishable; 16K at most " in text and "so within 5% is not shown" in text
     assert "**One connection: 16K**" in text
     # The size below must be a clear step: 8K's interval reaching into 16K's is no knee.

@@ -1,0 +1,98 @@
+"""Cells that are the same work: two buffer sizes whose runs moved the same bytes in the same
+write syscalls and TLS records, and read them in as many reads within a tolerance, put the same
+load on the kernel and the wire, whatever the buffer is called (TLS above 16K writes 16 KiB
+records whatever the SSL_write size; an adaptive writer whose chunk is 64K is 64K). The
+recommender treats them as one workload: no interval is asked to prove them equal, and the knee
+among them is the smallest, "by mechanism", with the counts that show it."""
+from iobench_tools.lib.iobenchlib import median
+
+# The sender's write syscalls and the TLS records are set by the buffer and the record size:
+# equal cells agree to rounding. The receiver's reads depend on how the bytes arrive, too.
+SAME_WRITES = 0.01
+SAME_READS = 0.05
+
+
+def work_counts(row):
+    """A row's wire work: bytes per run, the sender's write syscalls, the receiver's read
+    syscalls (the data direction, from the counting run) and the TLS records each way."""
+    s, v = row["sender"], row["receiver"]
+
+    def figure(side, key):
+        return side[key]["median"] if key in side else None
+
+    return {"bytes": figure(s, "bytes"), "writes": figure(s, "syscalls"),
+            "reads": figure(v, "syscalls"), "records_out": figure(s, "records"),
+            "records_in": figure(v, "records")}
+
+
+def _within(a, b, tolerance):
+    return abs(a - b) <= tolerance * max(a, b)
+
+
+def same_work(a, b):
+    """Are rows a and b the same work? None when the counts cannot say (no syscalls counted)."""
+    ca, cb = work_counts(a), work_counts(b)
+    if not all(c[k] for c in (ca, cb) for k in ("bytes", "writes", "reads")) or \
+            None in (ca["records_out"], cb["records_out"], ca["records_in"], cb["records_in"]):
+        return None  # not counted (--syscalls off, an older summary): the counts cannot say
+    return (ca["bytes"] == cb["bytes"]
+            and _within(ca["writes"], cb["writes"], SAME_WRITES)
+            and _within(ca["records_out"], cb["records_out"], SAME_WRITES)
+            and _within(ca["records_in"], cb["records_in"], SAME_WRITES)
+            and _within(ca["reads"], cb["reads"], SAME_READS))
+
+
+def classes(rows):
+    """The rows in runs of consecutive sizes that are the same work as the smallest of their
+    run, smallest first: [[1K], [4K], [8K], [16K, 64K, 256K]] for TLS."""
+    out = []
+    for r in sorted(rows, key=lambda r: r["buf"]):
+        if out and same_work(out[-1][0], r):
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def _count_range(values):
+    lo, hi = min(values), max(values)
+    return f"{lo:,.0f}" if lo == hi else f"{lo:,.0f}–{hi:,.0f}"
+
+
+def mechanism_text(members, label):
+    """'16K, 64K and 256K are the same work: 12,800 writes, 12,800 records, 27,910–28,741
+    reads each'."""
+    names = [label(m["buf"]) for m in members]
+    named = ", ".join(names[:-1]) + " and " + names[-1]
+    counts = [work_counts(m) for m in members]
+    parts = [f"{_count_range([c['writes'] for c in counts])} write syscalls"]
+    if any(c["records_out"] for c in counts):
+        parts.append(f"{_count_range([c['records_out'] for c in counts])} TLS records")
+    parts.append(f"{_count_range([c['reads'] for c in counts])} read syscalls")
+    return f"{named} are the same work ({', '.join(parts)} per run)"
+
+
+def merged(members, label):
+    """One row for a class: the smallest member's, its cost per run the median of the members'
+    in each round they all ran (so it stays paired with the other cells' rounds), or all their
+    runs when they were not measured in rounds. Marks `members` and `mechanism`."""
+    first = members[0]
+    if len(members) == 1:
+        return first
+    row = dict(first, members=[m["buf"] for m in members],
+               mechanism=mechanism_text(members, label))
+    rounds = [m.get("rounds") for m in members]
+    if all(rounds):
+        by_round = [dict(zip(m["rounds"], m["total_cpu_runs"])) for m in members]
+        shared = [r for r in first["rounds"] if all(r in b for b in by_round)]
+        row["rounds"] = shared
+        row["total_cpu_runs"] = [median([b[r] for b in by_round]) for r in shared]
+    else:
+        row["rounds"] = None
+        row["total_cpu_runs"] = [x for m in members for x in m["total_cpu_runs"]]
+    return row
+
+
+def collapse(rows, label):
+    """The rows with each class of the same work as one merged row, smallest size first."""
+    return [merged(c, label) for c in classes(rows)]

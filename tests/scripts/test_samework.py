@@ -1,0 +1,87 @@
+"""Cells that are the same work (iobench_tools/lib/samework.py), on constructed rows: which sizes
+are one workload, how their runs merge, and the knee the recommender then states."""
+import random
+
+from iobench_tools.lib import samework
+from iobench_tools.lib import sweeplib
+
+K = 1024
+ROUNDS = list(range(1, 13))
+
+
+def counts(n):
+    return {"median": n, "min": n, "max": n}
+
+
+def row(buf, writes, reads, records, costs, bytes_=100 << 20):
+    """A one-connection row as sweeplib.rows_of gives it, from its counts and per-round costs."""
+    side = lambda calls, recs: {"bytes": counts(bytes_), "syscalls": counts(calls),  # noqa: E731
+                                "records": counts(recs)}
+    return {"buf": buf, "proto": "tls", "conns": 1, "group": None, "placement": "--cpus 0,1",
+            "sender": side(writes, records), "receiver": side(reads, records),
+            "total_cpu_runs": list(costs), "rounds": list(ROUNDS)[:len(costs)]}
+
+
+def noisy(level, spread, seed):
+    rng = random.Random(seed)
+    return [level * rng.uniform(1 - spread, 1 + spread) for _ in ROUNDS]
+
+
+def tls_rows(seed=1):
+    """TLS as the emulated link shows it: from 16K up the same 12,800 records and writes, the
+    receiver's reads within 3%; costs of the same work drawn with a ±12% spread."""
+    return [row(8 * K, 25600, 51764, 25600, noisy(2.5, 0.12, seed)),
+            row(16 * K, 12800, 27910, 12800, noisy(1.15, 0.12, seed + 1)),
+            row(64 * K, 12800, 28741, 12800, noisy(1.15, 0.12, seed + 2)),
+            row(256 * K, 12800, 28690, 12800, noisy(1.15, 0.12, seed + 3))]
+
+
+def test_sizes_with_the_same_writes_records_and_reads_are_one_workload():
+    classes = samework.classes(tls_rows())
+    assert [[r["buf"] for r in c] for c in classes] == [[8 * K], [16 * K, 64 * K, 256 * K]]
+
+
+def test_different_writes_or_reads_beyond_the_tolerance_are_different_work():
+    a = row(16 * K, 12800, 28000, 12800, [1.0])
+    assert samework.same_work(a, row(64 * K, 3200, 28000, 12800, [1.0])) is False  # writes
+    assert samework.same_work(a, row(64 * K, 12800, 28000 * 1.04, 12800, [1.0])) is True
+    assert samework.same_work(a, row(64 * K, 12800, 28000 * 1.07, 12800, [1.0])) is False
+    assert samework.same_work(a, row(64 * K, 12800, 28000, 12900, [1.0])) is True  # 0.8%
+    assert samework.same_work(a, row(64 * K, 12800, 28000, 13000, [1.0])) is False
+    assert samework.same_work(a, row(64 * K, 12800, 28000, 12800, [1.0], 50 << 20)) is False
+    # TCP: no records either side; 64K and 256K write different counts.
+    tcp = [row(64 * K, 1600, 1700, 0, [1.0]), row(256 * K, 400, 1690, 0, [1.0])]
+    assert len(samework.classes(tcp)) == 2
+
+
+def test_uncounted_syscalls_cannot_show_the_same_work():
+    a, b = row(16 * K, 0, 0, 12800, [1.0]), row(64 * K, 0, 0, 12800, [1.0])
+    assert samework.same_work(a, b) is None
+    assert len(samework.classes([a, b])) == 2
+
+
+def test_a_class_costs_the_median_of_its_sizes_round_by_round():
+    rows = [row(16 * K, 100, 200, 100, [1.0, 2.0, 3.0]), row(64 * K, 100, 200, 100, [3.0, 2.0, 1.0]),
+            row(256 * K, 100, 200, 100, [2.0, 9.0, 2.0])]
+    m = samework.merged(rows, sweeplib.size_label)
+    assert m["buf"] == 16 * K and m["members"] == [16 * K, 64 * K, 256 * K]
+    assert m["total_cpu_runs"] == [2.0, 2.0, 2.0] and m["rounds"] == [1, 2, 3]
+    assert "16K, 64K and 256K are the same work (100 write syscalls, 100 TLS records, 200 read " \
+           "syscalls per run)" == m["mechanism"]
+    # Not measured in rounds: every run of every size.
+    unpaired = [dict(r, rounds=None) for r in rows]
+    assert len(samework.merged(unpaired, sweeplib.size_label)["total_cpu_runs"]) == 9
+
+
+def test_the_knee_among_the_same_work_is_the_smallest_and_decided():
+    # Judged size by size, ±12% noise cannot show 16K within 5% of 64K or 256K in 12 rounds;
+    # as one workload there is nothing to show, and 8K's step above it is clear.
+    for seed in range(1, 6):
+        rows = tls_rows(seed)
+        assert sweeplib.all_decided(rows, 0.05), seed
+        rs = sweeplib.same_work_rows(rows)
+        best = min(rs, key=sweeplib.total_cpu_per_gib)
+        edge, k = sweeplib.edge_of_range(rs, sweeplib.knee(rs, 0.05), 0.05)
+        assert edge is None and k["buf"] == 16 * K and k is best, seed
+        sure, words, _ = sweeplib.knee_confidence(rs, k, best, 0.05)
+        assert sure and "8K is" in words, words
