@@ -4,6 +4,7 @@ The criterion is the writer thread's CPU per GiB delivered (N x bytes), each cel
 its rounds; every size (adaptive too) is set against the best fixed size with the 95% bootstrap
 interval of the ratio (round by round where the runs record their round, as sweeps are judged):
 a size is "within the tolerance" unless that interval lies above it."""
+from iobench_tools.lib import samework
 from iobench_tools.lib import sweeplib
 from iobench_tools.lib.iobenchlib import parse_size as size_bytes, stat
 
@@ -26,9 +27,43 @@ def _cell(runs, shape, proto, n, buf, key):
             "rounds": rounds if rounds and None not in rounds else None}
 
 
-def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per_gib"):
+def chunks_of(runs, shape, proto, n, buf):
+    """A fan-out cell's chunk work: (chunks, the largest chunk) of its first run, or None (a
+    many-connections cell, whose runs carry no chunk counts)."""
+    rs = runs.get(cell_id({"shape": shape, "proto": proto, "replicas": n, "buf": buf}), [])
+    if not rs or "chunks" not in rs[0] or "peak_chunk_bytes" not in rs[0]:
+        return None
+    return rs[0]["chunks"], rs[0]["peak_chunk_bytes"]
+
+
+def same_chunks(runs, shape, proto, n, fixed):
+    """The fixed size whose chunks the adaptive writer's are (as many, as large), or None: then
+    it is that size by mechanism, whatever its runs cost."""
+    ada = chunks_of(runs, shape, proto, n, "adaptive")
+    return next((b for b in fixed if ada and chunks_of(runs, shape, proto, n, b) == ada), None)
+
+
+def adaptive_row(cell, best, same_as, near, mem, tolerance):
+    """Adaptive against the best fixed size at one N: measured, or, when its chunks are a fixed
+    size's (same_as), that size's standing ("by mechanism")."""
+    lo, hi = sweeplib.compare(cell[best], cell["adaptive"])[2]
+    memory, best_memory = sweeplib.median(mem["adaptive"]), sweeplib.median(mem[best])
+    ratio = (sweeplib.median(cell["adaptive"]["total_cpu_runs"])
+             / sweeplib.median(cell[best]["total_cpu_runs"]))
+    row = {"ratio": ratio, "ci": [lo, hi], "within": hi <= 1 + tolerance,
+           "outside": lo > 1 + tolerance, "memory_bytes": memory,
+           "best_memory_bytes": best_memory, "no_more_memory": memory <= best_memory}
+    if same_as:
+        row.update(same_as=same_as, within=same_as in near, outside=same_as not in near)
+    return row
+
+
+def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per_gib",
+            same_as=None):
     """Per N: the best fixed size, the sizes within `tolerance` of it, adaptive against it; and
-    the fixed size whose worst ratio to the best over every N is smallest (minimax)."""
+    the fixed size whose worst ratio to the best over every N is smallest (minimax). `same_as`
+    (N: fixed size) names the size adaptive is the same work as, where the caller knows it; a
+    fan-out's cells say it themselves (same_chunks)."""
     fixed = [b for b in bufs if b != "adaptive"]
     per_n, near_sets, worst = [], [], {b: 1.0 for b in fixed}
     for n in replicas:
@@ -50,13 +85,8 @@ def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per
                "best_cpu_s_per_gib": med[best],
                "ratios": {b: med[b] / med[best] for b in known}}
         if cpu.get("adaptive"):
-            lo, hi = sweeplib.compare(cell[best], cell["adaptive"])[2]
-            row["adaptive"] = {
-                "ratio": sweeplib.median(cpu["adaptive"]) / med[best], "ci": [lo, hi],
-                "within": hi <= 1 + tolerance, "outside": lo > 1 + tolerance,
-                "memory_bytes": sweeplib.median(mem["adaptive"]),
-                "best_memory_bytes": sweeplib.median(mem[best]),
-                "no_more_memory": sweeplib.median(mem["adaptive"]) <= sweeplib.median(mem[best])}
+            same = (same_as or {}).get(n) or same_chunks(runs, shape, proto, n, fixed)
+            row["adaptive"] = adaptive_row(cell, best, same, near, mem, tolerance)
         per_n.append(row)
         near_sets.append(set(near))
     common = set.intersection(*near_sets) if near_sets else set()
@@ -90,13 +120,28 @@ def conns_verdicts(rows, tolerance):
     fixed = sorted({r["label"].lower() for r in rows if r["label"] != "adaptive"},
                    key=size_bytes)
     bufs = fixed + (["adaptive"] if any(r["label"] == "adaptive" for r in rows) else [])
-    return [verdict(cells, conns, bufs, "independent", p, tolerance, key="cpu_s_per_gib")
+    return [verdict(cells, conns, bufs, "independent", p, tolerance, key="cpu_s_per_gib",
+                    same_as=adaptive_same_as(rows, p))
             for p in sorted({r["proto"] for r in rows})]
+
+
+def adaptive_same_as(rows, proto):
+    """Per connection count, the fixed size whose rows are the same work as the adaptive row
+    (samework: the same bytes, writes, records and, within 5%, reads)."""
+    out = {}
+    for a in (r for r in rows if r["proto"] == proto and r["label"] == "adaptive"):
+        same = [r for r in rows if r["proto"] == proto and r["conns"] == a["conns"]
+                and r["label"] != "adaptive" and samework.same_work(a, r)]
+        if same:
+            out[a["conns"]] = same[0]["label"].lower()
+    return out
 
 
 def _adaptive_detail(rows):
     return "; ".join(
-        f"N={r['replicas']} x{r['adaptive']['ratio']:.3f} "
+        f"N={r['replicas']} " + (f"is {r['adaptive']['same_as']} by mechanism (the same chunks), "
+                                 if r["adaptive"].get("same_as") else "")
+        + f"x{r['adaptive']['ratio']:.3f} "
         f"[{r['adaptive']['ci'][0]:.3f}, {r['adaptive']['ci'][1]:.3f}], memory "
         f"{sweeplib.size_label(int(r['adaptive']['memory_bytes']))} vs "
         f"{sweeplib.size_label(int(r['adaptive']['best_memory_bytes']))}" for r in rows)
@@ -134,6 +179,15 @@ def recommendation(v):
     ada = [r for r in v["per_n"] if "adaptive" in r]
     noun, many = (("buffer", "live connections") if v["shape"] == "independent"
                   else ("chunk", "replicas"))
+    same = {r["adaptive"].get("same_as") for r in ada}
+    if ada and len(same) == 1 and None not in same:
+        size = same.pop()
+        return (f"{v['shape']}, {v['proto']}: the adaptive {noun} is a fixed {size} here (the "
+                f"same chunks at every N, by mechanism): "
+                + (f"a fixed {size} {noun}, within {v['tolerance'] * 100:g}% of the best at "
+                   "every N measured." if size in v["one_size_for_every_n"] else
+                   f"judge it as {size}: " + ", ".join(
+                       f"N={r['replicas']}: {r['best']}" for r in v["per_n"]) + " best."))
     if ada and all(r["adaptive"]["within"] and r["adaptive"]["no_more_memory"] for r in ada):
         return (f"{v['shape']}, {v['proto']}: size the {noun} by the number of {many} "
                 "(adaptive): as cheap as the best fixed size at every N, with no more memory.")

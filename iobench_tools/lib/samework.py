@@ -1,5 +1,5 @@
-"""Cells that are the same work: two buffer sizes whose runs moved the same bytes in the same
-write syscalls and TLS records, and read them in as many reads within a tolerance, put the same
+"""Cells that are the same work: two buffer sizes whose runs moved their bytes in as many write
+syscalls and TLS records per byte, and read them in as many reads within a tolerance, put the same
 load on the kernel and the wire, whatever the buffer is called (TLS above 16K writes 16 KiB
 records whatever the SSL_write size; an adaptive writer whose chunk is 64K is 64K). The
 recommender treats them as one workload: no interval is asked to prove them equal, and the knee
@@ -15,7 +15,7 @@ SAME_READS = 0.05
 def work_counts(row):
     """A row's wire work: bytes per run, the sender's write syscalls, the receiver's read
     syscalls (the data direction, from the counting run) and the TLS records each way."""
-    s, v = row["sender"], row["receiver"]
+    s, v = row.get("sender") or {}, row.get("receiver") or {}
 
     def figure(side, key):
         return side[key]["median"] if key in side else None
@@ -35,11 +35,12 @@ def same_work(a, b):
     if not all(c[k] for c in (ca, cb) for k in ("bytes", "writes", "reads")) or \
             None in (ca["records_out"], cb["records_out"], ca["records_in"], cb["records_in"]):
         return None  # not counted (--syscalls off, an older summary): the counts cannot say
-    return (ca["bytes"] == cb["bytes"]
-            and _within(ca["writes"], cb["writes"], SAME_WRITES)
-            and _within(ca["records_out"], cb["records_out"], SAME_WRITES)
-            and _within(ca["records_in"], cb["records_in"], SAME_WRITES)
-            and _within(ca["reads"], cb["reads"], SAME_READS))
+    # Per byte moved: cells of different lengths (--bytes-spread) are judged on their rates.
+    per = lambda c, k: c[k] / c["bytes"]  # noqa: E731
+    return (_within(per(ca, "writes"), per(cb, "writes"), SAME_WRITES)
+            and _within(per(ca, "records_out"), per(cb, "records_out"), SAME_WRITES)
+            and _within(per(ca, "records_in"), per(cb, "records_in"), SAME_WRITES)
+            and _within(per(ca, "reads"), per(cb, "reads"), SAME_READS))
 
 
 def classes(rows):

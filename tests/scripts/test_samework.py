@@ -48,7 +48,9 @@ def test_different_writes_or_reads_beyond_the_tolerance_are_different_work():
     assert samework.same_work(a, row(64 * K, 12800, 28000 * 1.07, 12800, [1.0])) is False
     assert samework.same_work(a, row(64 * K, 12800, 28000, 12900, [1.0])) is True  # 0.8%
     assert samework.same_work(a, row(64 * K, 12800, 28000, 13000, [1.0])) is False
+    # Per byte: half the bytes in half the calls is the same work (--bytes-spread cells).
     assert samework.same_work(a, row(64 * K, 12800, 28000, 12800, [1.0], 50 << 20)) is False
+    assert samework.same_work(a, row(64 * K, 6400, 14000, 6400, [1.0], 50 << 20)) is True
     # TCP: no records either side; 64K and 256K write different counts.
     tcp = [row(64 * K, 1600, 1700, 0, [1.0]), row(256 * K, 400, 1690, 0, [1.0])]
     assert len(samework.classes(tcp)) == 2
@@ -85,3 +87,31 @@ def test_the_knee_among_the_same_work_is_the_smallest_and_decided():
         assert edge is None and k["buf"] == 16 * K and k is best, seed
         sure, words, _ = sweeplib.knee_confidence(rs, k, best, 0.05)
         assert sure and "8K is" in words, words
+
+
+def fanout_runs(costs, chunks):
+    """A fan-out scenario's cells (fanout.json's "cells"): per size, five runs of the writer's
+    cost, each with the chunk work the writer did."""
+    return {f"connset-tcp-n{n}-{b}": [{"writer_cpu_s_per_gib": c, "peak_buffer_bytes": size * n,
+                                        "chunks": count, "peak_chunk_bytes": size, "round": i}
+                                       for i, c in enumerate(costs[b](n), 1)]
+            for n in (1, 4) for b, (count, size) in chunks.items()}
+
+
+def test_an_adaptive_writer_with_a_fixed_sizes_chunks_is_that_size():
+    from iobench_tools.lib import fanoutlib
+    # Adaptive's runs are noisy enough that, measured, it is "not within 5%" of 64K; its chunks
+    # are 64K's, so it is 64K.
+    costs = {"16k": lambda n: [1.3, 1.31, 1.29, 1.3, 1.32],
+             "64k": lambda n: [1.0, 1.01, 0.99, 1.0, 1.02],
+             "adaptive": lambda n: [1.0, 1.6, 0.7, 1.5, 1.2]}
+    chunks = {"16k": (6400, 16 * K), "64k": (1600, 64 * K), "adaptive": (1600, 64 * K)}
+    runs = fanout_runs(costs, chunks)
+    v = fanoutlib.verdict(runs, [1, 4], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05)
+    assert all(r["adaptive"]["same_as"] == "64k" and r["adaptive"]["within"] for r in v["per_n"])
+    assert "the adaptive chunk is a fixed 64k here" in fanoutlib.recommendation(v)
+    # Other chunks: judged by its runs, and undecided.
+    chunks["adaptive"] = (3200, 32 * K)
+    v = fanoutlib.verdict(fanout_runs(costs, chunks), [1, 4], ["16k", "64k", "adaptive"],
+                          "connset", "tcp", 0.05)
+    assert all("same_as" not in r["adaptive"] and not r["adaptive"]["within"] for r in v["per_n"])
