@@ -288,6 +288,44 @@ std::string segment_lines(const Report& r) {
   return out;
 }
 
+// One side's regime over a size's measured runs (medians): how busy its CPU was over the data
+// phase and how often it blocked (voluntary context switches: a full socket buffer for a
+// sender, an empty one for a receiver, on the blocking engine) or was preempted. The same calls
+// cost different CPU in the two regimes: a sender that never waits runs the path to the peer
+// in its own time (docs/measurement.md).
+std::string side_regime(const std::vector<RunRecord>& runs, bool sender) {
+  std::vector<double> busy, blocked, per_100, preempted;
+  for (const RunRecord& run : runs) {
+    if (!run.reported(sender)) continue;
+    const proto::SideResult& side = sender ? run.sender : run.receiver;
+    const SideFigures f = side_figures(side);
+    if (f.wall_s <= 0) continue;
+    busy.push_back(f.cpu_s / f.wall_s);
+    blocked.push_back(static_cast<double>(side.probe.vol_ctxsw));
+    per_100.push_back(f.io_calls > 0 ? 100.0 * static_cast<double>(side.probe.vol_ctxsw) / f.io_calls : 0);
+    preempted.push_back(static_cast<double>(side.probe.invol_ctxsw));
+  }
+  if (busy.empty()) return {};
+  const double per = stats::median(per_100);
+  return fmt::format("{} busy {:.0f}%, blocked {:.0f}x ({:.1f} per 100 {}: {}), preempted {:.0f}x",
+                     sender ? "sender" : "receiver", 100 * stats::median(busy),
+                     stats::median(blocked), per, sender ? "writes" : "reads",
+                     per >= 1 ? "waits" : "runs", stats::median(preempted));
+}
+
+// Per size, each side's regime (side_regime), so two runs of the same calls whose CPU differs
+// say why.
+std::string regime_lines(const Report& r) {
+  std::string out;
+  for (const auto& size : r.sizes) {
+    const std::string s = side_regime(size.runs, true), v = side_regime(size.runs, false);
+    if (s.empty() && v.empty()) continue;
+    out += fmt::format("regime {}: {}{}{}\n", buf_label(size.buf), s,
+                       s.empty() || v.empty() ? "" : "; ", v);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_table(const Report& r) {
@@ -343,6 +381,7 @@ std::string render_table(const Report& r) {
   out += partial_lines(r);
   out += repeat_auto_lines(r);
   out += segment_lines(r);
+  out += regime_lines(r);
   out += softirq_lines(r);
   out += tls_cost_lines(r);
   return out + tracer_lines(r) + group_lines(r) + process_cpu_lines(r.processes);
