@@ -18,6 +18,7 @@ import sys
 
 from iobench_tools.lib import fanoutlib
 from iobench_tools.lib import fleetlib
+from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
 from iobench_tools.lib import iobenchlib
 
@@ -43,6 +44,7 @@ def report(manifest, rows, tolerance):
               f"- sender's source: {source_text(manifest.get('source_window'))}",
               f"- started {manifest['started']}, finished {manifest.get('finished') or 'not yet'}",
               ""]
+    lines += noisefloor.text(manifest.get("control_pairs", []), tolerance)
     lines += ["How sure: each knee is set against the lowest cell and the size below it, "
               "with the medians of the cells' per-run total CPU per GiB (sender + receiver of "
               "one run; with --cost host, the host's busy seconds per GiB over the sender's data "

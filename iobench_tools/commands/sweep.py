@@ -14,6 +14,8 @@ lists what failed and why; running the same command again re-runs only failed or
                      primary sends from the buffer its serializer just filled; or the whole
                      payload once, from cold pages)
                      [--retries 2] [--backoff 5] [--order round-robin|shuffle|cell] [--seed 1]
+                     [--control 16k|auto|none]  (the A/A control: one cell twice per round, the
+                     sweep's noise floor, printed first by scripts/recommend)
 """
 import argparse
 import datetime
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 
+from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
 from iobench_tools.lib.iobenchlib import ROOT, parse_size
 from iobench_tools.lib import iobenchlib
@@ -252,7 +255,27 @@ def decided_after(rnd, cells, recs, out_dir, a):
             continue  # finished before (its rounds are fixed) or broken: not this decision's
         docs = [json.load(open(os.path.join(out_dir, x["file"]))) for x in rounds]
         rows += sweeplib.rows_of(cell, sweeplib.merge_rounds(docs))
+    plan_from_noise_floor(rows, rnd, a)
     return sweeplib.all_decided(rows, a.tolerance)
+
+
+def plan_from_noise_floor(rows, rnd, a):
+    """--repeat auto: the rounds the A/A control's interval calls for at this tolerance, said
+    once (after MIN_AUTO_ROUNDS) and kept in the manifest with the floor as it stands."""
+    by_id = {r["cell_id"]: r for r in rows}
+    for r in rows:
+        original = by_id.get(r.get("control_of"))
+        if not original:
+            continue
+        f = noisefloor.floor(original, r)
+        planned = noisefloor.rounds_for(f, a.tolerance)
+        if rnd == MIN_AUTO_ROUNDS:
+            sys.stderr.write(
+                f"\nsweep: noise floor (A/A) after {rnd} rounds: ±{100 * f['half_width']:.1f}%; "
+                f"a {a.tolerance:.0%} tolerance calls for about {planned} rounds"
+                + (f" (more than --max-repeat {a.max_repeat}: knees within the tolerance may "
+                   "stay undecided)" if planned > a.max_repeat else "") + "\n")
+        a.noise_floor = dict(f, rounds=rnd, planned_rounds=planned)
 
 
 MIN_AUTO_ROUNDS = 5
@@ -336,6 +359,10 @@ def parse_args():
                          "repeated (default 256k: a primary sends from the buffer its serializer "
                          "has just filled, so a cold copy would flatten the knee), or 'payload': "
                          "the whole payload once, from cold pages")
+    ap.add_argument("--control", default="auto", metavar="SIZE|auto|none",
+                    help="the A/A control: the first protocol's one-connection cell of SIZE runs "
+                         "twice per round under two names, the sweep's noise floor (auto: 16k "
+                         "if swept, else the largest fixed size; none: no control)")
     iobenchlib.add_binary_option(ap)
     return ap.parse_args()
 
@@ -392,6 +419,14 @@ def check_args(a):
             sys.exit(f"sweep: invalid --cpus '{c}': expected SENDER[,RECEIVER] CPU numbers or none")
     if len(set(placements)) != len(placements):
         sys.exit("sweep: a --cpus placement is given twice")
+    fixed = [b for b in a.bufs.split(",") if b != "adaptive"]
+    if a.control == "auto":
+        a.control = "16k" if "16k" in fixed else (max(fixed, key=parse_size) if fixed else "none")
+    elif a.control != "none" and a.control not in fixed:
+        sys.exit(f"sweep: invalid --control '{a.control}': expected one of --bufs "
+                 f"({', '.join(fixed)}), auto or none")
+    if a.control != "none" and "1" not in a.conns.split(","):
+        a.control = "none"  # the control is a one-connection cell: none in this sweep
     if not a.name.replace("-", "").replace("_", "").isalnum():
         sys.exit(f"sweep: invalid name '{a.name}' (letters, digits, - and _)")
 
@@ -399,7 +434,8 @@ def check_args(a):
 
 
 def plan_cells(a, placements):
-    """One cell per placement x proto x engine x conns x buffer, in that order."""
+    """One cell per placement x proto x engine x conns x buffer, in that order, then the A/A
+    control's twins (--control)."""
     cells = []
     for cpus in placements:
         # Unpinned cells keep the ids sweeps have always had, so older sweeps resume.
@@ -412,7 +448,7 @@ def plan_cells(a, placements):
                         cells.append({"id": cid, "proto": proto, "engine": engine,
                                       "conns": int(conns), "buf": buf, "cpus": cpus,
                                       "file": f"cells/{cid}.json"})
-    return cells
+    return cells + (noisefloor.control_cells(cells, a.control) if a.control != "none" else [])
 
 
 def describe_sweep(a, placements, manifest):
@@ -429,6 +465,7 @@ def describe_sweep(a, placements, manifest):
         "syscalls": a.syscalls, "retries": a.retries, "backoff_s": a.backoff,
         "source_window": a.source_window,
         "order": a.order, "seed": a.seed if a.order == "shuffle" else None,
+        "control": a.control,
         "placements": [c or "unpinned" for c in placements],
         "started": manifest.get("started", now()),
         "finished": None,
@@ -495,6 +532,7 @@ def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
             break
     if a.repeat == "auto":
         manifest["rounds_run"] = ran
+        manifest["noise_floor"] = getattr(a, "noise_floor", None)
     for cell in cells:
         if per_round and recs[cell["id"]]["status"] != "ok":
             finish_rounds(recs[cell["id"]], ran, out_dir)

@@ -37,12 +37,18 @@ def load(sweep_dir, prog="sweeplib", cost="processes"):
             continue
         doc = json.load(open(os.path.join(sweep_dir, cell["file"])))
         rows += rows_of(cell, doc, two_hosts)
+    # The A/A control's twins (scripts/sweep --control) are no size of their own: set beside
+    # the cell they repeat, they are the sweep's noise floor (noisefloor.py), and leave the rows.
+    by_id = {(r["cell_id"], r["label"]): r for r in rows}
+    manifest["control_pairs"] = [(by_id[(r["control_of"], r["label"])], r) for r in rows
+                                 if r.get("control_of") and (r["control_of"], r["label"]) in by_id]
     for row in rows:
         if cost == "host" and not row["host_runs"]:
             sys.exit(f"{prog}: error: cell {row['proto']} {row['label']} cannot be judged on the "
                      f"host's busy time: {row['host_missing']}; use --cost processes")
         row["cost"] = cost
         row["total_cpu_runs"] = row["host_runs" if cost == "host" else "process_runs"]
+    rows = [r for r in rows if not r.get("control_of")]
     rows.sort(key=lambda r: (r["proto"], r["engine"], r["conns"], r["label"] == "adaptive",
                              r["buf"]))
     return manifest, rows
@@ -58,7 +64,8 @@ def rows_of(cell, doc, two_hosts=False):
         row = {"proto": cell["proto"], "engine": cell["engine"], "conns": cell["conns"],
                "buf": result["send_buf_bytes"], "label": result["label"],
                "context": doc["context"], "runs": len(result["runs"]),
-               "placement": placement(cell, doc)}
+               "placement": placement(cell, doc), "cell_id": cell["id"],
+               "control_of": cell.get("control_of")}
         for side in ("sender", "receiver"):
             summary = result["summary"][side]
             row[side] = {k: summary[k] for k in summary}
@@ -343,7 +350,7 @@ def all_decided(rows, tolerance):
     range's edge, sure, or where more runs will not move it? What --repeat auto stops on."""
     groups = {}
     for r in rows:
-        if r["conns"] == 1 and r["group"] is None:
+        if r["conns"] == 1 and r["group"] is None and not r.get("control_of"):
             groups.setdefault((r["placement"], r["proto"]), []).append(r)
     for rs in groups.values():
         rs = same_work_rows(rs)

@@ -111,7 +111,9 @@ def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
     for n in "ab":
         assert record[n]["status"] == "ok", (record[n], log)
         m = json.loads((fleet / n / "manifest.json").read_text())
-        assert [c["status"] for c in m["cells"]] == ["ok"] * 4, m["cells"]
+        # Four cells and the A/A control's twin (the pair's noise floor).
+        assert [c["status"] for c in m["cells"]] == ["ok"] * 5, m["cells"]
+        assert m["cells"][-1]["id"].endswith("-aa"), m["cells"]
         assert m["where"] == f"{record[n]['replica_addresses'][0]}:5210"
         tls = json.loads((fleet / n / "cells" / "tls-blocking-c1-4k-cpus0-1.json").read_text())
         assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True

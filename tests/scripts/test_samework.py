@@ -17,7 +17,8 @@ def row(buf, writes, reads, records, costs, bytes_=100 << 20):
     """A one-connection row as sweeplib.rows_of gives it, from its counts and per-round costs."""
     side = lambda calls, recs: {"bytes": counts(bytes_), "syscalls": counts(calls),  # noqa: E731
                                 "records": counts(recs)}
-    return {"buf": buf, "proto": "tls", "conns": 1, "group": None, "placement": "--cpus 0,1",
+    return {"buf": buf, "label": sweeplib.size_label(buf), "proto": "tls", "conns": 1,
+            "group": None, "placement": "--cpus 0,1",
             "sender": side(writes, records), "receiver": side(reads, records),
             "total_cpu_runs": list(costs), "rounds": list(ROUNDS)[:len(costs)]}
 
@@ -115,3 +116,20 @@ def test_an_adaptive_writer_with_a_fixed_sizes_chunks_is_that_size():
     v = fanoutlib.verdict(fanout_runs(costs, chunks), [1, 4], ["16k", "64k", "adaptive"],
                           "connset", "tcp", 0.05)
     assert all("same_as" not in r["adaptive"] and not r["adaptive"]["within"] for r in v["per_n"])
+
+
+def test_the_noise_floor_of_two_names_for_one_cell():
+    from iobench_tools.lib import noisefloor
+    a = row(16 * K, 1, 1, 0, noisy(1.0, 0.02, 7))
+    f = noisefloor.floor(a, dict(a))
+    assert f["ratio"] == 1 and f["half_width"] == 0 and f["how"] == "paired over 12 rounds"
+    assert "The 5% tolerance lies outside it." in noisefloor.text([(a, dict(a))], 0.05)[0]
+    # A twin ±15% around its cell round by round: the tolerance lies inside that noise, and the
+    # control says how many rounds would bring its interval to half the tolerance.
+    twin = dict(a, total_cpu_runs=[c * m for c, m in zip(a["total_cpu_runs"], noisy(1.0, 0.15, 8))])
+    f = noisefloor.floor(a, twin)
+    words = noisefloor.text([(a, twin)], 0.05)[0]
+    assert "**The 5% tolerance lies inside this noise**" in words, words
+    assert noisefloor.rounds_for(f, 0.05) > 12
+    assert noisefloor.rounds_for(dict(f, half_width=0.0125), 0.05) == 12
+    assert noisefloor.text([], 0.05)[0].startswith("Noise floor: this sweep ran no A/A control")

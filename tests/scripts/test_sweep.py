@@ -21,9 +21,12 @@ from iobench_tools.lib import sweeplib
 def sweep(tmp_path, name, *args, check=None):
     # Unpinned unless a test places the sides: the ids below are the unpinned cells' (the
     # default, sender on CPU 0 and receiver on CPU 1, is test_the_default_placement_is_pinned's).
+    # No A/A control unless a test asks (test_the_control_is_the_noise_floor_printed_first).
     placement = [] if "--cpus" in args else ["--cpus", "none"]
+    control = [] if "--control" in args else ["--control", "none"]
     p = subprocess.run([str(SCRIPTS / "sweep"), name, "--results", str(tmp_path), "--iobench", BIN,
-                        "--bytes", "1M", "--repeat", "2", "--warmup", "0", *placement, *args],
+                        "--bytes", "1M", "--repeat", "2", "--warmup", "0", *placement, *control,
+                        *args],
                        capture_output=True, text=True, timeout=300)
     if check is not None:
         assert p.returncode == check, p.stdout + p.stderr
@@ -42,6 +45,25 @@ def test_manifest_cells_and_resume(tmp_path):
     p = sweep(tmp_path, "tiny", "--proto", "tcp,tls", "--bufs", "4k,16k", check=0)
     assert "4 already done" in p.stdout
     assert {f.name: f.stat().st_mtime_ns for f in (d / "cells").iterdir()} == first
+
+
+def test_the_control_is_the_noise_floor_printed_first(tmp_path):
+    # The twin runs in every round beside its cell, leaves the tables and knees, and its
+    # interval against the cell is the recommendation's first figure.
+    sweep(tmp_path, "aa", "--proto", "tcp,tls", "--bufs", "4k,16k", "--control", "auto",
+          "--repeat", "5", check=0)
+    d = tmp_path / "aa"
+    m = json.loads((d / "manifest.json").read_text())
+    twin = m["cells"][-1]
+    assert twin["id"] == "tcp-blocking-c1-16k-aa" and twin["control_of"] == "tcp-blocking-c1-16k"
+    assert m["control"] == "16k" and len(twin["rounds"]) == 5
+    text = recommend(d)
+    floor = text.index("Noise floor (A/A control, unpinned): TCP 16K run twice per round under "
+                       "two names: the second costs x")
+    assert floor < text.index("How sure") and "paired over 5 rounds" in text[floor:]
+    assert text.count("| 16K |") == 1, "the twin is no row of the table"
+    p = sweep(tmp_path, "bad", "--bufs", "4k,16k", "--control", "64k", check=1)
+    assert "invalid --control '64k': expected one of --bufs (4k, 16k), auto or none" in p.stderr
 
 
 def test_the_sender_streams_a_hot_window_unless_told_otherwise(tmp_path):
@@ -359,7 +381,8 @@ def test_conns_scenario_table_and_recommendation(tmp_path):
     m = json.loads((d / "manifest.json").read_text())
     # Pinned by default, as every sweep: sender on CPU 0, receiver on CPU 1.
     assert [c["id"] for c in m["cells"]] == [
-        f"tcp-blocking-c{n}-{b}-cpus0-1" for n in (1, 3) for b in ("4k", "adaptive")]
+        f"tcp-blocking-c{n}-{b}-cpus0-1" for n in (1, 3) for b in ("4k", "adaptive")] + [
+        "tcp-blocking-c1-4k-cpus0-1-aa"]  # the A/A control (its noise floor)
     table = (d / "conns.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| tcp |")]
     assert len(rows) == 4, table
@@ -398,7 +421,8 @@ exec {BIN} "$@"
 
 def test_a_broken_cell_is_retried_and_its_partial_figures_kept(tmp_path):
     fake, calls = flaky_iobench(tmp_path, failures=2)
-    p = subprocess.run([str(SCRIPTS / "sweep"), "flaky", "--results", str(tmp_path), "--iobench",
+    p = subprocess.run([str(SCRIPTS / "sweep"), "flaky", "--control", "none", "--results",
+                        str(tmp_path), "--iobench",
                         fake, "--bytes", "1M", "--repeat", "1", "--warmup", "0", "--proto", "tcp",
                         "--bufs", "4k", "--retries", "2", "--backoff", "0.1", "--cpus", "none"],
                        capture_output=True, text=True, timeout=300)
@@ -418,7 +442,8 @@ def test_a_broken_cell_is_retried_and_its_partial_figures_kept(tmp_path):
 
 def test_a_cell_still_broken_after_its_retries_fails_and_the_rerun_retries_it(tmp_path):
     fake, calls = flaky_iobench(tmp_path, failures=5)
-    args = [str(SCRIPTS / "sweep"), "flaky", "--results", str(tmp_path), "--iobench", fake,
+    args = [str(SCRIPTS / "sweep"), "flaky", "--control", "none", "--results", str(tmp_path),
+            "--iobench", fake,
             "--bytes", "1M", "--repeat", "1", "--warmup", "0", "--proto", "tcp", "--bufs",
             "4k,8k", "--retries", "1", "--backoff", "0", "--cpus", "none"]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
@@ -536,7 +561,8 @@ def test_statistics_on_samples_with_known_answers():
 
 
 def test_the_default_placement_is_pinned(tmp_path):
-    p = subprocess.run([str(SCRIPTS / "sweep"), "pin", "--results", str(tmp_path), "--iobench",
+    p = subprocess.run([str(SCRIPTS / "sweep"), "pin", "--control", "none", "--results",
+                        str(tmp_path), "--iobench",
                         BIN, "--bytes", "1M", "--repeat", "1", "--warmup", "0", "--proto", "tcp",
                         "--bufs", "4k"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr

@@ -1,0 +1,64 @@
+"""A sweep's noise floor: an A/A control. One cell (scripts/sweep --control SIZE: the first
+protocol's one-connection cell of that size, per placement) runs twice in every round under two
+names; the two are the same command, so their ratio's interval is how far apart this host, in
+this sweep, puts two cells that cannot differ. The recommendation prints it first; a tolerance
+inside it is flagged (no knee at that tolerance can be told from noise), and --repeat auto plans
+its rounds from it."""
+import math
+
+from iobench_tools.lib import sweeplib
+
+CONTROL_SUFFIX = "-aa"
+
+
+def control_cells(cells, size):
+    """The twins of the control: for each placement, the first protocol's and engine's
+    one-connection cell of `size`, again under the id ID-aa (marked `control_of`: ID)."""
+    twins, seen = [], set()
+    for c in cells:
+        if c["buf"] != size or c["conns"] != 1 or c["cpus"] in seen:
+            continue
+        seen.add(c["cpus"])
+        cid = c["id"] + CONTROL_SUFFIX
+        twins.append(dict(c, id=cid, file=f"cells/{cid}.json", control_of=c["id"]))
+    return twins
+
+
+def floor(original, twin):
+    """The twin's cost over the original's: ratio, half-width of its 95% interval, (low,
+    high), how (paired over N rounds, or unpaired)."""
+    ratio, hw, (low, high), _, how = sweeplib.compare(original, twin)
+    return {"ratio": ratio, "half_width": hw, "low": low, "high": high, "how": how,
+            "runs": min(len(original["total_cpu_runs"]), len(twin["total_cpu_runs"]))}
+
+
+def rounds_for(f, tolerance):
+    """Rounds at which the A/A interval's half-width would be half the tolerance (half-widths
+    fall as 1/sqrt(rounds)): the least a knee at this tolerance needs, by this host's noise."""
+    if not f["runs"] or f["half_width"] <= 0:
+        return f["runs"]
+    return max(f["runs"], math.ceil(f["runs"] * (f["half_width"] / (tolerance / 2)) ** 2))
+
+
+def text(pairs, tolerance):
+    """The recommendation's first lines: each control's interval, and whether the tolerance
+    lies inside it."""
+    if not pairs:
+        return ["Noise floor: this sweep ran no A/A control (scripts/sweep --control SIZE runs "
+                "one cell twice per round under two names); the intervals below are the only "
+                "measure of its noise.", ""]
+    lines = []
+    for original, twin in pairs:
+        f = floor(original, twin)
+        inside = f["low"] < 1 - tolerance or f["high"] > 1 + tolerance
+        lines.append(
+            f"Noise floor (A/A control, {original['placement']}): "
+            f"{original['proto'].upper()} {original['label']} run twice per round under two "
+            f"names: the second costs x{f['ratio']:.3f} ± {100 * f['half_width']:.1f}% of the "
+            f"first [{f['low']:.3f}..{f['high']:.3f}], {f['how']}. "
+            + (f"**The {tolerance:.0%} tolerance lies inside this noise**: two sizes within "
+               f"{tolerance:.0%} of each other cannot be told apart by these runs (about "
+               f"{rounds_for(f, tolerance)} rounds would make the control's interval "
+               f"±{100 * tolerance / 2:.1f}%)." if inside else
+               f"The {tolerance:.0%} tolerance lies outside it."))
+    return lines + [""]
