@@ -17,6 +17,7 @@ import os
 import sys
 
 from iobench_tools.lib import fanoutlib
+from iobench_tools.lib import costmodel
 from iobench_tools.lib import fleetlib
 from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
@@ -122,6 +123,9 @@ def proto_sections(rows, tolerance):
                       "one workload below (its cost per round the median of its sizes'), "
                       "named by its smallest size."]
         best = min(rs, key=sweeplib.total_cpu_per_gib)
+        model = costmodel.fit(rs, sweeplib.total_cpu_per_gib)
+        if model:
+            lines += ["", costmodel.text(model, sweeplib.size_label)]
         edge, k = sweeplib.edge_of_range(rs, sweeplib.knee(rs, tolerance), tolerance)
         lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                   f"{sweeplib.size_label(best['buf'])}.")
@@ -131,6 +135,12 @@ def proto_sections(rows, tolerance):
             continue
         sure, why, _ = sweeplib.knee_confidence(rs, k, best, tolerance)
         k["reason"] = reason_of(k, best)
+        by_model, model_words = sweeplib.model_decides(rs, k, best, tolerance)
+        if not sure and by_model:
+            sure, k["reason"] = True, "by the model"
+            why = f"{model_words}; the runs alone: {why}"
+        elif k["reason"] == "by measurement":
+            why += f"; {model_words}"
         picks[proto] = (k, None if sure else f"the knee is inside the noise ({why})")
         label = sweeplib.size_label(k["buf"])
         if sweeplib.total_cpu_per_gib(k) > sweeplib.total_cpu_per_gib(best) * (1 + tolerance):

@@ -107,6 +107,20 @@ def stat(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+def work_counts(row):
+    """A sweep row's wire work (sweeplib.rows_of): bytes per run, the sender's write syscalls,
+    the receiver's read syscalls (the data direction, from the counting run) and the TLS records
+    each way; None for a figure the row's summary does not have."""
+    s, v = row.get("sender") or {}, row.get("receiver") or {}
+
+    def figure(side, key):
+        return side[key]["median"] if key in side else None
+
+    return {"bytes": figure(s, "bytes"), "writes": figure(s, "syscalls"),
+            "reads": figure(v, "syscalls"), "records_out": figure(s, "records"),
+            "records_in": figure(v, "records")}
+
+
 def fmt_stat(s, digits=3, dash="-"):
     """'0.583 [0.571-0.602]'; 'n/a' for None."""
     if s is None:

@@ -4,25 +4,12 @@ load on the kernel and the wire, whatever the buffer is called (TLS above 16K wr
 records whatever the SSL_write size; an adaptive writer whose chunk is 64K is 64K). The
 recommender treats them as one workload: no interval is asked to prove them equal, and the knee
 among them is the smallest, "by mechanism", with the counts that show it."""
-from iobench_tools.lib.iobenchlib import median
+from iobench_tools.lib.iobenchlib import median, work_counts
 
 # The sender's write syscalls and the TLS records are set by the buffer and the record size:
 # equal cells agree to rounding. The receiver's reads depend on how the bytes arrive, too.
 SAME_WRITES = 0.01
 SAME_READS = 0.05
-
-
-def work_counts(row):
-    """A row's wire work: bytes per run, the sender's write syscalls, the receiver's read
-    syscalls (the data direction, from the counting run) and the TLS records each way."""
-    s, v = row.get("sender") or {}, row.get("receiver") or {}
-
-    def figure(side, key):
-        return side[key]["median"] if key in side else None
-
-    return {"bytes": figure(s, "bytes"), "writes": figure(s, "syscalls"),
-            "reads": figure(v, "syscalls"), "records_out": figure(s, "records"),
-            "records_in": figure(v, "records")}
 
 
 def _within(a, b, tolerance):

@@ -5,6 +5,7 @@ import math
 import os
 import sys
 
+from iobench_tools.lib import costmodel
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import samework
 from iobench_tools.lib.iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
@@ -339,6 +340,33 @@ def knee_confidence(rs, k, best, tolerance):
     return sure, "; ".join(words), (max(more) if more and not sure else None)
 
 
+def model_decides(rs, k, best, tolerance):
+    """Does the cost model (costmodel.py, fitted over these workloads) decide knee K where the
+    runs could not: it describes K, the lowest and the size below K to within half the tolerance,
+    and predicts the size below more than the tolerance above the lowest and K within it?
+    Returns (decided, words: the model's prediction, or why it cannot decide)."""
+    model = costmodel.fit(rs, total_cpu_per_gib)
+    if model is None:
+        return False, "no cost model (fewer than 3 workloads, or their calls were not counted)"
+    smaller = [r for r in rs if r["buf"] < k["buf"]]
+    judged = [k, best] + ([max(smaller, key=lambda r: r["buf"])] if smaller else [])
+    worst = max(abs(model["residuals"].get(r["buf"], 1.0)) for r in judged)
+    if not costmodel.holds_for(model, judged, tolerance):
+        return False, (f"the cost model does not describe these sizes to within "
+                       f"{100 * tolerance / 2:.1f}% (residuals up to {100 * worst:.1f}%: another "
+                       "regime), so the measurement decides")
+    low = costmodel.predict(model, best)
+    k_ratio = costmodel.predict(model, k) / low
+    words = f"the model puts {size_label(k['buf'])} at {100 * (k_ratio - 1):+.1f}%"
+    if smaller:
+        s_ratio = costmodel.predict(model, judged[2]) / low
+        words += f" and {size_label(judged[2]['buf'])} at {100 * (s_ratio - 1):+.1f}%"
+        if s_ratio <= 1 + tolerance:
+            return False, words + " of the lowest: no step the model can see"
+    words += f" of the lowest (residuals within ±{100 * worst:.1f}%)"
+    return k_ratio <= 1 + tolerance, words
+
+
 def same_work_rows(rows):
     """One protocol's one-connection rows with the sizes that are the same work as one row
     (samework): what the knee is chosen among."""
@@ -359,6 +387,6 @@ def all_decided(rows, tolerance):
             continue
         best = min(rs, key=total_cpu_per_gib)
         sure, _, more = knee_confidence(rs, k, best, tolerance)
-        if not sure and more is not None:
+        if not sure and more is not None and not model_decides(rs, k, best, tolerance)[0]:
             return False
     return True

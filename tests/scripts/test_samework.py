@@ -133,3 +133,48 @@ def test_the_noise_floor_of_two_names_for_one_cell():
     assert noisefloor.rounds_for(f, 0.05) > 12
     assert noisefloor.rounds_for(dict(f, half_width=0.0125), 0.05) == 12
     assert noisefloor.text([], 0.05)[0].startswith("Noise floor: this sweep ran no A/A control")
+
+
+def model_rows(costs, calls):
+    """TCP rows whose per-run costs are given per size; calls: writes (= reads) per run."""
+    return [dict(row(b, calls[b], calls[b], 0, c), proto="tcp") for b, c in costs.items()]
+
+
+def test_the_cost_model_recovers_per_call_and_per_byte_costs():
+    from iobench_tools.lib import costmodel
+    # 100 MiB runs: 4 µs per syscall (both sides) + 0.2 s per GiB, exactly.
+    calls = {4 * K: 25600, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
+    exact = {b: [(2 * n * 10.24 * 4e-6) + 0.2] * 12 for b, n in calls.items()}
+    m = costmodel.fit(model_rows(exact, calls), sweeplib.total_cpu_per_gib)
+    assert abs(m["per_call_s"] - 4e-6) < 1e-9 and abs(m["per_gib_s"] - 0.2) < 1e-6
+    assert m["call"] == "syscall" and all(abs(r) < 1e-6 for r in m["residuals"].values())
+    assert "4.00 µs per syscall, 0.200 s per GiB" in costmodel.text(m, sweeplib.size_label)
+    # One size in another regime (+70%): the robust fit keeps the others' costs and shows it.
+    exact[16 * K] = [x * 1.7 for x in exact[16 * K]]
+    m = costmodel.fit(model_rows(exact, calls), sweeplib.total_cpu_per_gib)
+    assert abs(m["per_call_s"] - 4e-6) < 1e-8 and m["residuals"][16 * K] > 0.6
+    # TLS: the call is the record.
+    tls = costmodel.fit(tls_rows(), sweeplib.total_cpu_per_gib)
+    assert tls["call"] == "TLS record"
+
+
+def test_the_model_decides_a_knee_the_noisy_runs_cannot_where_it_holds():
+    # 64K is 3.6% above 256K and 16K 18% above, by the counts; every cell's runs ±20%: measured
+    # size by size, 64K's interval reaches past 5%. The model pools every size: 64K by the model.
+    calls = {4 * K: 25600, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
+    level = {b: (2 * n * 10.24 * 1.5e-6) + 1.0 for b, n in calls.items()}
+    costs = {b: [v * m for m in noisy(1.0, 0.2, i)] for i, (b, v) in enumerate(level.items())}
+    rows = model_rows(costs, calls)
+    for r in rows:  # medians on the model, as a long sweep's would be
+        scale = level[r["buf"]] / sweeplib.median(r["total_cpu_runs"])
+        r["total_cpu_runs"] = [x * scale for x in r["total_cpu_runs"]]
+    best = min(rows, key=sweeplib.total_cpu_per_gib)
+    k = next(r for r in rows if r["buf"] == 64 * K)
+    sure, _, _ = sweeplib.knee_confidence(rows, k, best, 0.05)
+    decided, words = sweeplib.model_decides(rows, k, best, 0.05)
+    assert not sure and decided, words
+    assert "the model puts 64K at +" in words and "16K at +" in words
+    # Where a size is in another regime, the model stands aside.
+    rows[1]["total_cpu_runs"] = [x * 1.5 for x in rows[1]["total_cpu_runs"]]
+    decided, words = sweeplib.model_decides(rows, k, best, 0.05)
+    assert not decided and "the measurement decides" in words, words

@@ -1,0 +1,93 @@
+"""A cost model from counts: one protocol's CPU per GiB (the knee's cost: sender + receiver)
+fitted over a sweep's workloads as a cost per call and per GiB moved,
+
+    cpu_s_per_gib ~= per_call x calls/GiB + per_gib
+
+where a call is a syscall of either side (TCP), or a TLS record (TLS: its write, its two reads,
+its encryption and decryption go together, so records and syscalls cannot be told apart by a
+fit)
+by least absolute deviations (iteratively reweighted least squares: one cell in another regime
+moves the fit little and shows as its own large residual). Where the residuals of the sizes a
+knee is judged on are small, the model's predicted gap between sizes whose counts differ pools
+every size's runs and can decide what one pair's noisy runs cannot; where they are large (the
+cells are in different regimes: docs/measurement.md), the measurement decides."""
+from iobench_tools.lib.iobenchlib import GiB, median, work_counts
+
+# Rounds of reweighting: the fit settles within a few on any sweep's 3..8 points.
+IRLS_ROUNDS = 30
+
+
+def features(row):
+    """A row's calls per GiB: TLS records (both ways) when it has any, else syscalls (both
+    sides, data direction); None when they were not counted."""
+    c = work_counts(row)
+    if not c["bytes"] or not c["writes"] or not c["reads"] or c["records_out"] is None:
+        return None
+    records = (c["records_out"] or 0) + (c["records_in"] or 0)
+    return (records or c["writes"] + c["reads"]) * GiB / c["bytes"], bool(records)
+
+
+def _solve(a, b):
+    """Solves the square system a x = b (Gauss-Jordan, partial pivoting); None if singular."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-300:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def _weighted_fit(xs, ys, weights):
+    k = len(xs[0])
+    a = [[sum(w * x[i] * x[j] for x, w in zip(xs, weights)) for j in range(k)] for i in range(k)]
+    b = [sum(w * x[i] * y for x, y, w in zip(xs, ys, weights)) for i in range(k)]
+    return _solve(a, b)
+
+
+def fit(rows, cost):
+    """The model over `rows` (one protocol's workloads; `cost(row)` its CPU per GiB), or None
+    when the counts are missing or fewer than 3 workloads fit: {"per_call_s", "per_gib_s",
+    "call": "TLS record" or "syscall", "residuals": {buf: (measured - predicted) / predicted},
+    "workloads"}."""
+    pts = [(features(r), cost(r), r["buf"]) for r in rows]
+    if len(pts) < 3 or any(f is None for f, _, _ in pts):
+        return None
+    xs = [[f[0], 1.0] for f, _, _ in pts]
+    ys = [y for _, y, _ in pts]
+    coef, weights = None, [1.0] * len(xs)
+    for _ in range(IRLS_ROUNDS):
+        coef = _weighted_fit(xs, ys, weights)
+        if coef is None:
+            return None
+        floor = 1e-3 * median(ys)
+        weights = [1 / max(abs(y - coef[0] * x[0] - coef[1]), floor) for x, y in zip(xs, ys)]
+    model = {"per_call_s": coef[0], "per_gib_s": coef[1], "workloads": len(xs),
+             "call": "TLS record" if any(f[1] for f, _, _ in pts) else "syscall"}
+    model["residuals"] = {buf: (y - predict(model, r)) / predict(model, r)
+                          for (_, y, buf), r in zip(pts, rows) if predict(model, r) > 0}
+    return model
+
+
+def predict(model, row):
+    return model["per_call_s"] * features(row)[0] + model["per_gib_s"]
+
+
+def holds_for(model, rows, tolerance):
+    """Does the model describe these rows to within half the tolerance (each one's residual)?"""
+    return all(r["buf"] in model["residuals"]
+               and abs(model["residuals"][r["buf"]]) <= tolerance / 2 for r in rows)
+
+
+def text(model, label):
+    """'Cost model (…, a robust fit over 4 workloads): 2.40 µs per TLS record, 0.210 s per GiB;
+    residuals 1K +1.2%, …'."""
+    res = ", ".join(f"{label(b)} {100 * r:+.1f}%" for b, r in sorted(model["residuals"].items()))
+    return (f"Cost model (CPU per GiB from the counts, a robust fit over {model['workloads']} "
+            f"workloads): {1e6 * model['per_call_s']:.2f} µs per {model['call']}, "
+            f"{model['per_gib_s']:.3f} s per GiB; residuals {res}.")
