@@ -116,6 +116,7 @@ def proto_sections(rows, tolerance):
                 f"| {v['syscalls']['median']:.0f} | {v['cpu_s']['median']:.6f} "
                 f"| {sweeplib.total_cpu_per_gib(r):.3f} |")
         lines += ["", cost_intervals(rs, min(rs, key=sweeplib.total_cpu_per_gib))]
+        lines += regime_lines(rs)
         rs = sweeplib.same_work_rows(rs)
         same = [r["mechanism"] for r in rs if r.get("mechanism")]
         if same:
@@ -123,9 +124,9 @@ def proto_sections(rows, tolerance):
                       "one workload below (its cost per round the median of its sizes'), "
                       "named by its smallest size."]
         best = min(rs, key=sweeplib.total_cpu_per_gib)
-        model = costmodel.fit(rs, sweeplib.total_cpu_per_gib)
+        model, scope = sweeplib.model_for(rs, best)
         if model:
-            lines += ["", costmodel.text(model, sweeplib.size_label)]
+            lines += ["", costmodel.text(model, sweeplib.size_label)[:-1] + f" ({scope})."]
         edge, k = sweeplib.edge_of_range(rs, sweeplib.knee(rs, tolerance), tolerance)
         lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                   f"{sweeplib.size_label(best['buf'])}.")
@@ -159,6 +160,29 @@ def proto_sections(rows, tolerance):
                           f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB), but **no knee with "
                           f"confidence**: {why}.", ""]
     return picks, lines
+
+
+def regime_lines(rs):
+    """Which regime each size's sender fell into: the share of its data phase its CPU was busy
+    (the median over runs). A sender that ran throughout is charged the softirqs that ran on its
+    CPU meanwhile, so its CPU per GiB is about its wall time per GiB: sizes are then told apart by
+    the receiver and the time, not by the sender's work (docs/measurement.md)."""
+    busy = {r["buf"]: r["sender"]["busy"]["median"] for r in rs if "busy" in r["sender"]}
+    if not busy:
+        return []
+    ran = [b for b, x in busy.items() if x >= sweeplib.RAN_THROUGHOUT]
+    shares = ", ".join(f"{sweeplib.size_label(b)} {100 * x:.0f}%" for b, x in sorted(busy.items()))
+    if not ran:
+        note = "every sender waited for its socket buffer at times"
+    elif len(ran) == len(busy):
+        note = ("every sender ran throughout: each is charged the softirqs that ran on its CPU, "
+                "so its CPU per GiB is about its wall time per GiB")
+    else:
+        note = ("two regimes: " + ", ".join(sweeplib.size_label(b) for b in sorted(ran))
+                + " ran throughout (charged the softirqs on its CPU), the others waited at times;"
+                " the same calls cost more in the first")
+    return ["", f"Regimes (each sender's busy share of its data phase, median): {shares}: {note} "
+                "(docs/measurement.md, \"Two regimes for one workload\")."]
 
 
 def reason_of(k, best):

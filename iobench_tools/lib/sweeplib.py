@@ -70,6 +70,10 @@ def rows_of(cell, doc, two_hosts=False):
         for side in ("sender", "receiver"):
             summary = result["summary"][side]
             row[side] = {k: summary[k] for k in summary}
+            # The share of its data phase the side's CPU was busy (iobench's regime line).
+            sides = [r[side] for r in result["runs"] if r.get(side) and r[side].get("duration_ns")]
+            if sides:
+                row[side]["busy"] = stat([x["cpu_s"] / (x["duration_ns"] / 1e9) for x in sides])
         row["group"] = group_summary(result)
         runs = [r for r in result["runs"] if r.get("sender") and r.get("receiver")
                 and not r.get("partial")]
@@ -340,12 +344,32 @@ def knee_confidence(rs, k, best, tolerance):
     return sure, "; ".join(words), (max(more) if more and not sure else None)
 
 
+# A sender busy this share of its data phase or more never waited (iobench's regime line).
+RAN_THROUGHOUT = 0.9
+
+
+def ran_throughout(row):
+    busy = row["sender"].get("busy")
+    return busy is not None and busy["median"] >= RAN_THROUGHOUT
+
+
+def model_for(rs, best):
+    """The cost model the knee is judged with, and its scope: fitted over the workloads whose
+    senders share the lowest cell's regime (ran throughout, or waited at times) when there are
+    3 or more of them — the same calls cost differently in the two — else over all."""
+    same = [r for r in rs if ran_throughout(r) == ran_throughout(best)]
+    if len(same) >= 3 and len(same) < len(rs):
+        regime = "ran throughout" if ran_throughout(best) else "waited at times"
+        return costmodel.fit(same, total_cpu_per_gib), f"the sizes whose sender {regime}"
+    return costmodel.fit(rs, total_cpu_per_gib), "every size"
+
+
 def model_decides(rs, k, best, tolerance):
     """Does the cost model (costmodel.py, fitted over these workloads) decide knee K where the
     runs could not: it describes K, the lowest and the size below K to within half the tolerance,
     and predicts the size below more than the tolerance above the lowest and K within it?
     Returns (decided, words: the model's prediction, or why it cannot decide)."""
-    model = costmodel.fit(rs, total_cpu_per_gib)
+    model, _ = model_for(rs, best)
     if model is None:
         return False, "no cost model (fewer than 3 workloads, or their calls were not counted)"
     smaller = [r for r in rs if r["buf"] < k["buf"]]
@@ -353,8 +377,8 @@ def model_decides(rs, k, best, tolerance):
     worst = max(abs(model["residuals"].get(r["buf"], 1.0)) for r in judged)
     if not costmodel.holds_for(model, judged, tolerance):
         return False, (f"the cost model does not describe these sizes to within "
-                       f"{100 * tolerance / 2:.1f}% (residuals up to {100 * worst:.1f}%: another "
-                       "regime), so the measurement decides")
+                       f"{100 * tolerance / 2:.1f}% (residuals up to {100 * worst:.1f}%), so the "
+                       "measurement decides")
     low = costmodel.predict(model, best)
     k_ratio = costmodel.predict(model, k) / low
     words = f"the model puts {size_label(k['buf'])} at {100 * (k_ratio - 1):+.1f}%"

@@ -178,3 +178,23 @@ def test_the_model_decides_a_knee_the_noisy_runs_cannot_where_it_holds():
     rows[1]["total_cpu_runs"] = [x * 1.5 for x in rows[1]["total_cpu_runs"]]
     decided, words = sweeplib.model_decides(rows, k, best, 0.05)
     assert not decided and "the measurement decides" in words, words
+
+
+def test_the_model_is_fitted_within_the_lowest_cells_regime():
+    # 1K..8K senders ran throughout (charged the softirqs on their CPU: costlier per call);
+    # 16K..256K waited at times. The knee's model is fitted over the latter only.
+    calls = {1 * K: 102400, 4 * K: 25600, 8 * K: 12800, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
+    rows = []
+    for b, n in calls.items():
+        ran = b <= 8 * K
+        cost = 2 * n * 10.24 * (6e-6 if ran else 1.5e-6) + 1.0
+        r = dict(row(b, n, n, 0, [cost] * 12), proto="tcp")
+        r["sender"]["busy"] = counts(0.99 if ran else 0.3)
+        rows.append(r)
+    best = min(rows, key=sweeplib.total_cpu_per_gib)
+    model, scope = sweeplib.model_for(rows, best)
+    assert scope == "the sizes whose sender waited at times" and model["workloads"] == 3
+    assert abs(model["per_call_s"] - 1.5e-6) < 1e-9
+    k = next(r for r in rows if r["buf"] == 64 * K)
+    decided, words = sweeplib.model_decides(rows, k, best, 0.05)
+    assert decided, words
