@@ -127,7 +127,7 @@ def conns_verdicts(rows, tolerance):
 
 def adaptive_same_as(rows, proto):
     """Per connection count, the fixed size whose rows are the same work as the adaptive row
-    (samework: the same bytes, writes, records and, within 5%, reads)."""
+    (samework: per byte the same writes and records and, within 15%, reads)."""
     out = {}
     for a in (r for r in rows if r["proto"] == proto and r["label"] == "adaptive"):
         same = [r for r in rows if r["proto"] == proto and r["conns"] == a["conns"]

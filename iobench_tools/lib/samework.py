@@ -7,9 +7,13 @@ among them is the smallest, "by mechanism", with the counts that show it."""
 from iobench_tools.lib.iobenchlib import median, work_counts
 
 # The sender's write syscalls and the TLS records are set by the buffer and the record size:
-# equal cells agree to rounding. The receiver's reads depend on how the bytes arrive, too.
+# equal cells agree to rounding. The receiver's reads depend on how the bytes arrive, too: a TLS
+# record that arrives in two pieces takes a third read, and on the emulated link 16K, 64K and
+# 256K cells of one sweep read their 12,800 records in 25,600 to 28,612 reads (12%). A buffer
+# that changes the reads themselves changes them by a factor (a receive buffer below a record:
+# 16 reads per record at 1K), so 15% tells timing from work.
 SAME_WRITES = 0.01
-SAME_READS = 0.05
+SAME_READS = 0.15
 
 
 def _within(a, b, tolerance):

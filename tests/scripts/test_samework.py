@@ -45,8 +45,8 @@ def test_sizes_with_the_same_writes_records_and_reads_are_one_workload():
 def test_different_writes_or_reads_beyond_the_tolerance_are_different_work():
     a = row(16 * K, 12800, 28000, 12800, [1.0])
     assert samework.same_work(a, row(64 * K, 3200, 28000, 12800, [1.0])) is False  # writes
-    assert samework.same_work(a, row(64 * K, 12800, 28000 * 1.04, 12800, [1.0])) is True
-    assert samework.same_work(a, row(64 * K, 12800, 28000 * 1.07, 12800, [1.0])) is False
+    assert samework.same_work(a, row(64 * K, 12800, 28000 * 1.12, 12800, [1.0])) is True
+    assert samework.same_work(a, row(64 * K, 12800, 28000 * 1.2, 12800, [1.0])) is False
     assert samework.same_work(a, row(64 * K, 12800, 28000, 12900, [1.0])) is True  # 0.8%
     assert samework.same_work(a, row(64 * K, 12800, 28000, 13000, [1.0])) is False
     # Per byte: half the bytes in half the calls is the same work (--bytes-spread cells).

@@ -627,9 +627,10 @@ def host_idle_source(sweep_dir):
 
 
 def test_the_knee_can_be_judged_on_the_hosts_busy_time(tmp_path):
-    # 32M: a data phase of several ms at 64K, long against an idle period begun before it.
+    # 128M: a data phase of tens of ms at 64K, long against an idle period begun before it (at
+    # 32M one run in three came out 18% low at 64K: cpuidle counts an idle period as it ends).
     sweep(tmp_path, "host", "--proto", "tcp", "--bufs", "4k,64k", "--repeat", "3",
-          "--bytes", "32M", check=0)
+          "--bytes", "128M", check=0)
     d = tmp_path / "host"
     if host_idle_source(d) != "cpuidle":
         pytest.skip("no cpuidle on this host: /proc/stat's 10 ms ticks judge data phases of 1 s "
