@@ -56,6 +56,10 @@ def text(pairs, tolerance):
             f"{original['proto'].upper()} {original['label']} run twice per round under two "
             f"names: the second costs x{f['ratio']:.3f} ± {100 * f['half_width']:.1f}% of the "
             f"first [{f['low']:.3f}..{f['high']:.3f}], {f['how']}. "
+            + ("**Its interval excludes 1**: two runs of one command differ by their place in "
+               "the round (what ran just before them), so cells of one round are not drawn alike;"
+               " `--order shuffle` spreads that over the cells. " if f["low"] > 1 or f["high"] < 1
+               else "")
             + (f"**The {tolerance:.0%} tolerance lies inside this noise**: two sizes within "
                f"{tolerance:.0%} of each other cannot be told apart by these runs (about "
                f"{rounds_for(f, tolerance)} rounds would make the control's interval "

@@ -132,6 +132,10 @@ def test_the_noise_floor_of_two_names_for_one_cell():
     assert "**The 5% tolerance lies inside this noise**" in words, words
     assert noisefloor.rounds_for(f, 0.05) > 12
     assert noisefloor.rounds_for(dict(f, half_width=0.0125), 0.05) == 12
+    assert "Its interval excludes 1" not in words
+    # A twin that always costs 30% less, round by round: not noise, its place in the round.
+    shifted = dict(a, total_cpu_runs=[0.7 * c for c in a["total_cpu_runs"]])
+    assert "**Its interval excludes 1**" in noisefloor.text([(a, shifted)], 0.05)[0]
     assert noisefloor.text([], 0.05)[0].startswith("Noise floor: this sweep ran no A/A control")
 
 
