@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "net/socket.h"
 #include "probe/probe.h"
 #include "tls/tls.h"
 
@@ -33,7 +34,10 @@ struct Callbacks {
   static long count_syscalls(BIO* b, int oper, const char*, size_t, int, long, int ret, size_t*) {
     auto* s = reinterpret_cast<TlsStream*>(BIO_get_callback_arg(b));
     if (oper == (BIO_CB_READ | BIO_CB_RETURN)) ++s->counters_.sys_reads;
-    if (oper == (BIO_CB_WRITE | BIO_CB_RETURN)) ++s->counters_.sys_writes;
+    if (oper == (BIO_CB_WRITE | BIO_CB_RETURN)) {
+      ++s->counters_.sys_writes;
+      sample_send_queue(s->fd_, s->counters_);
+    }
     return ret;
   }
   // Every record header, either direction, passes here (content type SSL3_RT_HEADER).
@@ -182,6 +186,7 @@ IoResult TlsStream::flush_wbio() {
   while (st.out_pos < st.out.size()) {
     ++counters_.sys_writes;
     const ssize_t n = ::write(fd_, st.out.data() + st.out_pos, st.out.size() - st.out_pos);
+    sample_send_queue(fd_, counters_);
     if (n < 0 && errno == EINTR) continue;
     // What the kernel did not take stays in the outbox for the next flush.
     if (n < 0) return io_result_from_syscall(n, nonblocking_);

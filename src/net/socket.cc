@@ -6,7 +6,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -137,6 +139,19 @@ Status apply_socket_options(int fd, const SocketOptions& req) {
       return s;
   }
   return set_congestion(fd, req.congestion);
+}
+
+void sample_send_queue(int fd, StreamCounters& c) {
+  if (c.sys_writes % kQueueSampleEvery != 0) return;
+  // The write's errno is the caller's to read next: the ioctl (which a non-TCP socket refuses)
+  // must not replace it.
+  const int saved = errno;
+  int unsent = 0;
+  if (::ioctl(fd, SIOCOUTQNSD, &unsent) == 0 && unsent >= 0) {
+    ++c.queue_samples;
+    c.queue_unsent_bytes += static_cast<uint64_t>(unsent);
+  }
+  errno = saved;
 }
 
 Status set_notsent_lowat(int fd, uint32_t bytes) {
@@ -309,6 +324,7 @@ IoResult FdStream::send_flags(std::span<const std::byte> buf, int flags) {
     ++counters_.sys_writes;
     n = ::send(fd_, buf.data(), buf.size(), flags | MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
+  sample_send_queue(fd_, counters_);
   if (n == 0) return {IoResult::State::kError, 0, EIO};
   return io_result_from_syscall(n, nonblocking_);
 }
@@ -319,6 +335,7 @@ IoResult FdStream::write(std::span<const std::byte> buf) {
     ++counters_.sys_writes;
     n = ::write(fd_, buf.data(), buf.size());
   } while (n < 0 && errno == EINTR);
+  sample_send_queue(fd_, counters_);
   if (n == 0) return {IoResult::State::kError, 0, EIO};
   return io_result_from_syscall(n, nonblocking_);
 }

@@ -112,6 +112,10 @@ Status apply_socket_options(int fd, const SocketOptions& req);
 // TCP_NOTSENT_LOWAT: the socket reports writable (and a blocking write returns) only while less
 // than `bytes` of the data it holds is unsent.
 Status set_notsent_lowat(int fd, uint32_t bytes);
+struct StreamCounters;  // net/stream.h
+// After a write(2) on `fd` counted in `c`: on every kQueueSampleEvery-th, the bytes its send
+// queue holds not yet sent (SIOCOUTQNSD) into c's queue sample; nothing on a socket without it.
+void sample_send_queue(int fd, StreamCounters& c);
 SocketInfo query_socket_info(int fd);
 // SO_RCVTIMEO and SO_SNDTIMEO: a blocking call returns EAGAIN after this long without progress;
 // TCP_USER_TIMEOUT: data unacknowledged this long aborts the connection (ETIMEDOUT).

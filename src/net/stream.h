@@ -106,7 +106,15 @@ struct StreamCounters {
   uint64_t sys_writes = 0;
   uint64_t records_in = 0;
   uint64_t records_out = 0;
+  // The socket's send queue as the writes found it: every kQueueSampleEvery-th write(2) reads
+  // the bytes not yet sent (SIOCOUTQNSD) — a sender that runs ahead of its link finds megabytes
+  // queued, one that keeps pace finds little (docs/measurement.md, two regimes).
+  uint64_t queue_samples = 0;
+  uint64_t queue_unsent_bytes = 0;  // summed over the samples
 };
+
+// One send-queue sample per this many write(2)s: a few hundred ioctls per 100 MiB at 1K.
+inline constexpr uint64_t kQueueSampleEvery = 256;
 
 StreamCounters operator-(const StreamCounters& a, const StreamCounters& b);
 
@@ -117,6 +125,8 @@ void describe(Self& c, Visit&& visit) {
   visit(Field{.name = "sys_writes", .summed = true}, c.sys_writes);
   visit(Field{.name = "records_in", .summed = true}, c.records_in);
   visit(Field{.name = "records_out", .summed = true}, c.records_out);
+  visit(Field{.name = "queue_samples", .summed = true}, c.queue_samples);
+  visit(Field{.name = "queue_unsent_bytes", .summed = true}, c.queue_unsent_bytes);
 }
 
 // A Stream whose bytes on the wire are not the application's (TLS in the memory-BIO model),

@@ -51,13 +51,14 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // options carry the MSS (`--mss`), RESULT's socket figures the MSS the socket ran; a windowed
 // stream's digest is taken window by window (payload/verifier.h). 10: RESULT's figures as
 // blocks: the engine's counts (`io`), `segments` (with the segments retransmitted), the Stream's
-// counts (`stream`), `syscalls` (GROUP's too) and `placement`. Peers of different versions
-// refuse each other's first frame, naming both.
+// counts (`stream`), `syscalls` (GROUP's too) and `placement`. 11: the Stream's counts carry
+// the send queue as sampled (`queue_samples`, `queue_unsent_bytes`). Peers of different
+// versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 10;
+inline constexpr uint16_t kVersion = 11;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 8> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 9> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
@@ -66,6 +67,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 8> kLayoutOfVersion{{
     {8, 0x14e7319aa74aacfa},
     {9, 0x65c61e2a8c54c8b4},
     {10, 0x36637703f331547d},
+    {11, 0x3eb2848ff75884ad},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller

@@ -286,6 +286,9 @@ json sources_json() {
              "TCP, by OpenSSL's socket BIO (socket model) or by iobench (bio "
              "model) for TLS; counted from the data phase only"}}},
           {"records", "TLS record headers seen by OpenSSL's message callback"},
+          {"send_queue",
+           "stream.queue_samples / queue_unsent_bytes: after every 256th write(2) of the data "
+           "phase, ioctl(SIOCOUTQNSD) on the socket (bytes queued, not yet sent), summed"},
           {"socket", "getsockopt on the connected socket after setup"},
           {"placement",
            "per side: sched_setaffinity of the data phase's thread (--cpus), its allowed set "

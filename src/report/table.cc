@@ -297,7 +297,7 @@ std::string segment_lines(const Report& r) {
 constexpr double kRanThroughout = 0.9;
 
 std::string side_regime(const std::vector<RunRecord>& runs, bool sender) {
-  std::vector<double> busy, blocked, preempted;
+  std::vector<double> busy, blocked, preempted, unsent;
   for (const RunRecord& run : runs) {
     if (!run.reported(sender)) continue;
     const proto::SideResult& side = sender ? run.sender : run.receiver;
@@ -306,13 +306,20 @@ std::string side_regime(const std::vector<RunRecord>& runs, bool sender) {
     busy.push_back(f.cpu_s / f.wall_s);
     blocked.push_back(static_cast<double>(side.probe.vol_ctxsw));
     preempted.push_back(static_cast<double>(side.probe.invol_ctxsw));
+    if (side.stream.queue_samples > 0)
+      unsent.push_back(static_cast<double>(side.stream.queue_unsent_bytes) /
+                       static_cast<double>(side.stream.queue_samples));
   }
   if (busy.empty()) return {};
   const double share = stats::median(busy);
-  return fmt::format("{} busy {:.0f}% ({}), blocked {:.0f}x, preempted {:.0f}x",
-                     sender ? "sender" : "receiver", 100 * share,
-                     share >= kRanThroughout ? "ran throughout" : "waited", stats::median(blocked),
-                     stats::median(preempted));
+  return fmt::format(
+      "{} busy {:.0f}% ({}), blocked {:.0f}x, preempted {:.0f}x{}", sender ? "sender" : "receiver",
+      100 * share, share >= kRanThroughout ? "ran throughout" : "waited", stats::median(blocked),
+      stats::median(preempted),
+      unsent.empty() ? ""
+                     : ", unsent " +
+                           format_bytes_human(static_cast<uint64_t>(stats::median(unsent))) +
+                           " (its send queue, sampled)");
 }
 
 // Per size, each side's regime (side_regime), so two runs of the same calls whose CPU differs

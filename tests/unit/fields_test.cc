@@ -135,7 +135,7 @@ TEST(Fields, SummedFieldsAreCountsAndAddUp) {
     });
   };
   walk(total, "", walk);
-  EXPECT_EQ(summed.size(), 18u) << fmt::format("{}", fmt::join(summed, ","));
+  EXPECT_EQ(summed.size(), 20u) << fmt::format("{}", fmt::join(summed, ","));
   EXPECT_EQ(total.io.bytes, 2 * one.io.bytes);
   EXPECT_EQ(total.io.uring.cqes, 2 * one.io.uring.cqes);
   EXPECT_EQ(total.segments.out, 2 * one.segments.out);
