@@ -164,9 +164,10 @@ def proto_sections(rows, tolerance):
 
 def regime_lines(rs):
     """Which regime each size's sender fell into: the share of its data phase its CPU was busy
-    (the median over runs). A sender that ran throughout is charged the softirqs that ran on its
-    CPU meanwhile, so its CPU per GiB is about its wall time per GiB: sizes are then told apart by
-    the receiver and the time, not by the sender's work (docs/measurement.md)."""
+    (the median over runs). A sender that ran throughout never waited: each write left at once,
+    in its own context (its send queue found empty), so its CPU per GiB is about its wall time
+    per GiB and sizes are told apart by the receiver and the time, not by the sender's work
+    (docs/measurement.md)."""
     busy = {r["buf"]: r["sender"]["busy"]["median"] for r in rs if "busy" in r["sender"]}
     if not busy:
         return []
@@ -175,11 +176,12 @@ def regime_lines(rs):
     if not ran:
         note = "every sender waited for its socket buffer at times"
     elif len(ran) == len(busy):
-        note = ("every sender ran throughout: each is charged the softirqs that ran on its CPU, "
-                "so its CPU per GiB is about its wall time per GiB")
+        note = ("every sender ran throughout: each write left at once, in the sender's own "
+                "context, so its CPU per GiB is about its wall time per GiB")
     else:
         note = ("two regimes: " + ", ".join(sweeplib.size_label(b) for b in sorted(ran))
-                + " ran throughout (charged the softirqs on its CPU), the others waited at times;"
+                + " ran throughout (each write left at once, in the sender's context), the others"
+                " waited at times;"
                 " the same calls cost more in the first")
     return ["", f"Regimes (each sender's busy share of its data phase, median): {shares}: {note} "
                 "(docs/measurement.md, \"Two regimes for one workload\")."]

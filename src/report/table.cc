@@ -290,10 +290,11 @@ std::string segment_lines(const Report& r) {
 
 // One side's regime over a size's measured runs (medians): the share of its data phase its CPU
 // was busy, how often it blocked (voluntary context switches: a full socket buffer for a
-// sender, an empty one for a receiver, on the blocking engine) and was preempted. A side busy
-// for nine tenths of the phase or more never waited: it ran throughout, and on a kernel without
-// IRQ time accounting it is charged every softirq that ran on its CPU meanwhile (a sender that
-// keeps pace with a rate-capped link pays the path to the peer; docs/measurement.md).
+// sender, an empty one for a receiver, on the blocking engine), how often it was preempted and
+// what its send queue held unsent. A side busy for nine tenths of the phase or more never
+// waited: it ran throughout. A sender that keeps pace with a rate-capped link that way finds its
+// queue empty and sends each write at once, in its own context, at about twice the CPU per
+// write of one that ran ahead and waited (docs/measurement.md, two regimes).
 constexpr double kRanThroughout = 0.9;
 
 std::string side_regime(const std::vector<RunRecord>& runs, bool sender) {
