@@ -91,8 +91,10 @@ def test_compare_peers_measures_every_tool_in_a_cgroup():
         assert re.fullmatch(r"\d+\.\d\d", segs) and 0 < float(segs) < 4, p.stdout
     for tool in ("iobench", "iperf3", "floor-hot", "socat"):
         host = rows[tool][-1].split()[0]
-        # At least the sender's data segments; at most those and an ACK each, and some control.
-        assert re.fullmatch(r"\d+\.\d\d", host) and 0 < float(host) < 8, (tool, p.stdout)
+        # At least the sender's data segments. No upper bound: /proc/net/snmp counts the whole
+        # host's segments, and scripts/test runs the e2e suite beside this one (socat read 9.63
+        # per write in one CI run).
+        assert re.fullmatch(r"\d+\.\d\d", host) and float(host) > 0, (tool, p.stdout)
     ratios = [l for l in p.stdout.splitlines() if l.strip().startswith("iobench/")]
     assert len(ratios) == 10 and all(
         re.search(r"(iobench lower|iobench higher|parity within noise)$", r) for r in ratios), ratios
