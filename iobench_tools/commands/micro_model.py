@@ -6,18 +6,8 @@ iobench JSON run and prints the prediction beside the measured CPU (sender + rec
 import json
 import re
 import sys
+from iobench_tools.lib import costmodel
 from iobench_tools.lib import iobenchlib
-
-
-def fit(points):
-    """Least squares for y = a + b x."""
-    n = len(points)
-    sx = sum(x for x, _ in points)
-    sy = sum(y for _, y in points)
-    sxx = sum(x * x for x, _ in points)
-    sxy = sum(x * y for x, y in points)
-    b = (n * sxy - sx * sy) / (n * sxx - sx * sx)
-    return (sy - b * sx) / n, b
 
 
 def parse_args(argv=None):
@@ -39,7 +29,7 @@ def main(argv=None):
             pts.append((int(m.group(1)), bench["cpu_time"] * unit, bench.get("syscalls", 2.0)))
     if len(pts) < 2:
         sys.exit("micro-model: BM_TcpLoopbackWriteRead results missing from " + args.micro_json)
-    per_iter, per_byte = fit([(s, t) for s, t, _ in pts])
+    per_iter, per_byte = costmodel.line_fit([(s, t) for s, t, _ in pts])
     calls_per_iter = sum(c for _, _, c in pts) / len(pts)
     per_call = per_iter / calls_per_iter
     print(f"fit over {len(pts)} sizes: {per_call:.0f} ns per syscall "

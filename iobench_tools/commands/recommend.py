@@ -136,7 +136,7 @@ def proto_sections(rows, tolerance):
             continue
         sure, why, _ = sweeplib.knee_confidence(rs, k, best, tolerance)
         k["reason"] = reason_of(k, best)
-        by_model, model_words = sweeplib.model_decides(rs, k, best, tolerance)
+        by_model, model_words = sweeplib.model_decides(model, rs, k, best, tolerance)
         if not sure and by_model:
             sure, k["reason"] = True, "by the model"
             why = f"{model_words}; the runs alone: {why}"
@@ -171,7 +171,7 @@ def regime_lines(rs):
     busy = {r["buf"]: r["sender"]["busy"]["median"] for r in rs if "busy" in r["sender"]}
     if not busy:
         return []
-    ran = [b for b, x in busy.items() if x >= sweeplib.RAN_THROUGHOUT]
+    ran = [r["buf"] for r in rs if sweeplib.ran_throughout(r)]
     shares = ", ".join(f"{sweeplib.size_label(b)} {100 * x:.0f}%" for b, x in sorted(busy.items()))
     if not ran:
         note = "every sender waited for its socket buffer at times"

@@ -262,12 +262,8 @@ def decided_after(rnd, cells, recs, out_dir, a):
 def plan_from_noise_floor(rows, rnd, a):
     """--repeat auto: the rounds the A/A control's interval calls for at this tolerance, said
     once (after MIN_AUTO_ROUNDS) and kept in the manifest with the floor as it stands."""
-    by_id = {r["cell_id"]: r for r in rows}
-    for r in rows:
-        original = by_id.get(r.get("control_of"))
-        if not original:
-            continue
-        f = noisefloor.floor(original, r)
+    for original, twin in sweeplib.control_pairs(rows):
+        f = noisefloor.floor(original, twin)
         planned = noisefloor.rounds_for(f, a.tolerance)
         if rnd == MIN_AUTO_ROUNDS:
             sys.stderr.write(

@@ -27,27 +27,20 @@ def features(row):
     return (records or c["writes"] + c["reads"]) * GiB / c["bytes"], bool(records)
 
 
-def _solve(a, b):
-    """Solves the square system a x = b (Gauss-Jordan, partial pivoting); None if singular."""
-    n = len(b)
-    m = [row[:] + [b[i]] for i, row in enumerate(a)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
-        if abs(m[pivot][col]) < 1e-300:
-            return None
-        m[col], m[pivot] = m[pivot], m[col]
-        for r in range(n):
-            if r != col:
-                f = m[r][col] / m[col][col]
-                m[r] = [x - f * y for x, y in zip(m[r], m[col])]
-    return [m[i][n] / m[i][i] for i in range(n)]
-
-
-def _weighted_fit(xs, ys, weights):
-    k = len(xs[0])
-    a = [[sum(w * x[i] * x[j] for x, w in zip(xs, weights)) for j in range(k)] for i in range(k)]
-    b = [sum(w * x[i] * y for x, y, w in zip(xs, ys, weights)) for i in range(k)]
-    return _solve(a, b)
+def line_fit(points, weights=None):
+    """Weighted least squares for y = a + b x over (x, y) points: (a, b), or None when every x
+    is the same (no slope to fit)."""
+    w = weights or [1.0] * len(points)
+    sw = sum(w)
+    sx = sum(wi * x for wi, (x, _) in zip(w, points))
+    sy = sum(wi * y for wi, (_, y) in zip(w, points))
+    sxx = sum(wi * x * x for wi, (x, _) in zip(w, points))
+    sxy = sum(wi * x * y for wi, (x, y) in zip(w, points))
+    det = sw * sxx - sx * sx
+    if abs(det) <= 1e-12 * sw * sxx:
+        return None
+    b = (sw * sxy - sx * sy) / det
+    return (sy - b * sx) / sw, b
 
 
 def fit(rows, cost):
@@ -58,19 +51,19 @@ def fit(rows, cost):
     pts = [(features(r), cost(r), r["buf"]) for r in rows]
     if len(pts) < 3 or any(f is None for f, _, _ in pts):
         return None
-    xs = [[f[0], 1.0] for f, _, _ in pts]
-    ys = [y for _, y, _ in pts]
-    coef, weights = None, [1.0] * len(xs)
+    xy = [(f[0], y) for f, y, _ in pts]
+    weights = None
     for _ in range(IRLS_ROUNDS):
-        coef = _weighted_fit(xs, ys, weights)
-        if coef is None:
+        line = line_fit(xy, weights)
+        if line is None:
             return None
-        floor = 1e-3 * median(ys)
-        weights = [1 / max(abs(y - coef[0] * x[0] - coef[1]), floor) for x, y in zip(xs, ys)]
-    model = {"per_call_s": coef[0], "per_gib_s": coef[1], "workloads": len(xs),
+        per_gib, per_call = line
+        floor = 1e-3 * median([y for _, y in xy])
+        weights = [1 / max(abs(y - per_call * x - per_gib), floor) for x, y in xy]
+    model = {"per_call_s": per_call, "per_gib_s": per_gib, "workloads": len(xy),
              "call": "TLS record" if any(f[1] for f, _, _ in pts) else "syscall"}
-    model["residuals"] = {buf: (y - predict(model, r)) / predict(model, r)
-                          for (_, y, buf), r in zip(pts, rows) if predict(model, r) > 0}
+    predicted = [(buf, y, predict(model, r)) for (_, y, buf), r in zip(pts, rows)]
+    model["residuals"] = {buf: (y - p) / p for buf, y, p in predicted if p > 0}
     return model
 
 

@@ -4,8 +4,6 @@ names; the two are the same command, so their ratio's interval is how far apart 
 this sweep, puts two cells that cannot differ. The recommendation prints it first; a tolerance
 inside it is flagged (no knee at that tolerance can be told from noise), and --repeat auto plans
 its rounds from it."""
-import math
-
 from iobench_tools.lib import sweeplib
 
 CONTROL_SUFFIX = "-aa"
@@ -37,7 +35,7 @@ def rounds_for(f, tolerance):
     fall as 1/sqrt(rounds)): the least a knee at this tolerance needs, by this host's noise."""
     if not f["runs"] or f["half_width"] <= 0:
         return f["runs"]
-    return max(f["runs"], math.ceil(f["runs"] * (f["half_width"] / (tolerance / 2)) ** 2))
+    return max(f["runs"], sweeplib.runs_for(f["runs"], f["half_width"], tolerance / 2))
 
 
 def text(pairs, tolerance):

@@ -40,9 +40,7 @@ def load(sweep_dir, prog="sweeplib", cost="processes"):
         rows += rows_of(cell, doc, two_hosts)
     # The A/A control's twins (scripts/sweep --control) are no size of their own: set beside
     # the cell they repeat, they are the sweep's noise floor (noisefloor.py), and leave the rows.
-    by_id = {(r["cell_id"], r["label"]): r for r in rows}
-    manifest["control_pairs"] = [(by_id[(r["control_of"], r["label"])], r) for r in rows
-                                 if r.get("control_of") and (r["control_of"], r["label"]) in by_id]
+    manifest["control_pairs"] = control_pairs(rows)
     for row in rows:
         if cost == "host" and not row["host_runs"]:
             sys.exit(f"{prog}: error: cell {row['proto']} {row['label']} cannot be judged on the "
@@ -53,6 +51,13 @@ def load(sweep_dir, prog="sweeplib", cost="processes"):
     rows.sort(key=lambda r: (r["proto"], r["engine"], r["conns"], r["label"] == "adaptive",
                              r["buf"]))
     return manifest, rows
+
+
+def control_pairs(rows):
+    """(cell, twin) for each A/A control's twin among the rows (scripts/sweep --control)."""
+    by_id = {(r["cell_id"], r["label"]): r for r in rows}
+    return [(by_id[(r["control_of"], r["label"])], r) for r in rows
+            if r.get("control_of") and (r["control_of"], r["label"]) in by_id]
 
 
 def rows_of(cell, doc, two_hosts=False):
@@ -271,12 +276,18 @@ def edge_of_range(rs, k, tolerance):
     return None, below
 
 
+def runs_for(n, half_width, target):
+    """Runs at which an interval of this half-width at n runs shrinks to `target` (half-widths
+    fall as 1/sqrt(runs))."""
+    return math.ceil(n * (half_width / target) ** 2)
+
+
 def more_runs(n, half_width, distance):
-    """Runs per cell for an interval of this half-width at n runs to shrink to `distance`
-    (half-widths fall as 1/sqrt(runs)): how many more than n."""
+    """How many runs per cell beyond n an interval of this half-width needs to shrink to
+    `distance` (runs_for)."""
     if distance <= 0:
         return None
-    return max(1, math.ceil(n * (half_width / distance) ** 2) - n)
+    return max(1, runs_for(n, half_width, distance) - n)
 
 
 def knee_confidence(rs, k, best, tolerance):
@@ -364,12 +375,11 @@ def model_for(rs, best):
     return costmodel.fit(rs, total_cpu_per_gib), "every size"
 
 
-def model_decides(rs, k, best, tolerance):
-    """Does the cost model (costmodel.py, fitted over these workloads) decide knee K where the
+def model_decides(model, rs, k, best, tolerance):
+    """Does the cost model (model_for's, fitted over these workloads) decide knee K where the
     runs could not: it describes K, the lowest and the size below K to within half the tolerance,
     and predicts the size below more than the tolerance above the lowest and K within it?
     Returns (decided, words: the model's prediction, or why it cannot decide)."""
-    model, _ = model_for(rs, best)
     if model is None:
         return False, "no cost model (fewer than 3 workloads, or their calls were not counted)"
     smaller = [r for r in rs if r["buf"] < k["buf"]]
@@ -411,6 +421,7 @@ def all_decided(rows, tolerance):
             continue
         best = min(rs, key=total_cpu_per_gib)
         sure, _, more = knee_confidence(rs, k, best, tolerance)
-        if not sure and more is not None and not model_decides(rs, k, best, tolerance)[0]:
+        if not sure and more is not None and \
+                not model_decides(model_for(rs, best)[0], rs, k, best, tolerance)[0]:
             return False
     return True

@@ -175,12 +175,14 @@ def test_the_model_decides_a_knee_the_noisy_runs_cannot_where_it_holds():
     best = min(rows, key=sweeplib.total_cpu_per_gib)
     k = next(r for r in rows if r["buf"] == 64 * K)
     sure, _, _ = sweeplib.knee_confidence(rows, k, best, 0.05)
-    decided, words = sweeplib.model_decides(rows, k, best, 0.05)
+    model = sweeplib.model_for(rows, best)[0]
+    decided, words = sweeplib.model_decides(model, rows, k, best, 0.05)
     assert not sure and decided, words
     assert "the model puts 64K at +" in words and "16K at +" in words
     # Where a size is in another regime, the model stands aside.
     rows[1]["total_cpu_runs"] = [x * 1.5 for x in rows[1]["total_cpu_runs"]]
-    decided, words = sweeplib.model_decides(rows, k, best, 0.05)
+    model = sweeplib.model_for(rows, best)[0]
+    decided, words = sweeplib.model_decides(model, rows, k, best, 0.05)
     assert not decided and "the measurement decides" in words, words
 
 
@@ -200,5 +202,6 @@ def test_the_model_is_fitted_within_the_lowest_cells_regime():
     assert scope == "the sizes whose sender waited at times" and model["workloads"] == 3
     assert abs(model["per_call_s"] - 1.5e-6) < 1e-9
     k = next(r for r in rows if r["buf"] == 64 * K)
-    decided, words = sweeplib.model_decides(rows, k, best, 0.05)
+    model = sweeplib.model_for(rows, best)[0]
+    decided, words = sweeplib.model_decides(model, rows, k, best, 0.05)
     assert decided, words
