@@ -28,14 +28,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import needs
 from iobench_tools.lib.iobenchlib import ROOT, parse_size_list
 from iobench_tools.lib import replsynclib
-from iobench_tools.lib.replsynclib import (Fleet, Node, Place, SocketWriter, Watch, load_dataset,
-                         set_mode, socket_io)
+from iobench_tools.lib.replsynclib import Fleet
+from iobench_tools.lib import realsync
 from iobench_tools.lib import replknee_report
 
 PROG = replsynclib.PROG = "replication-knee"
@@ -80,81 +79,6 @@ def server_env(c):
     return {"IOBENCH_REPL_CHUNKING": c["chunking"], "IOBENCH_REPL_CHUNK": str(c["chunk"])}
 
 
-def real_sync(c, a, dataset, certs, work):
-    """One full sync of the dataset to N replicas at once: the watched figures."""
-    prim_cpu, rep_cpu = a.placement
-    fleet = a.fleet
-    primary = Node(VALKEY, os.path.join(work, "primary"), c["proto"], certs,
-                   fleet.primary() if fleet else Place(),
-                   ["--rdbcompression", "no"], env=server_env(c), cpus=prim_cpu, rdb=dataset)
-    replicas, watch = [], None
-    try:
-        set_mode("valkey", c["mode"], primary)
-        # Every replica in one BGSAVE: diskless waits for all N (or 30 s); a disk-based save
-        # takes the replicas that ask while it runs.
-        primary.cli("CONFIG", "SET", "repl-diskless-sync-delay", "30")
-        primary.cli("CONFIG", "SET", "repl-diskless-sync-max-replicas", c["replicas"])
-        for i in range(c["replicas"]):
-            r = Node(VALKEY, os.path.join(work, f"replica{i}"), c["proto"], certs,
-                     fleet.replica(i + 1) if fleet else Place(), cpus=rep_cpu)
-            replicas.append(r)
-            set_mode("valkey", c["mode"], r)
-        watch = Watch([primary.proc.pid] + [r.proc.pid for r in replicas],
-                      os.path.join(work, "watch.json"))
-        t0 = time.monotonic()
-        for i, r in enumerate(replicas):
-            r.cli("REPLICAOF", fleet.primary_ip(i + 1) if fleet else primary.ip, primary.port)
-        deadline = t0 + a.sync_timeout
-        up = set()
-        while len(up) < len(replicas):
-            if time.monotonic() > deadline:
-                fail(f"{cell_id(c)}: {len(replicas) - len(up)} replica(s) not linked up within "
-                     f"{a.sync_timeout} s (logs: {work})")
-            up |= {i for i, r in enumerate(replicas) if i not in up and r.synced()}
-            time.sleep(0.02)
-        took = time.monotonic() - t0
-        # Every replica served, and the save child reaped (its CPU is then in the primary's).
-        while time.monotonic() < deadline:
-            log = open(primary.log).read()
-            if (log.count("Synchronization with replica") >= len(replicas)
-                    and "terminated with success" in log):
-                break
-            time.sleep(0.02)
-        procs = watch.stop()
-        log = open(primary.log).read()
-        fig = sync_figures(procs, primary.proc.pid, [r.proc.pid for r in replicas], took)
-        fig["bgsaves"] = log.count("Starting BGSAVE for SYNC")
-        return fig
-    finally:
-        if watch:
-            watch.kill()
-        for node in replicas + [primary]:
-            node.stop()
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def sync_figures(procs, primary, replicas, took):
-    """The socket writer (the primary's process that wrote the most to TCP sockets: the main
-    thread, or the dual-channel save child), its CPU per GiB delivered to all replicas, the
-    primary's whole CPU (threads and children), the replicas' CPU."""
-    w = SocketWriter(procs, primary)
-    # The children's CPU: what the watch saw of them, or what the main process reaped of them
-    # (a child ending between two samples), whichever is larger: a lower bound either way.
-    children = sum(p["cpu_s"] for p in w.tree if p["pid"] != primary)
-    primary_cpu = w.main["cpu_s"] + max(children, w.main["reaped_children_cpu_s"])
-    return {"sync_s": took, "writer": w.kind,
-            "socket_bytes": w.sent["bytes"], "writes": w.sent["calls"],
-            "bytes_per_write": w.sent["bytes"] / max(w.sent["calls"], 1),
-            "top_write_sizes": w.top_sizes(3),
-            # What the writer read to write it: the RDB file (disk-based) or the child's pipe
-            # (diskless); above the bytes written when partial writes make it read again.
-            "source_read_bytes": socket_io(w.proc, "read", ("file", "pipe"))["bytes"],
-            "writer_cpu_s": w.cpu_s, "writer_cpu_s_per_gib": w.per_gib(w.cpu_s),
-            "primary_cpu_s_per_gib": w.per_gib(primary_cpu),
-            "replica_cpu_s_per_gib": w.per_gib(sum(p["cpu_s"] for p in procs
-                                                   if p["pid"] in replicas))}
-
-
 def model_run(c, a, nbytes, work):
     """iobench's one writer to N replicas at the cell's chunk: the writer's CPU per GiB."""
     buf = "adaptive" if c["chunking"] == "adaptive" else str(c["chunk"])
@@ -189,26 +113,17 @@ def run_rounds(a, todo, dataset, nbytes, certs, tmp):
         for c in order:
             cid = cell_id(c)
             work = os.path.join(tmp, f"{cid}-{k}")
-            runs[cid]["real"].append(real_sync(c, a, dataset, certs, work))
+            try:
+                runs[cid]["real"].append(realsync.real_sync(VALKEY, server_env(c), c, a, dataset,
+                                                            certs, work, cid))
+            except realsync.SyncFailed as e:
+                fail(str(e))
             if a.model:
                 os.makedirs(work, exist_ok=True)
                 runs[cid]["model"].append(model_run(c, a, nbytes, work))
                 shutil.rmtree(work, ignore_errors=True)
         print(f"{PROG}: round {k + 1}/{a.rounds} done", file=sys.stderr, flush=True)
     return runs
-
-
-def make_dataset(a, certs, tmp):
-    """The RDB every primary loads: iobench's replication stream, --rdb bytes, saved once."""
-    node = Node(VALKEY, os.path.join(tmp, "dataset"), "tcp", certs, Place(),
-                ["--rdbcompression", "no"])
-    try:
-        rdb, payload = load_dataset(node, a.rdb, a.cache_dir, tmp)
-    finally:
-        node.stop()
-    path = os.path.join(tmp, "dataset.rdb")
-    os.rename(os.path.join(tmp, "dataset", "dump.rdb"), path)
-    return path, rdb, payload
 
 
 def parse_args():
@@ -299,7 +214,7 @@ def main():
         certs = os.path.join(tmp, "certs")
         subprocess.run([os.path.join(ROOT, "tls", "make-certs"), certs, "--dns", "localhost",
                         *sum((["--ip", ip] for ip in ips), [])], check=True, capture_output=True)
-        dataset, rdb, payload = make_dataset(a, certs, tmp)
+        dataset, rdb, payload = realsync.make_dataset(VALKEY, a, certs, tmp)
         print(f"{PROG}: RDB {rdb} bytes from {payload} payload bytes; {len(todo)} cells x "
               f"{a.rounds} rounds", file=sys.stderr, flush=True)
         runs = run_rounds(a, todo, dataset, rdb, certs, tmp)

@@ -1,0 +1,182 @@
+"""The upstream Valkey patches' evidence, PR #817's way: each patch of patches/upstream/ beside
+the build before it, in real full syncs, at the chunk it concerns.
+
+  whole   0002 (whole chunks) beside stock, at 16K: dual-channel and diskless
+  unsent  0003 (keep the unsent bytes) beside 0002, at 64K and 256K: disk-based
+  chunk   0004 (the series, 64K) beside stock (16K): disk-based, diskless and dual-channel
+
+Every build comes from scripts/build-valkey-source --upstream (built when missing). Per cell (a
+build, TCP or TLS, a mode, N replicas) the same RDB (--rdb bytes of iobench's replication stream)
+is synced to N empty replicas at once, every cell once per round in a shuffled order, --rounds
+rounds, each sync watched by `iobench watch`; then one more sync per build and mode over TLS to
+one replica is traced by strace from outside, to cross-check the watched counts. Per comparison
+and figure (the writer's writes, bytes per write, file or pipe bytes read per byte written, the
+writer's and the whole primary's CPU per GiB delivered, the sync time): both medians, the ratio
+patched/base with its 95% interval and a verdict: better, parity within noise, or worse.
+
+  scripts/upstream-evidence [--patches whole,unsent,chunk] [--replicas 1,4] [--proto tcp,tls]
+      [--rounds 5] [--rdb 100M] [--where loopback|fleet]
+
+Writes OUT/results.json and OUT/report.md. Every server it starts is stopped, also on Ctrl-C.
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+from iobench_tools.lib import iobenchlib, realsync, replsynclib, upstreamlib
+from iobench_tools.lib.iobenchlib import ROOT
+from iobench_tools.lib.replsynclib import Fleet
+
+PROG = replsynclib.PROG = "upstream-evidence"
+
+
+def fail(msg):
+    sys.exit(f"{PROG}: error: {msg}")
+
+
+def parse_args():
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("--patches", default=",".join(upstreamlib.PATCHES),
+                    help="the comparisons: " + ", ".join(upstreamlib.PATCHES) + " (all)")
+    ap.add_argument("--modes", default="dual,diskless,disk",
+                    help="keep only these modes of each comparison (dual,diskless,disk)")
+    ap.add_argument("--replicas", default="1,4", help="replicas synced at once (1,4)")
+    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls (tcp,tls)")
+    ap.add_argument("--rounds", type=int, default=5, help="syncs per cell, interleaved (5)")
+    ap.add_argument("--rdb", type=iobenchlib.size_arg, default=iobenchlib.size_arg("100M"),
+                    help="RDB size to sync (100M)")
+    ap.add_argument("--cpus", default="0,1", help="primary's CPU,replicas' CPU, or none (0,1)")
+    ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
+                    help="loopback, or the emulated fleet: each replica in its own network "
+                    "namespace behind its own capped veth (root) (loopback)")
+    ap.add_argument("--rate", default="5gbit", help="--where fleet: each link's tbf rate (5gbit)")
+    ap.add_argument("--mtu", type=int, default=9001, help="--where fleet: the MTU (9001)")
+    ap.add_argument("--no-strace", dest="strace", action="store_false",
+                    help="skip the strace cross-check (it runs by default)")
+    ap.add_argument("--sync-timeout", type=int, default=300, help="seconds per sync (300)")
+    ap.add_argument("--seed", type=int, default=1, help="the rounds' shuffle (1)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream", "loopback"),
+                    help="the folder results.json and report.md go to (results/upstream/loopback)")
+    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/iobench"),
+                    help="iobench's payload cache, which the dataset is built from "
+                         "(~/.cache/iobench)")
+    iobenchlib.add_binary_option(ap)
+    a = ap.parse_args()
+    for opt, allowed in (("patches", tuple(upstreamlib.PATCHES)), ("proto", ("tcp", "tls")),
+                         ("modes", ("dual", "diskless", "disk"))):
+        value = getattr(a, opt)
+        wrong = [v for v in value.split(",") if v not in allowed]
+        if wrong or not value:
+            ap.error(f"invalid --{opt} '{value}': expected some of {', '.join(allowed)}")
+        setattr(a, opt, value.split(","))
+    try:
+        a.replicas = [int(x) for x in a.replicas.split(",")]
+    except ValueError:
+        ap.error(f"invalid --replicas '{a.replicas}': expected numbers 1..16")
+    if any(not 1 <= n <= 16 for n in a.replicas):
+        ap.error(f"invalid --replicas {a.replicas}: each 1..16")
+    if not 1 <= a.rounds <= 100:
+        ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
+    if a.where == "fleet" and os.geteuid() != 0:
+        ap.error("--where fleet needs root (ip netns, tc)")
+    if a.cpus == "none":
+        a.placement = (None, None)
+    else:
+        parts = a.cpus.split(",")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            ap.error(f"invalid --cpus '{a.cpus}': expected PRIMARY,REPLICAS (e.g. 0,1) or none")
+        a.placement = tuple(parts)
+    return a
+
+
+def server_of(label):
+    """The build's valkey-server, built (and cached) by scripts/build-valkey-source."""
+    path = os.path.join(upstreamlib.UPSTREAM, label, "valkey-server")
+    if not os.access(path, os.X_OK):
+        level, _, chunk = label.partition("-")
+        p = subprocess.run([os.path.join(ROOT, "scripts", "build-valkey-source"), "--upstream",
+                            level, *(["--chunk", chunk] if chunk else [])],
+                           capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0 or not os.access(path, os.X_OK):
+            said = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
+            fail(f"the {label} build is not available: {said}")
+    return path
+
+
+def sync(c, a, servers, dataset, certs, tmp, name, trace=False):
+    work = os.path.join(tmp, name)
+    try:
+        return realsync.real_sync(servers[c["build"]], None, c, a, dataset, certs, work,
+                                  upstreamlib.cell_id(c), trace=trace)
+    except realsync.SyncFailed as e:
+        fail(f"{e} (logs: {work})")
+
+
+def run(a, todo, servers, dataset, certs, tmp):
+    runs = {upstreamlib.cell_id(c): [] for c in todo}
+    rng = random.Random(a.seed)
+    for k in range(a.rounds):
+        order = list(todo)
+        rng.shuffle(order)
+        for c in order:
+            runs[upstreamlib.cell_id(c)].append(sync(c, a, servers, dataset, certs, tmp,
+                                                     f"{upstreamlib.cell_id(c)}-{k}"))
+        print(f"{PROG}: round {k + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+    traced = {}
+    if a.strace and shutil.which("strace"):
+        for c in upstreamlib.traced_cells(todo):
+            cid = upstreamlib.cell_id(c)
+            traced[cid] = sync(c, a, servers, dataset, certs, tmp, f"{cid}-strace",
+                               trace=True)["strace"]
+    return runs, traced
+
+
+def main():
+    a = parse_args()
+    replsynclib.IOBENCH = a.iobench
+    iobenchlib.require_binary(PROG, a.iobench)
+    if not shutil.which("redis-cli"):
+        fail("redis-cli not found (scripts/setup installs redis-tools)")
+    todo = upstreamlib.cells(a)
+    servers = {b: server_of(b) for b in sorted({c["build"] for c in todo})}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    tmp = tempfile.mkdtemp(prefix="iobench-upstream-")
+    a.fleet = None
+    try:
+        ips = ["127.0.0.1"]
+        if a.where == "fleet":
+            a.fleet = Fleet(max(a.replicas), a.rate, a.mtu)
+            ips += [Fleet.primary_ip(i) for i in range(1, max(a.replicas) + 1)]
+        certs = os.path.join(tmp, "certs")
+        subprocess.run([os.path.join(ROOT, "tls", "make-certs"), certs, "--dns", "localhost",
+                        *sum((["--ip", ip] for ip in ips), [])], check=True, capture_output=True)
+        dataset, rdb, payload = realsync.make_dataset(servers["stock"] if "stock" in servers
+                                                      else next(iter(servers.values())),
+                                                      a, certs, tmp)
+        print(f"{PROG}: RDB {rdb} bytes; {len(todo)} cells x {a.rounds} rounds",
+              file=sys.stderr, flush=True)
+        runs, traced = run(a, todo, servers, dataset, certs, tmp)
+    except KeyboardInterrupt:
+        fail("interrupted (every server stopped)")
+    finally:
+        if a.fleet:
+            a.fleet.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    command = "scripts/upstream-evidence " + " ".join(
+        os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in sys.argv[1:])
+    doc = upstreamlib.document(a, command.strip(), rdb, todo, runs, traced)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write(upstreamlib.report_md(doc))
+    print(f"{PROG}: {len(todo)} cells in {os.path.relpath(a.out, ROOT)}/report.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Valkey's own replication tests, the stock build beside each upstream patch of patches/upstream/.
+
+Runs units of Valkey 8.1.1's Tcl test suite (the replication ones by default) over TCP and TLS,
+once per build (scripts/build-valkey-source --upstream LEVEL builds any that is missing: stock,
+0001..0004), and sets the results side by side: per unit, build and protocol the tests passed,
+failed and skipped, and for each patched build whether it passes every test the stock build
+passes. A test a patched build fails that stock passed is run again (its unit, on both builds) to
+tell a flaky test from a broken one.
+
+  scripts/valkey-tests [--builds stock,0001,0002,0003,0004] [--proto tcp,tls] [--units ...]
+
+Each unit runs in its own copy of the suite (its own ports, its own servers, `--clients 1`),
+--jobs at a time, bounded by --unit-timeout; every server a unit started is killed when it ends,
+also on a timeout or Ctrl-C, and nothing is left in the temporary directory. Writes
+OUT/results.json and OUT/report.md. Needs tclsh (Debian's tcl) and, for TLS, tcl-tls.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from iobench_tools.lib import valkeytests
+from iobench_tools.lib.iobenchlib import ROOT, command_parser
+
+PROG = "valkey-tests"
+UPSTREAM = os.path.join(ROOT, "build", "valkey", "upstream")
+REPLICATION_UNITS = ("integration/replication", "integration/replication-2",
+                     "integration/replication-3", "integration/replication-4",
+                     "integration/replication-psync", "integration/replication-buffer",
+                     "integration/dual-channel-replication", "integration/psync2",
+                     "integration/psync2-reg", "integration/psync2-pingoff",
+                     "integration/psync2-master-restart", "integration/block-repl",
+                     "integration/skip-rdb-checksum", "integration/failover")
+
+
+def fail(msg, code=1):
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def parse_args():
+    ap = command_parser(__doc__)
+    ap.add_argument("--builds", default="stock,0001,0002,0003,0004",
+                    help="stock and the patch levels to test (stock,0001,0002,0003,0004)")
+    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls (tcp,tls)")
+    ap.add_argument("--units", default=",".join(REPLICATION_UNITS),
+                    help="the suite's units, as runtest's --single names them (the replication "
+                         "units: " + ", ".join(u.split("/")[1] for u in REPLICATION_UNITS) + ")")
+    ap.add_argument("--jobs", type=int, default=2, help="units run at once (2)")
+    ap.add_argument("--unit-timeout", type=int, default=1200,
+                    help="seconds a unit may take before it is killed and counted failed (1200)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream", "valkey-tests"),
+                    help="the folder results.json and report.md go to "
+                         "(results/upstream/valkey-tests)")
+    a = ap.parse_args()
+    a.builds = a.builds.split(",")
+    if "stock" not in a.builds:
+        ap.error(f"invalid --builds '{','.join(a.builds)}': stock is the reference, include it")
+    levels = sorted(p[:4] for p in os.listdir(os.path.join(ROOT, "patches", "upstream")))
+    bad = [b for b in a.builds if b != "stock" and b not in levels]
+    if bad:
+        ap.error(f"invalid --builds: '{bad[0]}' (expected stock or one of {', '.join(levels)})")
+    a.proto = a.proto.split(",")
+    if not a.proto or any(p not in ("tcp", "tls") for p in a.proto):
+        ap.error(f"invalid --proto '{','.join(a.proto)}': expected tcp, tls or tcp,tls")
+    a.units = [u if "/" in u else f"integration/{u}" for u in a.units.split(",") if u]
+    if not a.units:
+        ap.error("invalid --units '': name at least one unit")
+    if not 1 <= a.jobs <= 8:
+        ap.error(f"invalid --jobs {a.jobs}: expected 1..8")
+    if not 10 <= a.unit_timeout <= 7200:
+        ap.error(f"invalid --unit-timeout {a.unit_timeout}: expected 10..7200 seconds")
+    return a
+
+
+def check_tools(a):
+    if not shutil.which("tclsh"):
+        fail("tclsh not found (Debian's tcl package; scripts/setup installs it)")
+    if "tls" in a.proto:
+        probe = subprocess.run(["tclsh"], input="puts [package require tls]", text=True,
+                               capture_output=True)
+        if probe.returncode != 0:
+            fail("Tcl's tls package is missing for --proto tls (Debian's tcl-tls; "
+                 "scripts/setup installs it)")
+    if not shutil.which("openssl") and "tls" in a.proto:
+        fail("openssl not found: the TLS units need its certificates")
+
+
+def build(level):
+    """The level's valkey-server, built (and cached) by scripts/build-valkey-source."""
+    path = os.path.join(UPSTREAM, level, "valkey-server")
+    if not os.access(path, os.X_OK):
+        p = subprocess.run([os.path.join(ROOT, "scripts", "build-valkey-source"),
+                            "--upstream", level], capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0 or not os.access(path, os.X_OK):
+            lines = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()
+            fail(f"the {level} build is not available: {lines[-1]}")
+    return path
+
+
+def main():
+    a = parse_args()
+    check_tools(a)
+    servers = {b: build(b) for b in a.builds}
+    suite = os.path.join(UPSTREAM, "tests")
+    known = valkeytests.units_of(suite)
+    bad = [u for u in a.units if u not in known]
+    if bad:
+        fail(f"invalid --units: '{bad[0]}' is not a unit of Valkey's suite "
+             f"(e.g. {', '.join(sorted(known)[:4])})", 2)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    tmp = tempfile.mkdtemp(prefix="iobench-valkey-tests-")
+    runner = valkeytests.Runner(suite, servers["stock"], tmp, a.unit_timeout, a.jobs)
+    todo = [(b, p, u) for b in a.builds for p in a.proto for u in a.units]
+    t0 = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+            futures = {key: pool.submit(runner.run, servers[key[0]], key[1], key[2])
+                       for key in todo}
+            runs = {key: f.result() for key, f in futures.items()}
+        retried = valkeytests.retry_regressions(runs, runner, servers, a.builds)
+    except KeyboardInterrupt:
+        runner.kill_all()
+        fail("interrupted (every server stopped)", 130)
+    finally:
+        runner.kill_all()
+        shutil.rmtree(tmp, ignore_errors=True)
+    command = "scripts/valkey-tests " + " ".join(
+        os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in sys.argv[1:])
+    doc = valkeytests.document(a, runs, retried, time.monotonic() - t0, servers, command.strip())
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write(valkeytests.report_md(doc))
+    for line in valkeytests.verdict_lines(doc):
+        print(f"{PROG}: {line}")
+    print(f"{PROG}: {os.path.relpath(os.path.join(a.out, 'report.md'), ROOT)}")
+    return 0 if all(v["passes_stock"] for v in doc["verdicts"].values()) else 1
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""One real Valkey full sync, watched: a primary (any build of valkey-server, pinned, loading the
+same RDB) syncs N empty replicas at once over TCP or TLS, disk-based, diskless or dual-channel,
+while `iobench watch` (and, once, `strace` from outside) counts what the socket writer does.
+Shared by scripts/replication-knee and scripts/upstream-evidence."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+from iobench_tools.lib.replsynclib import (Node, Place, SocketWriter, Watch, load_dataset,
+                                           set_mode, socket_io)
+
+
+class SyncFailed(Exception):
+    pass
+
+
+def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False):
+    """One full sync of the dataset to c["replicas"] replicas at once: the watched figures
+    (and strace's, when `trace`). `a`: placement, fleet (or None), sync_timeout."""
+    prim_cpu, rep_cpu = a.placement
+    fleet = a.fleet
+    primary = Node(binary, os.path.join(work, "primary"), c["proto"], certs,
+                   fleet.primary() if fleet else Place(),
+                   ["--rdbcompression", "no"], env=env, cpus=prim_cpu, rdb=dataset)
+    replicas, watch, strace = [], None, None
+    try:
+        set_mode("valkey", c["mode"], primary)
+        # Every replica in one BGSAVE: diskless waits for all N (or 30 s); a disk-based save
+        # takes the replicas that ask while it runs.
+        primary.cli("CONFIG", "SET", "repl-diskless-sync-delay", "30")
+        primary.cli("CONFIG", "SET", "repl-diskless-sync-max-replicas", c["replicas"])
+        for i in range(c["replicas"]):
+            r = Node(binary, os.path.join(work, f"replica{i}"), c["proto"], certs,
+                     fleet.replica(i + 1) if fleet else Place(), cpus=rep_cpu)
+            replicas.append(r)
+            set_mode("valkey", c["mode"], r)
+        watch = Watch([primary.proc.pid] + [r.proc.pid for r in replicas],
+                      os.path.join(work, "watch.json"))
+        if trace:
+            strace = Strace(primary.proc.pid, os.path.join(work, "strace.txt"))
+        t0 = time.monotonic()
+        for i, r in enumerate(replicas):
+            r.cli("REPLICAOF", fleet.primary_ip(i + 1) if fleet else primary.ip, primary.port)
+        deadline = t0 + a.sync_timeout
+        up = set()
+        while len(up) < len(replicas):
+            if time.monotonic() > deadline:
+                raise SyncFailed(f"{label}: {len(replicas) - len(up)} replica(s) not linked up "
+                                 f"within {a.sync_timeout} s")
+            up |= {i for i, r in enumerate(replicas) if i not in up and r.synced()}
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+        # Every replica served, and the save child reaped (its CPU is then in the primary's).
+        while time.monotonic() < deadline:
+            log = open(primary.log).read()
+            if (log.count("Synchronization with replica") >= len(replicas)
+                    and "terminated with success" in log):
+                break
+            time.sleep(0.02)
+        procs = watch.stop()
+        log = open(primary.log).read()
+        fig = sync_figures(procs, primary.proc.pid, [r.proc.pid for r in replicas], took)
+        fig["bgsaves"] = log.count("Starting BGSAVE for SYNC")
+        if strace:
+            fig["strace"] = strace.stop()
+        return fig
+    finally:
+        for tool in (watch, strace):
+            if tool:
+                tool.kill()
+        for node in replicas + [primary]:
+            node.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def sync_figures(procs, primary, replicas, took):
+    """The socket writer (the primary's process that wrote the most to TCP sockets: the main
+    thread, or the dual-channel save child), its CPU per GiB delivered to all replicas, the
+    primary's whole CPU (threads and children), the replicas' CPU."""
+    w = SocketWriter(procs, primary)
+    # The children's CPU: what the watch saw of them, or what the main process reaped of them
+    # (a child ending between two samples), whichever is larger: a lower bound either way.
+    children = sum(p["cpu_s"] for p in w.tree if p["pid"] != primary)
+    primary_cpu = w.main["cpu_s"] + max(children, w.main["reaped_children_cpu_s"])
+    return {"sync_s": took, "writer": w.kind,
+            "socket_bytes": w.sent["bytes"], "writes": w.sent["calls"],
+            "bytes_per_write": w.sent["bytes"] / max(w.sent["calls"], 1),
+            "top_write_sizes": w.top_sizes(3),
+            # What the writer read to write it: the RDB file (disk-based) or the child's pipe
+            # (diskless); above the bytes written when partial writes make it read again.
+            "source_read_bytes": socket_io(w.proc, "read", ("file", "pipe"))["bytes"],
+            "writer_cpu_s": w.cpu_s, "writer_cpu_s_per_gib": w.per_gib(w.cpu_s),
+            "primary_cpu_s_per_gib": w.per_gib(primary_cpu),
+            "replica_cpu_s_per_gib": w.per_gib(sum(p["cpu_s"] for p in procs
+                                                   if p["pid"] in replicas))}
+
+
+# strace -y names each descriptor: `123 write(9<socket:[4711]>, ""..., 16384) = 16384`; a call
+# another process interrupts is split: `... 16384 <unfinished ...>`, then `123 <... write resumed>) = 16384`.
+STRACE_CALL = re.compile(r"^(\d+)\s+(read|write)\(\d+<([^>]*)>")
+STRACE_DONE = re.compile(r"\)\s+=\s+(-?\d+)")
+STRACE_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. (read|write) resumed>")
+
+
+class Strace:
+    """strace attached from outside to the primary and the children it forks (-f), every read
+    and write with its descriptor's kind (-y): the socket writes and file/pipe reads counted
+    by the kernel's own interface, to cross-check iobench watch's eBPF counts."""
+
+    def __init__(self, pid, path):
+        self.path = path
+        self.proc = subprocess.Popen(["strace", "-f", "-y", "-qq", "-s0", "-e", "trace=read,write",
+                                      "-o", path, "-p", str(pid)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # attached to every thread before the sync starts
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+        return parse_strace(open(self.path).read())
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def parse_strace(text):
+    """The writer's socket writes (the process that wrote the most socket bytes), and what that
+    process read from RDB files and pipes."""
+    by_pid, pending = {}, {}
+    for line in text.splitlines():
+        call = STRACE_CALL.match(line)
+        resumed = STRACE_RESUMED.match(line)
+        if call and line.endswith("<unfinished ...>"):
+            pending[call.group(1)] = (call.group(2), call.group(3))
+            continue
+        if call:
+            pid, what, kind = call.group(1), call.group(2), call.group(3)
+        elif resumed and resumed.group(1) in pending:
+            pid = resumed.group(1)
+            what, kind = pending.pop(pid)
+        else:
+            continue
+        done = STRACE_DONE.search(line)
+        n = int(done.group(1)) if done else 0
+        if n <= 0:
+            continue
+        d = by_pid.setdefault(pid, {"writes": 0, "socket_bytes": 0, "source_read_bytes": 0})
+        if what == "write" and kind.startswith(("socket:", "TCP")):
+            d["writes"] += 1
+            d["socket_bytes"] += n
+        elif what == "read" and (kind.endswith(".rdb") or kind.startswith("pipe:")):
+            d["source_read_bytes"] += n
+    if not by_pid:
+        return {"writes": 0, "socket_bytes": 0, "source_read_bytes": 0}
+    return max(by_pid.values(), key=lambda d: d["socket_bytes"])
+
+
+def make_dataset(binary, a, certs, tmp):
+    """The RDB every primary loads: iobench's replication stream, a.rdb bytes, saved once."""
+    node = Node(binary, os.path.join(tmp, "dataset"), "tcp", certs, Place(),
+                ["--rdbcompression", "no"])
+    try:
+        rdb, payload = load_dataset(node, a.rdb, a.cache_dir, tmp)
+    finally:
+        node.stop()
+    path = os.path.join(tmp, "dataset.rdb")
+    os.rename(os.path.join(tmp, "dataset", "dump.rdb"), path)
+    return path, rdb, payload

@@ -1,0 +1,256 @@
+"""Valkey's Tcl test suite run unit by unit against several builds (scripts/valkey-tests): a
+private copy of the suite per run, its output read into passed/failed/skipped test names, and the
+verdict of each patched build against stock."""
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+LINE = re.compile(r"^\[(ok|err|skip|ignore|exception)\]: (.*?)(?: \(\d+ ms\))?$")
+PORTS_PER_SLOT = 2000
+TAIL_LINES = 15
+
+
+def units_of(suite):
+    """The suite's units as runtest's --single names them: integration/replication, unit/type/list."""
+    root = os.path.join(suite, "tests")
+    found = set()
+    for top in ("integration", "unit"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in files:
+                if f.endswith(".tcl"):
+                    found.add(os.path.relpath(os.path.join(dirpath, f), root)[:-4])
+    return found
+
+
+def parse_output(text):
+    """runtest's lines: the names of the tests passed, failed and skipped, and any exception."""
+    out = {"passed": [], "failed": [], "skipped": [], "exception": []}
+    kind = {"ok": "passed", "err": "failed", "skip": "skipped", "ignore": "skipped",
+            "exception": "exception"}
+    for raw in text.splitlines():
+        m = LINE.match(ANSI.sub("", raw).strip())
+        if m:
+            name = re.sub(r" in tests/\S+\.tcl$", "", m.group(2))
+            out[kind[m.group(1)]].append(name)
+    return out
+
+
+class Runner:
+    """Runs one unit of the suite for one build over one protocol, in a copy of the suite of its
+    own with ports of its own (a slot), killing whatever the unit left running."""
+
+    def __init__(self, suite, stock_server, tmp, timeout, jobs):
+        self.suite, self.tmp, self.timeout = suite, tmp, timeout
+        self.tools = os.path.dirname(stock_server)  # valkey-cli, valkey-benchmark
+        self.slots = queue.Queue()
+        for s in range(jobs):
+            self.slots.put(s)
+        self.trees = set()
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def _tree(self, server, proto):
+        with self.lock:
+            self.count += 1
+            tree = os.path.join(self.tmp, f"suite{self.count}")
+            self.trees.add(tree)
+        shutil.copytree(self.suite, tree, symlinks=True)
+        src = os.path.join(tree, "src")
+        os.makedirs(src)
+        for name in ("valkey-server", "valkey-check-rdb", "valkey-check-aof"):
+            os.symlink(server, os.path.join(src, name))
+        for name in ("valkey-cli", "valkey-benchmark"):
+            os.symlink(os.path.join(self.tools, name), os.path.join(src, name))
+        if proto == "tls":
+            shutil.copytree(self._certs(), os.path.join(tree, "tests", "tls"))
+        return tree
+
+    def _certs(self):
+        """The suite's TLS certificates (utils/gen-test-certs.sh, whose DH parameters take a
+        while), made once per run of the command and copied into every TLS unit's suite."""
+        with self.lock:
+            certs = os.path.join(self.tmp, "certs")
+            if not os.path.isdir(os.path.join(certs, "tests", "tls")):
+                shutil.copytree(os.path.join(self.suite, "utils"), os.path.join(certs, "utils"))
+                subprocess.run(["bash", "utils/gen-test-certs.sh"], cwd=certs, check=True,
+                               capture_output=True, timeout=300)
+            return os.path.join(certs, "tests", "tls")
+
+    def run(self, server, proto, unit):
+        slot = self.slots.get()
+        tree = None
+        try:
+            tree = self._tree(server, proto)
+            args = ["tclsh", "tests/test_helper.tcl", "--single", unit, "--clients", "1",
+                    "--timeout", str(self.timeout), "--baseport",
+                    str(21000 + slot * PORTS_PER_SLOT), "--portcount", str(PORTS_PER_SLOT)]
+            if proto == "tls":
+                args.append("--tls")
+            return self._run(args, tree)
+        finally:
+            if tree:
+                kill_inside(tree)
+                shutil.rmtree(tree, ignore_errors=True)
+                self.trees.discard(tree)
+            self.slots.put(slot)
+
+    def _run(self, args, tree):
+        t0 = time.monotonic()
+        env = dict(os.environ, TERM="dumb")
+        p = subprocess.Popen(args, cwd=tree, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, errors="replace",
+                             start_new_session=True)
+        status = None
+        try:
+            text, _ = p.communicate(timeout=self.timeout + 60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            text, _ = p.communicate()
+            status = "timeout"
+        res = parse_output(text)
+        if status is None:
+            status = ("exception" if res["exception"] else
+                      "failed" if res["failed"] or p.returncode != 0 else "passed")
+        res.update(status=status, rc=p.returncode, seconds=round(time.monotonic() - t0, 1),
+                   tail=[] if status == "passed" else text.splitlines()[-TAIL_LINES:])
+        return res
+
+    def kill_all(self):
+        for tree in list(self.trees):
+            kill_inside(tree)
+
+
+def kill_inside(tree):
+    """Every process whose working directory is inside the tree: the servers a unit started
+    (each runs in its own directory under tests/tmp) and the unit's tclsh."""
+    tree = os.path.realpath(tree)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if cwd == tree or cwd.startswith(tree + os.sep):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def regressions(stock, patched):
+    """The tests stock passed that the patched build did not pass (failed, or never ran)."""
+    return sorted(set(stock["passed"]) - set(patched["passed"]))
+
+
+def retry_regressions(runs, runner, servers, builds):
+    """Each unit where a patched build lost a test stock passed, run again on both builds: a
+    test the patched build passes on its second run is flaky, not broken."""
+    retried = {}
+    for (build, proto, unit), res in runs.items():
+        if build == "stock":
+            continue
+        lost = regressions(runs[("stock", proto, unit)], res)
+        if not lost:
+            continue
+        again = runner.run(servers[build], proto, unit)
+        stock_again = runner.run(servers["stock"], proto, unit)
+        still = sorted(set(lost) - set(again["passed"]))
+        retried[(build, proto, unit)] = {"lost": lost, "still_lost": still,
+                                         "retry": again, "stock_retry": stock_again}
+    return retried
+
+
+def _counts(res):
+    return {k: len(res[k]) for k in ("passed", "failed", "skipped")}
+
+
+def document(a, runs, retried, seconds, servers, command):
+    version = {b: subprocess.run([s, "--version"], capture_output=True, text=True).stdout.strip()
+               for b, s in servers.items()}
+    doc = {"tool": "iobench", "kind": "valkey-tests", "command": command,
+           "suite": "Valkey 8.1.1's tests/ (Debian's source tarball, unpatched)",
+           "builds": a.builds, "versions": version, "proto": a.proto, "units": a.units,
+           "jobs": a.jobs, "unit_timeout_s": a.unit_timeout, "seconds": round(seconds),
+           "runs": [], "retries": [], "verdicts": {}}
+    for (build, proto, unit), res in runs.items():
+        doc["runs"].append({"build": build, "proto": proto, "unit": unit,
+                            "status": res["status"], "seconds": res["seconds"], **_counts(res),
+                            "failed_tests": res["failed"], "skipped_tests": res["skipped"],
+                            "tail": res["tail"]})
+    for (build, proto, unit), r in retried.items():
+        doc["retries"].append({"build": build, "proto": proto, "unit": unit, "lost": r["lost"],
+                               "still_lost": r["still_lost"],
+                               "retry_status": r["retry"]["status"],
+                               "stock_retry_status": r["stock_retry"]["status"]})
+    for build in a.builds[1:] if a.builds[0] == "stock" else [b for b in a.builds if b != "stock"]:
+        for proto in a.proto:
+            lost = {unit: retried[(build, proto, unit)]["still_lost"]
+                    for unit in a.units if (build, proto, unit) in retried
+                    and retried[(build, proto, unit)]["still_lost"]}
+            flaky = {unit: retried[(build, proto, unit)]["lost"]
+                     for unit in a.units if (build, proto, unit) in retried
+                     and not retried[(build, proto, unit)]["still_lost"]}
+            stock_passed = sum(len(runs[("stock", proto, u)]["passed"]) for u in a.units)
+            doc["verdicts"][f"{build}/{proto}"] = {
+                "build": build, "proto": proto, "stock_passed": stock_passed,
+                "passed": sum(len(runs[(build, proto, u)]["passed"]) for u in a.units),
+                "passes_stock": not lost, "lost": lost, "flaky": flaky}
+    return doc
+
+
+def verdict_lines(doc):
+    lines = []
+    for v in doc["verdicts"].values():
+        head = f"{v['build']} over {v['proto'].upper()}: {v['passed']} passed"
+        if v["passes_stock"]:
+            lines.append(f"{head}; passes every one of the {v['stock_passed']} tests stock passes"
+                         + (f" (flaky on a first run, passed again: {_names(v['flaky'])})"
+                            if v["flaky"] else ""))
+        else:
+            lines.append(f"{head}; FAILS tests stock passes, twice: {_names(v['lost'])}")
+    return lines
+
+
+def _names(by_unit):
+    return "; ".join(f"{u}: {', '.join(n)}" for u, n in by_unit.items())
+
+
+def report_md(doc):
+    cols = [(b, p) for p in doc["proto"] for b in doc["builds"]]
+    by = {(r["build"], r["proto"], r["unit"]): r for r in doc["runs"]}
+    out = ["# Valkey's own replication tests: stock beside the upstream patches", "",
+           f"- command: `{doc['command']}`",
+           f"- suite: {doc['suite']}; builds: " + ", ".join(
+               f"{b} (`scripts/build-valkey-source --upstream {b}`)" for b in doc["builds"]),
+           f"- {len(doc['runs'])} unit runs, {doc['jobs']} at a time, in {doc['seconds']} s "
+           f"({doc['seconds'] / 60:.1f} min); each cell is passed / failed / skipped", "",
+           "## Verdicts", ""]
+    out += [f"- {line}" for line in verdict_lines(doc)]
+    out += ["", "## Per unit", "",
+            "| unit | " + " | ".join(f"{b} {p.upper()}" for b, p in cols) + " |",
+            "|---|" + "---|" * len(cols)]
+    for unit in doc["units"]:
+        cells = []
+        for b, p in cols:
+            r = by[(b, p, unit)]
+            mark = "" if r["status"] == "passed" else f" **{r['status']}**"
+            cells.append(f"{r['passed']} / {r['failed']} / {r['skipped']}{mark}")
+        out.append(f"| {unit} | " + " | ".join(cells) + " |")
+    seconds = {}
+    for r in doc["runs"]:
+        seconds[(r["build"], r["proto"])] = seconds.get((r["build"], r["proto"]), 0) + r["seconds"]
+    out.append("| unit time, summed (s) | " + " | ".join(f"{seconds[c]:.0f}" for c in cols) + " |")
+    failed = [r for r in doc["runs"] if r["failed_tests"]]
+    if failed or doc["retries"]:
+        out += ["", "## Failures and re-runs", ""]
+        out += [f"- {r['build']} {r['proto'].upper()} {r['unit']}: {', '.join(r['failed_tests'])}"
+                for r in failed]
+        out += [f"- re-run {r['build']} {r['proto'].upper()} {r['unit']}: it {r['retry_status']}, "
+                f"stock {r['stock_retry_status']}; still lost: "
+                f"{', '.join(r['still_lost']) or 'none'}" for r in doc["retries"]]
+    return "\n".join(out) + "\n"
