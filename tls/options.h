@@ -54,7 +54,8 @@ void describe(Self& o, Visit&& visit) {
         o.version);
   visit(Field{.name = "tls_cipher",
               .flag = "--cipher",
-              .help = "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305"},
+              .help = "AES-128-GCM (default), AES-256-GCM, CHACHA20-POLY1305",
+              .value_name = "NAME"},
         o.cipher);
   visit(Field{.name = "tls_io",
               .flag = "--tls-io",
@@ -76,7 +77,8 @@ void describe(Self& o, Visit&& visit) {
   visit(Field{.name = "tls_server_name",
               .flag = "--tls-server-name",
               .help = "Name to verify (default: the host)",
-              .zero_is_unset = true},
+              .zero_is_unset = true,
+              .value_name = "NAME"},
         o.server_name);
   visit(Field{.name = "records", .flatten = true}, o.records);
 }

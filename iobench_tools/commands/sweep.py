@@ -32,6 +32,7 @@ from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
 from iobench_tools.lib.iobenchlib import ROOT, parse_size
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib.remoteserver import RemoteServer, RunningServer
 
 
 def now():
@@ -63,73 +64,6 @@ def progress(done, total, started, note):
     sys.stderr.flush()
 
 
-class RemoteServer:
-    """`iobench server` started over ssh on the other host for the whole sweep (the EC2 case):
-    TCP on --port and, when the sweep has TLS cells, TLS on --port + 1 (--tls-listen), as a
-    primary's port and tls-port."""
-
-    def __init__(self, target, iobench, port, tls_dir, kernel_counter, ssh_config=None):
-        self.target, self.port = target, port
-        # ssh -F FILE: the port, key and host-key policy for that host, if not ~/.ssh/config.
-        self.ssh = ["ssh", *(["-F", ssh_config] if ssh_config else [])]
-        scp = ["scp", *(["-F", ssh_config] if ssh_config else [])]
-        self.ports = {"tcp": port, "tls": port + 1}
-        self.host = target.split("@")[-1]
-        remote_certs = "/tmp/iobench-sweep-certs"
-        args = [iobench, "server", "--listen", f"0.0.0.0:{port}", "--quiet",
-                "--kernel-counter", kernel_counter]
-        if tls_dir:
-            subprocess.run([*self.ssh, target, f"mkdir -p {remote_certs}"], check=True)
-            subprocess.run([*scp, "-q", f"{tls_dir}/server.crt", f"{tls_dir}/server.key",
-                            f"{target}:{remote_certs}/"], check=True)
-            args += ["--tls-listen", f"0.0.0.0:{port + 1}",
-                     "--tls-cert", f"{remote_certs}/server.crt",
-                     "--tls-key", f"{remote_certs}/server.key"]
-        # The remote shell runs the server in the foreground; closing ssh (or pkill) ends it.
-        self.proc = subprocess.Popen([*self.ssh, target, shlex.join(args)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        line = self.proc.stdout.readline()
-        if "listening on" not in line:
-            raise RuntimeError(f"remote server did not start: {line.strip()}")
-
-    def ca(self, tls_dir):
-        return f"{tls_dir}/ca.crt"
-
-    def stop(self):
-        # SIGTERM, then wait (bounded, 10 s) until the server has exited: it ends its sessions
-        # and logs first, and a stop that returned before that left it running for a moment.
-        # '[i]obench' so the pattern does not match this remote shell's own command line.
-        server = f"'[i]obench server --listen 0.0.0.0:{self.port}'"
-        subprocess.run([*self.ssh, self.target,
-                        f"pkill -f {server}; for i in $(seq 100); do "
-                        f"pgrep -f {server} >/dev/null || exit 0; sleep 0.1; done; exit 1"],
-                       capture_output=True)
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-class RunningServer:
-    """An `iobench server` already serving on the other host (the package's iobench.service or
-    iobench.socket, started by its service manager): TCP on PORT, TLS on PORT + 1, its
-    certificate checked against --tls-ca. The sweep neither starts nor stops it."""
-
-    def __init__(self, where, tls_ca):
-        host, _, port = where.rpartition(":") if where.count(":") == 1 else (where, "", "")
-        if not host or (port and not (port.isdigit() and 0 < int(port) < 65536)):
-            sys.exit(f"sweep: invalid --connect '{where}': expected HOST[:PORT]")
-        self.host, self.tls_ca = host, tls_ca
-        self.ports = {"tcp": int(port or 5210), "tls": int(port or 5210) + 1}
-
-    def ca(self, _tls_dir):
-        return self.tls_ca
-
-    def stop(self):
-        pass
-
-
 def cell_command(a, cell, out, tls_dir, remote):
     args = ["--proto", cell["proto"], "--buf", cell["buf"], "--engine", cell["engine"],
             "--bytes", a.bytes, "--repeat", str(a.repeat), "--warmup", str(a.warmup),
@@ -151,7 +85,7 @@ def cell_command(a, cell, out, tls_dir, remote):
     if remote:
         extra = ["--tls-ca", remote.ca(tls_dir)] if cell["proto"] == "tls" else []
         where = f"{remote.host}:{remote.ports[cell['proto']]}"
-        return [a.iobench, "client", "--connect", where, *args, *extra], None
+        return [a.iobench, "client", "--connect", where, *args, *extra], remote.env
     return [a.iobench, *args], None
 
 
@@ -336,11 +270,17 @@ def parse_args():
     ap.add_argument("--server-host", help="USER@HOST: run `iobench server` there over ssh")
     ap.add_argument("--server-iobench", default="iobench", help="iobench path on the server host")
     ap.add_argument("--ssh-config", help="ssh -F FILE for --server-host (port, key, host keys)")
+    ap.add_argument("--server-bind", metavar="ADDR",
+                    help="--server-host: the address its server listens on (default: the "
+                         "HOST the clients connect to; 0.0.0.0 only if you ask, e.g. behind NAT)")
     ap.add_argument("--connect", metavar="HOST[:PORT]",
                     help="an iobench server already running there (the package's systemd "
                          "unit): TCP on PORT, TLS on PORT + 1")
     ap.add_argument("--tls-ca", help="--connect: the CA that signed that server's certificate "
                                      "(TLS cells)")
+    ap.add_argument("--auth-token-file", metavar="FILE",
+                    help="--connect: the token that server requires, as its first line (the "
+                         "package's /etc/iobench/auth-token, copied here)")
     ap.add_argument("--port", type=int, default=5210,
                     help="the sweep's own iobench server: its TCP port (TLS on PORT + 1)")
     ap.add_argument("--netns-rate", default="5gbit",
@@ -403,6 +343,12 @@ def check_args(a):
         sys.exit(f"sweep: invalid --backoff '{a.backoff}': expected seconds in 0..3600")
     if a.server_host and a.where != "loopback":
         sys.exit("sweep: --server-host and --where netns exclude each other")
+    if a.server_bind and not a.server_host:
+        sys.exit(f"sweep: --server-bind '{a.server_bind}' is for --server-host")
+    if a.auth_token_file and not a.connect:
+        sys.exit("sweep: --auth-token-file is for --connect (a --server-host sweep makes its own)")
+    if a.auth_token_file and not os.access(a.auth_token_file, os.R_OK):
+        sys.exit(f"sweep: invalid --auth-token-file '{a.auth_token_file}': not a readable file")
     if a.connect and (a.server_host or a.where != "loopback"):
         sys.exit("sweep: --connect excludes --server-host and --where netns")
     if a.connect and "tls" in a.proto.split(",") and not (a.tls_ca and os.path.isfile(a.tls_ca)):
@@ -480,10 +426,11 @@ def start_server(a, out_dir):
             kind = "--ip" if host.replace(".", "").isdigit() else "--dns"
             subprocess.run([os.path.join(ROOT, "tls", "make-certs"), tls_dir, kind, host],
                            check=True, capture_output=True)
-    remote = RunningServer(a.connect, a.tls_ca) if a.connect else None
+    remote = RunningServer(a.connect, a.tls_ca, a.auth_token_file) if a.connect else None
     if a.server_host:
         remote = RemoteServer(a.server_host, a.server_iobench, a.port, tls_dir,
-                              "auto" if a.syscalls == "off" else a.syscalls, a.ssh_config)
+                              "auto" if a.syscalls == "off" else a.syscalls, a.ssh_config,
+                              a.server_bind)
     return remote, tls_dir
 
 

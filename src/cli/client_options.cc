@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <optional>
 
 #include "adaptive/policy.h"
@@ -111,6 +113,17 @@ Status parse_repeat(ClientOptions& o, const RawClient& raw) {
 Status resolve_token(std::string& token) {
   if (token.empty())
     if (const char* env = std::getenv("IOBENCH_AUTH_TOKEN")) token = env;
+  if (token.starts_with('@')) {  // @FILE: the token is FILE's first line (a service's token file)
+    const std::string path = token.substr(1);
+    std::ifstream in(path);
+    std::string line;
+    if (!in || !std::getline(in, line))
+      return fail(fmt::format("--auth-token '{}': cannot read {}: {}", token, path,
+                              in ? "it is empty" : std::strerror(errno)));
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) return fail(fmt::format("--auth-token '{}': its first line is empty", token));
+    token = line;
+  }
   if (token.size() > 256)
     return fail(fmt::format("--auth-token of {} bytes: at most 256", token.size()));
   return {};

@@ -32,7 +32,7 @@ void describe(Self& r, Visit&& visit) {
   visit(Field{.name = "buf",
               .flag = "--buf",
               .help = "Buffer size(s) for both sides, e.g. 16k or 1k,4k,16k; 'adaptive' follows "
-                      "the live connection count (--budget)",
+                      "the live connection count (--budget) (default 16K)",
               .short_flag = "-b",
               .value_name = "SIZES"},
         r.buf);

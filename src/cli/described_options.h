@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -49,6 +50,19 @@ inline CLI::Option* whole_number_option(CLI::Option* opt) {
       "", "whole number"));
 }
 
+// What an option's value is, in --help: an enum's names (tcp|tls) while they fit, else NAME.
+template <NamedEnum V>
+std::string enum_placeholder(std::string_view choices) {
+  std::string names;
+  if (!choices.empty()) {
+    names = std::string(choices);
+    std::replace(names.begin(), names.end(), ',', '|');
+  } else {
+    for (const auto& [value, name] : Names<V>::table) names += (names.empty() ? "" : "|") + std::string(name);
+  }
+  return names.size() <= 24 ? names : "NAME";
+}
+
 // One option per field of `s` that has a flag (and is not only another command's), in its --help
 // group: a flag for a bool (a negated one turns it off), else a value (an enum's name, a size's
 // or a duration's text into `text`, for parse_described). A flattened block's fields are its
@@ -65,18 +79,19 @@ void add_described(CLI::App& app, T& s, TypedText& text, const char* group) {
     std::string& raw = text.by_flag[flag];
     CLI::Option* opt = nullptr;
     if constexpr (NamedEnum<V>) {
-      opt = app.add_option(flag, raw, help);
+      opt = app.add_option(flag, raw, help)->type_name(enum_placeholder<V>(f.choices));
     } else if constexpr (std::is_same_v<V, bool>) {
       opt = f.negated ? app.add_flag_function(names, [&v](std::int64_t) { v = false; }, help)
                       : app.add_flag(names, v, help);
     } else if constexpr (std::is_unsigned_v<V>) {
       opt = f.size ? app.add_option(names, raw, help)->type_name("SIZE")
-                   : unsigned_option(whole_number_option(app.add_option(names, v, help)));
+                   : unsigned_option(whole_number_option(app.add_option(names, v, help)))
+                         ->type_name("N");
     } else if constexpr (std::is_integral_v<V>) {
-      opt = whole_number_option(app.add_option(names, v, help));
+      opt = whole_number_option(app.add_option(names, v, help))->type_name("N");
     } else if constexpr (std::is_floating_point_v<V>) {
       opt = f.duration ? app.add_option(names, raw, help)->type_name("DURATION")
-                       : app.add_option(names, v, help);
+                       : app.add_option(names, v, help)->type_name("NUMBER");
     } else if constexpr (!Described<V>) {
       opt = app.add_option(names, v, help);
     }

@@ -26,7 +26,8 @@ const std::array kClientGroups{
           {"--engine", "--send-engine", "--recv-engine"}},
     Group{"Connections", {"--conns", "--stagger", "--bytes-spread", "--fanout", "--source-rate"}},
     Group{"Payload",
-          {"--seed", "--zstd-level", "--payload", "--cache-dir", "--cache-max", "--decompress"}},
+          {"--seed", "--zstd-level", "--payload", "--cache-dir", "--cache-max", "--decompress",
+           "--source-window"}},
     Group{"Measurement", {"--repeat", "--max-repeat", "--target-ci", "--warmup", "--syscalls", "--cpus"}},
     Group{"Output", {"--json", "--csv", "--quiet", "--verbose"}},
 };

@@ -9,6 +9,7 @@
 
 #include "adaptive/policy.h"
 #include "cli/client_options.h"
+#include "cli/help_format.h"
 #include "cli/hints.h"
 #include "cli/manpage.h"
 #include "probe/syscall_counter.h"
@@ -111,6 +112,7 @@ struct CommandLine {
   CLI::App* watch = nullptr;
 
   CommandLine() {
+    app.formatter(std::make_shared<WrappingFormatter>());  // before the subcommands copy it
     app.require_subcommand(0, 1);
     add_client_options(app, loop_opts, loop_raw);
     group_client_options(app);

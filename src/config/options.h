@@ -178,7 +178,8 @@ void describe(Self& o, Visit&& visit) {
               .help = "Seconds without progress before giving up (default 30)",
               .real_min = 0,
               .real_max = 3600,
-              .above_min = true},
+              .above_min = true,
+              .value_name = "SECONDS"},
         o.timeout_s);
   visit(Field{.name = "hello_timeout_s",
               .flag = "--hello-timeout",
@@ -186,7 +187,8 @@ void describe(Self& o, Visit&& visit) {
                       "(default 10)",
               .real_min = 0,
               .real_max = 3600,
-              .above_min = true},
+              .above_min = true,
+              .value_name = "SECONDS"},
         o.hello_timeout_s);
   visit(Field{.name = "conns",
               .flag = "--conns",
@@ -205,13 +207,15 @@ void describe(Self& o, Visit&& visit) {
               .flag = "--bytes-spread",
               .help = "Shorten each connection by a seeded random fraction up to this (0..0.9)",
               .real_min = 0,
-              .real_max = 0.9},
+              .real_max = 0.9,
+              .value_name = "FRACTION"},
         o.bytes_spread);
   visit(Field{.name = "write_pattern",
               .flag = "--write-pattern",
               .help = "The client's writes follow a pattern, e.g. 16384+tail:1-17, 16384,836 or "
                       "@watch.json (an `iobench watch --json` report): a real primary's writes",
-              .zero_is_unset = true},
+              .zero_is_unset = true,
+              .value_name = "PATTERN"},
         o.write_pattern);
   visit(Field{.name = "fanout",
               .flag = "--fanout",
@@ -277,12 +281,15 @@ void describe(Self& o, Visit&& visit) {
               .short_flag = "-c",
               .unreported = true,
               .required = true,
-              .only_in = "client"},
+              .only_in = "client",
+              .value_name = "HOST:PORT,..."},
         o.connect);
   visit(Field{.name = "auth_token",
               .flag = "--auth-token",
-              .help = "Shared token the server requires (default: $IOBENCH_AUTH_TOKEN)",
-              .unreported = true},
+              .help = "Shared token the server requires, or @FILE to read it from FILE's first "
+                      "line (default: $IOBENCH_AUTH_TOKEN, which may be @FILE too)",
+              .unreported = true,
+              .value_name = "TOKEN"},
         o.auth_token);
   visit(Field{.name = "json",
               .flag = "--json",
@@ -348,26 +355,30 @@ void describe(Self& o, Visit&& visit) {
   visit(Field{.name = "listen",
               .flag = "--listen",
               .help = "Address to listen on, ADDR[:PORT] (default 127.0.0.1:5210)",
-              .short_flag = "-l"},
+              .short_flag = "-l",
+              .value_name = "ADDR[:PORT]"},
         o.listen);
   visit(Field{.name = "tls_listen",
               .flag = "--tls-listen",
               .help = "Also serve TLS on ADDR[:PORT] (needs --tls-cert); --listen then serves TCP "
-                      "only, as a primary's tls-port beside its port"},
+                      "only, as a primary's tls-port beside its port",
+              .value_name = "ADDR[:PORT]"},
         o.tls_listen);
   visit(Field{.name = "handshake_timeout_s",
               .flag = "--handshake-timeout",
               .help = "Seconds a client has to say hello (default 5)",
               .real_min = 0,
               .real_max = 3600,
-              .above_min = true},
+              .above_min = true,
+              .value_name = "SECONDS"},
         o.handshake_timeout_s);
   visit(Field{.name = "idle_timeout_s",
               .flag = "--idle-timeout",
               .help = "Seconds without progress before a session is dropped (default 30)",
               .real_min = 0,
               .real_max = 3600,
-              .above_min = true},
+              .above_min = true,
+              .value_name = "SECONDS"},
         o.idle_timeout_s);
   visit(Field{.name = "max_bytes",
               .flag = "--max-bytes",
@@ -378,8 +389,10 @@ void describe(Self& o, Visit&& visit) {
         o.max_bytes);
   visit(Field{.name = "auth_token",
               .flag = "--auth-token",
-              .help = "Refuse clients without this token (default: $IOBENCH_AUTH_TOKEN)",
-              .unreported = true},
+              .help = "Refuse clients without this token, or @FILE to read it from FILE's first "
+                      "line (default: $IOBENCH_AUTH_TOKEN, which may be @FILE too)",
+              .unreported = true,
+              .value_name = "TOKEN"},
         o.auth_token);
   visit(Field{.name = "max_conns",
               .flag = "--max-conns",
@@ -532,7 +545,8 @@ void describe(Self& c, Visit&& visit) {
               .help = "Significance level of the Mann-Whitney U test (default 0.05)",
               .real_min = 0,
               .real_max = 0.5,
-              .above_min = true},
+              .above_min = true,
+              .value_name = "P"},
         c.alpha);
 }
 

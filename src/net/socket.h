@@ -91,7 +91,8 @@ void describe(Self& s, Visit&& visit) {
   visit(Field{.name = "congestion",
               .flag = "--congestion",
               .help = "TCP congestion control on both sockets, e.g. cubic or bbr (default: the "
-                      "kernel's; /proc/sys/net/ipv4/tcp_available_congestion_control)"},
+                      "kernel's; /proc/sys/net/ipv4/tcp_available_congestion_control)",
+              .value_name = "NAME"},
         s.congestion);
   visit(Field{.name = "mss",
               .flag = "--mss",
@@ -99,7 +100,8 @@ void describe(Self& s, Visit&& visit) {
                       "1448 for an MTU-1500 path's segments on loopback; default: the route's)",
               .min = 88,      // TCP_MIN_MSS
               .max = 32767,  // MAX_TCP_WINDOW: the kernel refuses a larger TCP_MAXSEG
-              .zero_is_unset = true},
+              .zero_is_unset = true,
+              .value_name = "BYTES"},
         s.mss);
 }
 

@@ -61,7 +61,8 @@ void describe(Self& p, Visit&& visit) {
               .flag = "--zstd-level",
               .help = "zstd level of the payload (default 3)",
               .min = kMinZstdLevel,
-              .max = kMaxZstdLevel},
+              .max = kMaxZstdLevel,
+              .value_name = "LEVEL"},
         p.zstd_level);
   visit(Field{.name = "file",
               .flag = "--payload",

@@ -70,3 +70,17 @@ def test_the_options_page_and_help_name_the_same_options():
     assert helped - page == set(), f"in --help, not in docs/options.md: {sorted(helped - page)}"
     assert page - helped - {"--help", "--install", "--pipe"} == set(), (  # cmake's, redis-cli's
         f"in docs/options.md, in no --help: {sorted(page - helped)}")
+
+
+def test_help_fits_a_terminal_and_says_what_each_value_is():
+    """Every --help line within 100 columns; no value shown as CLI11's TEXT, INT, UINT or FLOAT
+    (a size is SIZE, a file FILE, a number N, an enum its names); --buf's default is shown."""
+    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol"]:
+        text = run(*([sub] if sub else []), "--help").stdout
+        long = [line for line in text.splitlines() if len(line) > 100]
+        assert not long, f"{sub or 'iobench'} --help: {len(long)} lines over 100: {long[0]}"
+        vague = re.findall(r"^\s+(?:-\w,)?(--[\w-]+) (TEXT|INT|UINT|FLOAT)\b", text, re.M)
+        assert not vague, f"{sub or 'iobench'} --help: {vague}"
+    top = run("--help").stdout
+    assert re.search(r"--buf SIZES .*\n.*\(default 16K\)", top), top.split("\nSizes:")[1][:400]
+    assert "--proto tcp|tls" in top and "--connect HOST:PORT" in run("client", "--help").stdout

@@ -190,6 +190,9 @@ def test_the_units_command_serves_unprivileged_with_its_default_options(root, tm
     assert "XDG_CACHE_HOME=/var/cache" in s["Environment"] and s["CacheDirectory"] == ["iobench"]
     args = default_args(root)
     assert args[:2] == ["--listen", "0.0.0.0:5210"], args
+    token = subprocess.run(["sh", "-c", f". {root}/etc/default/iobench && printf %s "
+                            "\"$IOBENCH_AUTH_TOKEN\""], capture_output=True, text=True).stdout
+    assert token == "@/etc/iobench/auth-token", "the unit must require postinst's token"
     doc, log = serve_and_count(root, tmp_path, [], args, ["--syscalls", "taskio"])
     run = doc["results"][0]["runs"][0]
     assert run["receiver"]["bytes"] == 2 << 20 and run["receiver"]["syscalls"]["read"] > 0
@@ -221,12 +224,17 @@ def test_postinst_makes_the_service_user_once(deb, tmp_path):
     etc = tmp_path / "etc"
     subprocess.run(["cp", "-a", "/etc", str(etc)], check=True)
     script = (f"mount --bind {etc} /etc && sh {control}/postinst configure && "
+              f"cp /etc/iobench/auth-token {tmp_path}/first && "
               f"sh {control}/postinst configure && getent passwd iobench && "
+              f"cmp /etc/iobench/auth-token {tmp_path}/first && "
+              f"stat -c '%a %U %G' /etc/iobench/auth-token && cat /etc/iobench/auth-token && "
               f"stat -c '%a %U %G' /etc/iobench/tls")
     p = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
-    user, mode = p.stdout.strip().splitlines()[-2:]
+    user, token_mode, token, mode = p.stdout.strip().splitlines()[-4:]
     assert user.startswith("iobench:") and user.endswith(":/nonexistent:/usr/sbin/nologin"), user
     assert mode == "750 root iobench", mode
+    # A token made once (kept by the second configure), readable by the service's group only.
+    assert token_mode == "640 root iobench" and re.fullmatch(r"[0-9a-f]{64}", token), token
     assert "iobench:" not in Path("/etc/passwd").read_text(), "postinst reached the real /etc"

@@ -314,7 +314,7 @@ def test_two_host_sweep_over_ssh(tmp_path, remote_host):
         assert doc["options"]["server"] == f"{host}:{port}", doc["options"]
     tls = json.loads((tmp_path / "ssh" / "cells" / "tls-blocking-c1-4k.json").read_text())
     assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
-    left = subprocess.run(["pgrep", "-f", "iobench server --listen 0.0.0.0:5297"],
+    left = subprocess.run(["pgrep", "-f", f"iobench server --listen {host}:5297"],
                           capture_output=True, text=True).stdout
     assert left == "", "the remote server must be stopped"
 
@@ -342,19 +342,25 @@ def two_free_ports():
 
 def test_a_sweep_against_a_server_already_running(tmp_path):
     # --connect: the server the package's systemd unit keeps up; the sweep neither starts nor
-    # stops it. TCP on the port, TLS on the port + 1, checked against --tls-ca.
+    # stops it. TCP on the port, TLS on the port + 1, checked against --tls-ca; the server's
+    # token read from a file on both sides (the package's /etc/iobench/auth-token).
     certs = tmp_path / "certs"
     subprocess.run([str(ROOT / "tls" / "make-certs"), str(certs)], check=True,
                    capture_output=True)
+    token = tmp_path / "auth-token"
+    token.write_text("a-token-for-this-test\n")
     port = two_free_ports()
     server = subprocess.Popen([BIN, "server", "--listen", f"127.0.0.1:{port}", "--tls-listen",
                                f"127.0.0.1:{port + 1}", "--tls-cert", str(certs / "server.crt"),
-                               "--tls-key", str(certs / "server.key"), "-q"],
-                              stdout=subprocess.PIPE, text=True)
+                               "--tls-key", str(certs / "server.key"), "-q",
+                               "--auth-token", f"@{token}"], stdout=subprocess.PIPE, text=True)
     try:
         assert "listening on" in server.stdout.readline()
+        p = sweep(tmp_path, "nokey", "--connect", f"127.0.0.1:{port}", "--proto", "tcp",
+                  "--bufs", "4k", "--retries", "0")
+        assert p.returncode != 0, "a sweep without the server's token must fail"
         sweep(tmp_path, "up", "--connect", f"127.0.0.1:{port}", "--tls-ca", str(certs / "ca.crt"),
-              "--proto", "tcp,tls", "--bufs", "4k", check=0)
+              "--auth-token-file", str(token), "--proto", "tcp,tls", "--bufs", "4k", check=0)
         m = json.loads((tmp_path / "up" / "manifest.json").read_text())
         assert m["where"] == f"127.0.0.1:{port}"
         for proto, p in (("tcp", port), ("tls", port + 1)):

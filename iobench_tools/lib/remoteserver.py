@@ -1,0 +1,121 @@
+"""The other host's `iobench server` for a two-host sweep (scripts/sweep --server-host, the EC2
+case), usable only by that sweep: it listens on the address the sweep's clients connect to (not
+every address unless asked), refuses any client without a random token made for this sweep
+(sent to the server over ssh's stdin and to the clients in their environment, never on a command
+line), keeps its TLS key in a private 0700 directory that is removed when it stops (also on
+Ctrl-C, on a failure, or when the ssh connection drops), and is stopped by its own PID, so
+another server on that host is left alone. Also the server a sweep finds already running
+(--connect), which it neither starts nor stops."""
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+
+END = "--iobench-end-of-file--"
+# Runs on the other host under sh: reads the token and the TLS files from stdin, starts the
+# server (arguments "$@") from the private directory; when stdin closes (the sweep stopping, or
+# ssh gone) it stops the server by its PID; when the server ends it removes the directory.
+REMOTE = r"""
+umask 077
+d=$(mktemp -d "${TMPDIR:-/tmp}/iobench-sweep.XXXXXX") || exit 1
+pid=
+stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$d"; }
+trap stop EXIT
+trap 'exit 1' HUP INT TERM PIPE
+IFS= read -r IOBENCH_AUTH_TOKEN || exit 1
+export IOBENCH_AUTH_TOKEN
+for f in server.crt server.key; do
+  while IFS= read -r line && [ "$line" != "%s" ]; do printf '%%s\n' "$line"; done > "$d/$f"
+done
+cd "$d" || exit 1
+echo "iobench-sweep: key directory $d"
+exec 3<&0
+"$@" </dev/null 3<&- &
+pid=$!
+(cat <&3 >/dev/null; kill "$pid" 2>/dev/null) >/dev/null 2>&1 &
+exec 3<&-
+wait "$pid"
+""" % END
+
+
+class RemoteServer:
+    """`iobench server` started over ssh on the other host for the whole sweep: TCP on --port
+    and, when the sweep has TLS cells, TLS on --port + 1 (--tls-listen), as a primary's port and
+    tls-port. `env` is the environment the sweep's clients run with (the token)."""
+
+    def __init__(self, target, iobench, port, tls_dir, kernel_counter, ssh_config=None,
+                 bind=None):
+        self.target, self.port = target, port
+        # ssh -F FILE: the port, key and host-key policy for that host, if not ~/.ssh/config.
+        self.ssh = ["ssh", *(["-F", ssh_config] if ssh_config else [])]
+        self.ports = {"tcp": port, "tls": port + 1}
+        self.host = target.split("@")[-1]
+        self.bind = bind or self.host
+        token = secrets.token_hex(32)
+        self.env = dict(os.environ, IOBENCH_AUTH_TOKEN=token)
+        args = [iobench, "server", "--listen", f"{self.bind}:{port}", "--quiet",
+                "--kernel-counter", kernel_counter]
+        files = ["", ""]
+        if tls_dir:
+            args += ["--tls-listen", f"{self.bind}:{port + 1}", "--tls-cert", "server.crt",
+                     "--tls-key", "server.key"]
+            files = [open(os.path.join(tls_dir, f)).read() for f in ("server.crt", "server.key")]
+        remote = shlex.join(["sh", "-c", REMOTE, "iobench-sweep-server", *args])
+        self.proc = subprocess.Popen([*self.ssh, target, remote], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc.stdin.write(token + "\n")
+        for text in files:
+            self.proc.stdin.write(text + ("" if text.endswith("\n") or not text else "\n")
+                                  + END + "\n")
+        self.proc.stdin.flush()
+        self.key_dir, line = None, ""
+        for line in self.proc.stdout:
+            if line.startswith("iobench-sweep: key directory "):
+                self.key_dir = line.split("key directory ", 1)[1].strip()
+            elif "listening on" in line or "error" in line:
+                break
+        if "listening on" not in line:
+            self.stop()
+            raise RuntimeError(f"remote server did not start: {line.strip() or 'ssh ended'}")
+
+    def ca(self, tls_dir):
+        return f"{tls_dir}/ca.crt"
+
+    def stop(self):
+        """Closes the remote shell's stdin: it stops the server by its PID, waits for it, removes
+        the key directory and exits (bounded, 15 s; then ssh is killed)."""
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            sys.stderr.write(f"sweep: the server on {self.host} did not stop within 15 s; "
+                             f"its key directory {self.key_dir} may remain\n")
+
+
+class RunningServer:
+    """An `iobench server` already serving on the other host (the package's iobench.service or
+    iobench.socket, started by its service manager): TCP on PORT, TLS on PORT + 1, its
+    certificate checked against --tls-ca, its token (if it requires one) from --auth-token-file.
+    The sweep neither starts nor stops it."""
+
+    def __init__(self, where, tls_ca, token_file=None):
+        host, _, port = where.rpartition(":") if where.count(":") == 1 else (where, "", "")
+        if not host or (port and not (port.isdigit() and 0 < int(port) < 65536)):
+            sys.exit(f"sweep: invalid --connect '{where}': expected HOST[:PORT]")
+        self.host, self.tls_ca = host, tls_ca
+        self.ports = {"tcp": int(port or 5210), "tls": int(port or 5210) + 1}
+        # The clients read the file themselves (iobench's @FILE): the token is in no argument.
+        self.env = dict(os.environ, IOBENCH_AUTH_TOKEN=f"@{os.path.abspath(token_file)}") \
+            if token_file else None
+
+    def ca(self, _tls_dir):
+        return self.tls_ca
+
+    def stop(self):
+        pass
