@@ -213,13 +213,14 @@ def document(a, runs, retried, seconds, servers, command):
 def verdict_lines(doc):
     lines = []
     for v in doc["verdicts"].values():
-        head = f"{v['build']} over {v['proto'].upper()}: {v['passed']} passed"
+        head = (f"{v['build']} over {v['proto'].upper()}: {v['passed']} tests passed (stock "
+                f"{v['stock_passed']}; some units draw their tests at random)")
         if v["passes_stock"]:
-            lines.append(f"{head}; passes every one of the {v['stock_passed']} tests stock passes"
-                         + (f" (flaky on a first run, passed again: {_names(v['flaky'])})"
+            lines.append(f"{head}; no test failed that stock passed"
+                         + (f" (failed on a first run, passed again: {_names(v['flaky'])})"
                             if v["flaky"] else ""))
         else:
-            lines.append(f"{head}; FAILS tests stock passes, twice: {_names(v['lost'])}")
+            lines.append(f"{head}; FAILS, twice, what stock passes: {_names(v['lost'])}")
     return lines
 
 

@@ -149,6 +149,7 @@ def test_valkey_tests_without_tclsh_says_so(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.real_server
 @needs_builds
 @pytest.mark.skipif(not shutil.which("tclsh"), reason="tclsh missing (Debian's tcl)")
@@ -167,6 +168,7 @@ def test_the_full_series_passes_a_replication_unit_stock_passes_over_tcp_and_tls
     assert "| integration/replication-4 |" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("tclsh"), reason="tclsh missing (Debian's tcl)")
 @needs_builds
 def test_a_unit_past_its_timeout_is_killed_with_its_servers(tmp_path):
@@ -189,6 +191,7 @@ def _cwd(pid):
         return ""
 
 
+@pytest.mark.slow
 @pytest.mark.real_server
 @needs_builds
 @pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
