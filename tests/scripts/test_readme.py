@@ -122,3 +122,17 @@ def test_every_script_the_docs_name_exists():
     assert "scripts/sweep" in named and "dev/tidy" in named
     missing = sorted(n for n in named if not (ROOT / n).exists())
     assert not missing, f"named in README.md or docs/ but not in the checkout: {missing}"
+
+
+def test_no_committed_result_names_a_path_of_the_machine_it_ran_on():
+    """Results name commands relative to the repository root: a scratch folder (/tmp/...), a
+    checkout (/work/...) or a home directory in a committed result is a machine's, not the
+    reader's."""
+    pattern = re.compile(r"(?<![\w.])/(?:tmp|work|root|home)/[\w.-]")
+    found = []
+    for path in sorted((ROOT / "results").rglob("*")):
+        if path.is_file() and path.suffix in (".md", ".json", ".txt", ".csv"):
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if pattern.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{n}")
+    assert not found, f"machine paths in committed results: {found[:5]}"
