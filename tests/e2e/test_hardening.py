@@ -252,3 +252,29 @@ def test_two_hundred_misbehaving_clients_do_not_hurt_valid_runs(cache_dir, certs
     finally:
         tcp.stop()
         tls.stop()
+
+
+def test_token_from_a_file_on_both_sides(cache_dir, tmp_path):
+    """@FILE: the token is FILE's first line (the package's /etc/iobench/auth-token); a file
+    that cannot be read, or whose first line is empty, stops with one line naming it."""
+    token = tmp_path / "token"
+    token.write_text("from-a-file\n")
+    env = dict(os.environ, IOBENCH_AUTH_TOKEN=f"@{token}")
+    proc = subprocess.Popen([BIN, "server", "--listen", "127.0.0.1:0", "--cache-dir", cache_dir],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        port = proc.stdout.readline().split(":")[-1].split()[0]
+        p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", "--auth-token",
+                "from-a-file", "-q", cache=cache_dir)
+        assert p.returncode == 0, p.stderr
+        p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", "--auth-token",
+                f"@{token}", "-q", cache=cache_dir)
+        assert p.returncode == 0, p.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+    (tmp_path / "empty").write_text("\n")
+    for arg, said in ((f"@{tmp_path}/missing", "cannot read"), (f"@{tmp_path}/empty", "empty")):
+        p = run("client", "--connect", "127.0.0.1:1", "--auth-token", arg)
+        assert p.returncode == 2 and said in p.stderr and arg in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
