@@ -129,31 +129,18 @@ def run_rounds(a, todo, dataset, nbytes, certs, tmp):
 def parse_args():
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--chunks", default="4k,16k,64k,256k", help="fixed chunk sizes (1k..1m)")
-    ap.add_argument("--replicas", default="1,4", help="replicas synced at once (1..16)")
     ap.add_argument("--proto", default="tcp,tls", help="tcp, tls")
     ap.add_argument("--modes", default="dual,diskless,disk", help=", ".join(MODES))
     ap.add_argument("--chunking", default="stock", help="stock, whole, adaptive (the patch's "
                     "variants: stock writes a chunk and its tail, whole carries the tail over, "
                     "adaptive sizes the chunk by the live replicas)")
-    ap.add_argument("--rounds", type=int, default=5, help="syncs per cell, interleaved (5)")
-    ap.add_argument("--rdb", type=iobenchlib.size_arg, default=iobenchlib.size_arg("100M"),
-                    help="RDB size to sync (100M)")
-    ap.add_argument("--cpus", default="0,1", help="primary's CPU,replicas' CPU (the model's "
-                    "--cpus too), or none (0,1)")
-    ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
-                    help="loopback, or the emulated fleet: each replica in its own network "
-                    "namespace behind its own capped veth (root)")
-    ap.add_argument("--rate", default="5gbit", help="--where fleet: each link's tbf rate (5gbit)")
-    ap.add_argument("--mtu", type=int, default=9001, help="--where fleet: the MTU (9001)")
     ap.add_argument("--no-model", dest="model", action="store_false",
                     help="real syncs only, no iobench prediction")
     ap.add_argument("--tolerance", type=float, default=0.05, help="the knee's tolerance (0.05)")
-    ap.add_argument("--sync-timeout", type=int, default=300, help="seconds per sync (300)")
-    ap.add_argument("--seed", type=int, default=1, help="the rounds' shuffle (1)")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "real-knee"),
                     help="the folder the study's runs, tables and plots go to")
-    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/iobench"),
-                    help="iobench's payload cache (the dataset is built from the same payload)")
+    replsynclib.add_sync_options(ap, "primary's CPU,replicas' CPU (the model's --cpus too), "
+                                     "or none")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args()
     try:
@@ -163,33 +150,10 @@ def parse_args():
     bad = [c for c in a.chunks if not 1024 <= c <= 1 << 20]
     if bad:
         ap.error(f"invalid --chunks: {bad[0]} outside 1024..1048576 (the patch's range)")
-    for opt, allowed in (("proto", ("tcp", "tls")), ("modes", MODES), ("chunking", CHUNKING)):
-        value = getattr(a, opt)
-        wrong = [v for v in value.split(",") if v not in allowed]
-        if wrong or not value:
-            ap.error(f"invalid --{opt} '{value}': expected some of {', '.join(allowed)}")
-        setattr(a, opt, value.split(","))
-    try:
-        a.replicas = [int(x) for x in a.replicas.split(",")]
-    except ValueError:
-        ap.error(f"invalid --replicas '{a.replicas}': expected numbers 1..16")
-    if any(not 1 <= n <= 16 for n in a.replicas):
-        ap.error(f"invalid --replicas {a.replicas}: each 1..16")
-    if not 1 <= a.rounds <= 100:
-        ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
     if not 0 < a.tolerance < 1:
         ap.error(f"invalid --tolerance {a.tolerance}: expected between 0 and 1")
-    if a.where == "fleet" and os.geteuid() != 0:
-        ap.error("--where fleet needs root (ip netns, tc)")
-    if not 1280 <= a.mtu <= 65535:
-        ap.error(f"invalid --mtu {a.mtu}: expected 1280..65535")
-    if a.cpus == "none":
-        a.placement = (None, None)
-    else:
-        parts = a.cpus.split(",")
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            ap.error(f"invalid --cpus '{a.cpus}': expected PRIMARY,REPLICAS (e.g. 0,1) or none")
-        a.placement = tuple(parts)
+    replsynclib.check_sync_args(ap, a, {"proto": ("tcp", "tls"), "modes": MODES,
+                                        "chunking": CHUNKING})
     return a
 
 

@@ -42,55 +42,20 @@ def fail(msg):
 def parse_args():
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--patches", default=",".join(upstreamlib.PATCHES),
-                    help="the comparisons: " + ", ".join(upstreamlib.PATCHES) + " (all)")
+                    help="the comparisons: " + ", ".join(upstreamlib.PATCHES))
     ap.add_argument("--modes", default="dual,diskless,disk",
-                    help="keep only these modes of each comparison (dual,diskless,disk)")
-    ap.add_argument("--replicas", default="1,4", help="replicas synced at once (1,4)")
-    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls (tcp,tls)")
-    ap.add_argument("--rounds", type=int, default=5, help="syncs per cell, interleaved (5)")
-    ap.add_argument("--rdb", type=iobenchlib.size_arg, default=iobenchlib.size_arg("100M"),
-                    help="RDB size to sync (100M)")
-    ap.add_argument("--cpus", default="0,1", help="primary's CPU,replicas' CPU, or none (0,1)")
-    ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
-                    help="loopback, or the emulated fleet: each replica in its own network "
-                    "namespace behind its own capped veth (root) (loopback)")
-    ap.add_argument("--rate", default="5gbit", help="--where fleet: each link's tbf rate (5gbit)")
-    ap.add_argument("--mtu", type=int, default=9001, help="--where fleet: the MTU (9001)")
+                    help="keep only these modes of each comparison")
+    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls")
     ap.add_argument("--no-strace", dest="strace", action="store_false",
                     help="skip the strace cross-check (it runs by default)")
-    ap.add_argument("--sync-timeout", type=int, default=300, help="seconds per sync (300)")
-    ap.add_argument("--seed", type=int, default=1, help="the rounds' shuffle (1)")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream", "loopback"),
-                    help="the folder results.json and report.md go to (results/upstream/loopback)")
-    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/iobench"),
-                    help="iobench's payload cache, which the dataset is built from "
-                         "(~/.cache/iobench)")
+                    help="the folder results.json and report.md go to")
+    replsynclib.add_sync_options(ap)
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args()
-    for opt, allowed in (("patches", tuple(upstreamlib.PATCHES)), ("proto", ("tcp", "tls")),
-                         ("modes", ("dual", "diskless", "disk"))):
-        value = getattr(a, opt)
-        wrong = [v for v in value.split(",") if v not in allowed]
-        if wrong or not value:
-            ap.error(f"invalid --{opt} '{value}': expected some of {', '.join(allowed)}")
-        setattr(a, opt, value.split(","))
-    try:
-        a.replicas = [int(x) for x in a.replicas.split(",")]
-    except ValueError:
-        ap.error(f"invalid --replicas '{a.replicas}': expected numbers 1..16")
-    if any(not 1 <= n <= 16 for n in a.replicas):
-        ap.error(f"invalid --replicas {a.replicas}: each 1..16")
-    if not 1 <= a.rounds <= 100:
-        ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
-    if a.where == "fleet" and os.geteuid() != 0:
-        ap.error("--where fleet needs root (ip netns, tc)")
-    if a.cpus == "none":
-        a.placement = (None, None)
-    else:
-        parts = a.cpus.split(",")
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            ap.error(f"invalid --cpus '{a.cpus}': expected PRIMARY,REPLICAS (e.g. 0,1) or none")
-        a.placement = tuple(parts)
+    replsynclib.check_sync_args(ap, a, {"patches": tuple(upstreamlib.PATCHES),
+                                        "proto": ("tcp", "tls"),
+                                        "modes": ("dual", "diskless", "disk")})
     return a
 
 

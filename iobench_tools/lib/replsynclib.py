@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from iobench_tools.lib import iobenchlib
 from iobench_tools.lib.iobenchlib import free_port
 
 PROG = "replication"  # the script's name in its error lines (set by the script)
@@ -295,3 +296,54 @@ def figures(procs, primary, replica, took, transfer):
             "writer_cpu_s": w.cpu_s, "writer_cpu_s_per_gib": w.per_gib(w.cpu_s),
             "primary_cpu_s": sum(p["cpu_s"] for p in w.tree),
             "replica_reads": socket_io(rep, "read")["calls"], "replica_cpu_s": rep["cpu_s"]}
+
+
+def add_sync_options(ap, cpus_help="primary's CPU,replicas' CPU, or none"):
+    """The options of the real-sync commands beside their own: --replicas, --rounds, --rdb,
+    --cpus, --where, --rate, --mtu, --sync-timeout, --seed, --cache-dir (read by
+    check_sync_args)."""
+    ap.add_argument("--replicas", default="1,4", help="replicas synced at once (1..16)")
+    ap.add_argument("--rounds", type=int, default=5, help="syncs per cell, interleaved (5)")
+    ap.add_argument("--rdb", type=iobenchlib.size_arg, default=iobenchlib.size_arg("100M"),
+                    help="RDB size to sync (100M)")
+    ap.add_argument("--cpus", default="0,1", help=cpus_help)
+    ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
+                    help="loopback, or the emulated fleet: each replica in its own network "
+                    "namespace behind its own capped veth (root)")
+    ap.add_argument("--rate", default="5gbit", help="--where fleet: each link's tbf rate (5gbit)")
+    ap.add_argument("--mtu", type=int, default=9001, help="--where fleet: the MTU (9001)")
+    ap.add_argument("--sync-timeout", type=int, default=300, help="seconds per sync (300)")
+    ap.add_argument("--seed", type=int, default=1, help="the rounds' shuffle (1)")
+    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/iobench"),
+                    help="iobench's payload cache, which the dataset is built from")
+
+
+def check_sync_args(ap, a, choices):
+    """The options of the real-sync commands (replication-knee, upstream-evidence), checked and
+    read in place: each comma list of `choices` ({option: allowed values}), --replicas (1..16),
+    --rounds (1..100), --where fleet (root), --mtu, and --cpus into a.placement."""
+    for opt, allowed in choices.items():
+        value = getattr(a, opt)
+        wrong = [v for v in value.split(",") if v not in allowed]
+        if wrong or not value:
+            ap.error(f"invalid --{opt} '{value}': expected some of {', '.join(allowed)}")
+        setattr(a, opt, value.split(","))
+    try:
+        a.replicas = [int(x) for x in a.replicas.split(",")]
+    except ValueError:
+        ap.error(f"invalid --replicas '{a.replicas}': expected numbers 1..16")
+    if any(not 1 <= n <= 16 for n in a.replicas):
+        ap.error(f"invalid --replicas {a.replicas}: each 1..16")
+    if not 1 <= a.rounds <= 100:
+        ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
+    if a.where == "fleet" and os.geteuid() != 0:
+        ap.error("--where fleet needs root (ip netns, tc)")
+    if not 1280 <= a.mtu <= 65535:
+        ap.error(f"invalid --mtu {a.mtu}: expected 1280..65535")
+    if a.cpus == "none":
+        a.placement = (None, None)
+        return
+    parts = a.cpus.split(",")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        ap.error(f"invalid --cpus '{a.cpus}': expected PRIMARY,REPLICAS (e.g. 0,1) or none")
+    a.placement = tuple(parts)
