@@ -136,3 +136,39 @@ def test_no_committed_result_names_a_path_of_the_machine_it_ran_on():
                 if pattern.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{n}")
     assert not found, f"machine paths in committed results: {found[:5]}"
+
+
+# Options the docs quote of other programs, each with the program: not iobench's to offer.
+OTHER_PROGRAMS_OPTIONS = {
+    "--bounding-set": "setpriv", "--dont-clean": "Valkey's runtest", "--install": "cmake",
+    "--now": "systemctl", "--offline": "ansible-galaxy", "--pipe": "redis-cli",
+    "--strategy": "aws ec2", "--strict-markers": "pytest", "--no-": "a prefix, not an option",
+    "--dual-channel-replication-enabled": "valkey-server", "--enable-debug-command":
+    "valkey-server", "--rdbcompression": "valkey-server", "--repl-diskless-sync":
+    "valkey-server", "--repl-diskless-sync-delay": "valkey-server", "--save": "valkey-server",
+}
+OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]+)")
+
+
+def test_every_option_the_docs_name_exists():
+    """An `--option` in backticks in the README or docs/ is one of iobench's (any subcommand's
+    --help), a script's (its --help or its source, tls/make-certs included), or another
+    program's named above: a renamed or invented option (fanout.md's `--host-rate`) fails."""
+    iobench = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
+    if not os.access(iobench, os.X_OK):
+        pytest.skip(f"{iobench} not built")
+    known = set(OTHER_PROGRAMS_OPTIONS)
+    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol"]:
+        out = subprocess.run([iobench, *([sub] if sub else []), "--help"], capture_output=True,
+                             text=True, timeout=30)
+        known |= set(OPTION.findall(out.stdout))
+    for script in [*sorted((ROOT / "scripts").iterdir()), ROOT / "tls" / "make-certs"]:
+        out = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+        known |= set(OPTION.findall(out.stdout + out.stderr))
+        known |= set(OPTION.findall(script.read_text(errors="replace")))
+    unknown = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for quoted in re.findall(r"`([^`]*)`", page.read_text()):
+            unknown += [f"{page.relative_to(ROOT)}: {o}" for o in OPTION.findall(quoted)
+                        if o not in known]
+    assert not unknown, f"options the docs name that nothing takes: {sorted(set(unknown))}"
