@@ -33,7 +33,6 @@ from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import needs
 from iobench_tools.lib.iobenchlib import ROOT, parse_size_list
 from iobench_tools.lib import replsynclib
-from iobench_tools.lib.replsynclib import Fleet
 from iobench_tools.lib import realsync
 from iobench_tools.lib import replknee_report
 
@@ -169,29 +168,19 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     todo = cells(a)
     tmp = tempfile.mkdtemp(prefix="iobench-knee-")
-    a.fleet = None
     try:
-        ips = ["127.0.0.1"]
-        if a.where == "fleet":
-            a.fleet = Fleet(max(a.replicas), a.rate, a.mtu)
-            ips += [Fleet.primary_ip(i) for i in range(1, max(a.replicas) + 1)]
-        certs = os.path.join(tmp, "certs")
-        subprocess.run([os.path.join(ROOT, "tls", "make-certs"), certs, "--dns", "localhost",
-                        *sum((["--ip", ip] for ip in ips), [])], check=True, capture_output=True)
-        dataset, rdb, payload = realsync.make_dataset(VALKEY, a, certs, tmp)
-        print(f"{PROG}: RDB {rdb} bytes from {payload} payload bytes; {len(todo)} cells x "
-              f"{a.rounds} rounds", file=sys.stderr, flush=True)
-        runs = run_rounds(a, todo, dataset, rdb, certs, tmp)
+        with realsync.sync_place(a, tmp) as certs:
+            dataset, rdb, payload = realsync.make_dataset(VALKEY, a, certs, tmp)
+            print(f"{PROG}: RDB {rdb} bytes from {payload} payload bytes; {len(todo)} cells x "
+                  f"{a.rounds} rounds", file=sys.stderr, flush=True)
+            runs = run_rounds(a, todo, dataset, rdb, certs, tmp)
     except KeyboardInterrupt:
         fail("interrupted (every server stopped)")
     finally:
-        if a.fleet:
-            a.fleet.close()
         shutil.rmtree(tmp, ignore_errors=True)
     version = subprocess.run([VALKEY, "--version"], capture_output=True, text=True).stdout
-    command = "scripts/replication-knee " + " ".join(
-        os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in sys.argv[1:])
-    doc = {"tool": "iobench", "kind": "replication-knee", "command": command.strip(),
+    command = iobenchlib.recorded_command("replication-knee")
+    doc = {"tool": "iobench", "kind": "replication-knee", "command": command,
            "server": version.strip(), "rdb_bytes": rdb, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.fleet else None,
            "tolerance": a.tolerance, "rounds": a.rounds,

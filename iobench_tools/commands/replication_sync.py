@@ -226,9 +226,8 @@ def main():
         if link:
             link.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    command = "scripts/replication-sync " + " ".join(
-        os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in sys.argv[1:])
-    doc = {"tool": "iobench", "kind": "replication-sync", "command": command.strip(),
+    command = iobenchlib.recorded_command("replication-sync")
+    doc = {"tool": "iobench", "kind": "replication-sync", "command": command,
            "model_chunk": a.chunk, "cells": cells, "skipped": skipped,
            "where": a.where, "netns": {"rate": a.netns_rate, "mtu": a.netns_mtu}
            if a.where == "netns" else None}

@@ -24,13 +24,11 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 
 from iobench_tools.lib import iobenchlib, realsync, replsynclib, upstreamlib
 from iobench_tools.lib.iobenchlib import ROOT
-from iobench_tools.lib.replsynclib import Fleet
 
 PROG = replsynclib.PROG = "upstream-evidence"
 
@@ -57,20 +55,6 @@ def parse_args():
                                         "proto": ("tcp", "tls"),
                                         "modes": ("dual", "diskless", "disk")})
     return a
-
-
-def server_of(label):
-    """The build's valkey-server, built (and cached) by scripts/build-valkey-source."""
-    path = os.path.join(upstreamlib.UPSTREAM, label, "valkey-server")
-    if not os.access(path, os.X_OK):
-        level, _, chunk = label.partition("-")
-        p = subprocess.run([os.path.join(ROOT, "scripts", "build-valkey-source"), "--upstream",
-                            level, *(["--chunk", chunk] if chunk else [])],
-                           capture_output=True, text=True, timeout=1800)
-        if p.returncode != 0 or not os.access(path, os.X_OK):
-            said = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
-            fail(f"the {label} build is not available: {said}")
-    return path
 
 
 def sync(c, a, servers, dataset, certs, tmp, name, trace=False):
@@ -108,33 +92,26 @@ def main():
     if not shutil.which("redis-cli"):
         fail("redis-cli not found (scripts/setup installs redis-tools)")
     todo = upstreamlib.cells(a)
-    servers = {b: server_of(b) for b in sorted({c["build"] for c in todo})}
+    try:
+        servers = {b: upstreamlib.server_of(b) for b in sorted({c["build"] for c in todo})}
+    except upstreamlib.BuildMissing as e:
+        fail(str(e))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix="iobench-upstream-")
-    a.fleet = None
     try:
-        ips = ["127.0.0.1"]
-        if a.where == "fleet":
-            a.fleet = Fleet(max(a.replicas), a.rate, a.mtu)
-            ips += [Fleet.primary_ip(i) for i in range(1, max(a.replicas) + 1)]
-        certs = os.path.join(tmp, "certs")
-        subprocess.run([os.path.join(ROOT, "tls", "make-certs"), certs, "--dns", "localhost",
-                        *sum((["--ip", ip] for ip in ips), [])], check=True, capture_output=True)
-        dataset, rdb, payload = realsync.make_dataset(servers["stock"] if "stock" in servers
-                                                      else next(iter(servers.values())),
-                                                      a, certs, tmp)
-        print(f"{PROG}: RDB {rdb} bytes; {len(todo)} cells x {a.rounds} rounds",
-              file=sys.stderr, flush=True)
-        runs, traced = run(a, todo, servers, dataset, certs, tmp)
+        with realsync.sync_place(a, tmp) as certs:
+            dataset, rdb, payload = realsync.make_dataset(servers["stock"] if "stock" in servers
+                                                          else next(iter(servers.values())),
+                                                          a, certs, tmp)
+            print(f"{PROG}: RDB {rdb} bytes; {len(todo)} cells x {a.rounds} rounds",
+                  file=sys.stderr, flush=True)
+            runs, traced = run(a, todo, servers, dataset, certs, tmp)
     except KeyboardInterrupt:
         fail("interrupted (every server stopped)")
     finally:
-        if a.fleet:
-            a.fleet.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    command = "scripts/upstream-evidence " + " ".join(
-        os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in sys.argv[1:])
-    doc = upstreamlib.document(a, command.strip(), rdb, todo, runs, traced)
+    command = iobenchlib.recorded_command("upstream-evidence")
+    doc = upstreamlib.document(a, command, rdb, todo, runs, traced)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(doc, f, indent=1)

@@ -24,11 +24,10 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from iobench_tools.lib import valkeytests
-from iobench_tools.lib.iobenchlib import ROOT, command_parser
+from iobench_tools.lib import upstreamlib, valkeytests
+from iobench_tools.lib.iobenchlib import ROOT, command_parser, recorded_command
 
 PROG = "valkey-tests"
-UPSTREAM = os.path.join(ROOT, "build", "valkey", "upstream")
 REPLICATION_UNITS = ("integration/replication", "integration/replication-2",
                      "integration/replication-3", "integration/replication-4",
                      "integration/replication-psync", "integration/replication-buffer",
@@ -91,23 +90,14 @@ def check_tools(a):
         fail("openssl not found: the TLS units need its certificates")
 
 
-def build(level):
-    """The level's valkey-server, built (and cached) by scripts/build-valkey-source."""
-    path = os.path.join(UPSTREAM, level, "valkey-server")
-    if not os.access(path, os.X_OK):
-        p = subprocess.run([os.path.join(ROOT, "scripts", "build-valkey-source"),
-                            "--upstream", level], capture_output=True, text=True, timeout=1800)
-        if p.returncode != 0 or not os.access(path, os.X_OK):
-            lines = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()
-            fail(f"the {level} build is not available: {lines[-1]}")
-    return path
-
-
 def main():
     a = parse_args()
     check_tools(a)
-    servers = {b: build(b) for b in a.builds}
-    suite = os.path.join(UPSTREAM, "tests")
+    try:
+        servers = {b: upstreamlib.server_of(b) for b in a.builds}
+    except upstreamlib.BuildMissing as e:
+        fail(str(e))
+    suite = os.path.join(upstreamlib.UPSTREAM, "tests")
     known = valkeytests.units_of(suite)
     bad = [u for u in a.units if u not in known]
     if bad:
@@ -130,9 +120,8 @@ def main():
     finally:
         runner.kill_all()
         shutil.rmtree(tmp, ignore_errors=True)
-    command = "scripts/valkey-tests " + " ".join(
-        os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in sys.argv[1:])
-    doc = valkeytests.document(a, runs, retried, time.monotonic() - t0, servers, command.strip())
+    command = recorded_command("valkey-tests")
+    doc = valkeytests.document(a, runs, retried, time.monotonic() - t0, servers, command)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(doc, f, indent=1)

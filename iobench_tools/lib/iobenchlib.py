@@ -128,6 +128,13 @@ def fmt_stat(s, digits=3, dash="-"):
     return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}{dash}{s['max']:.{digits}f}]"
 
 
+def recorded_command(script):
+    """How this run of scripts/SCRIPT is written into its results: the script and its
+    arguments, any path inside the checkout relative to its root."""
+    args = [os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in sys.argv[1:]]
+    return " ".join([f"scripts/{script}", *args])
+
+
 def command(args, iobench=None, cpus=""):
     """iobench's argv for `args`, under `taskset -c CPUS` when given."""
     pin = ["taskset", "-c", cpus] if cpus else []

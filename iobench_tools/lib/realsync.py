@@ -2,6 +2,7 @@
 same RDB) syncs N empty replicas at once over TCP or TLS, disk-based, diskless or dual-channel,
 while `iobench watch` (and, once, `strace` from outside) counts what the socket writer does.
 Shared by scripts/replication-knee and scripts/upstream-evidence."""
+import contextlib
 import os
 import re
 import shutil
@@ -9,12 +10,33 @@ import signal
 import subprocess
 import time
 
-from iobench_tools.lib.replsynclib import (Node, Place, SocketWriter, Watch, load_dataset,
+from iobench_tools.lib.iobenchlib import ROOT
+from iobench_tools.lib.replsynclib import (Fleet, Node, Place, SocketWriter, Watch, load_dataset,
                                            set_mode, socket_io)
 
 
 class SyncFailed(Exception):
     pass
+
+
+@contextlib.contextmanager
+def sync_place(a, tmp):
+    """Where a run's syncs happen: a.fleet, the emulated fleet for a.where == "fleet" (closed at
+    the end, also on Ctrl-C) or None on loopback; yields the folder of TLS certificates made for
+    every address a replica reaches the primary on."""
+    a.fleet = None
+    try:
+        ips = ["127.0.0.1"]
+        if a.where == "fleet":
+            a.fleet = Fleet(max(a.replicas), a.rate, a.mtu)
+            ips += [Fleet.primary_ip(i) for i in range(1, max(a.replicas) + 1)]
+        certs = os.path.join(tmp, "certs")
+        subprocess.run([os.path.join(ROOT, "tls", "make-certs"), certs, "--dns", "localhost",
+                        *sum((["--ip", ip] for ip in ips), [])], check=True, capture_output=True)
+        yield certs
+    finally:
+        if a.fleet:
+            a.fleet.close()
 
 
 def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False):

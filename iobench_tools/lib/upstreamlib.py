@@ -2,12 +2,32 @@
 at the chunk it concerns), their cells, and the report: per figure both medians, the ratio with
 its 95% interval and a verdict, PR #817's way."""
 import os
+import subprocess
 
 from iobench_tools.lib.iobenchlib import ROOT, format_size
 from iobench_tools.lib.statslib import ratio_ci
 from iobench_tools.lib.sweeplib import median
 
 UPSTREAM = os.path.join(ROOT, "build", "valkey", "upstream")
+class BuildMissing(Exception):
+    pass
+
+
+def server_of(label):
+    """The valkey-server of a build (stock, 0001..0004, or LEVEL-CHUNK: 0003-262144), built and
+    cached by scripts/build-valkey-source when it is not there yet; BuildMissing says why not."""
+    path = os.path.join(UPSTREAM, label, "valkey-server")
+    if not os.access(path, os.X_OK):
+        level, _, chunk = label.partition("-")
+        p = subprocess.run([os.path.join(ROOT, "scripts", "build-valkey-source"), "--upstream",
+                            level, *(["--chunk", chunk] if chunk else [])],
+                           capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0 or not os.access(path, os.X_OK):
+            said = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
+            raise BuildMissing(f"the {label} build is not available: {said}")
+    return path
+
+
 # patch: (its build, the build it is measured beside, the modes it changes, the chunks).
 PATCHES = {
     "whole": {"patched": "0002", "base": "stock", "modes": ("dual", "diskless"),

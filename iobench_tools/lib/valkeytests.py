@@ -194,7 +194,7 @@ def document(a, runs, retried, seconds, servers, command):
                                "still_lost": r["still_lost"],
                                "retry_status": r["retry"]["status"],
                                "stock_retry_status": r["stock_retry"]["status"]})
-    for build in a.builds[1:] if a.builds[0] == "stock" else [b for b in a.builds if b != "stock"]:
+    for build in (b for b in a.builds if b != "stock"):
         for proto in a.proto:
             lost = {unit: retried[(build, proto, unit)]["still_lost"]
                     for unit in a.units if (build, proto, unit) in retried
