@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 
+from iobench_tools.lib import compact
 from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
 from iobench_tools.lib.iobenchlib import ROOT, parse_size
@@ -154,7 +155,15 @@ def run_round(a, cell, rec, rnd, out_dir, command):
         ra.syscalls = "off"
     r = run_cell(ra, dict(cell, file=rfile), out_dir, lambda out: command(ra, out))
     rec["rounds"][str(rnd)] = {k: r[k] for k in ("status", "seconds", "attempts", "error")
-                               if k in r} | {"file": rfile}
+                               if k in r} | {"file": rfile, "ended": round(time.time(), 6)}
+
+
+def compact_cell_file(path):
+    """A cell's JSON as a sweep keeps it (compact.compact_doc)."""
+    doc = compact.compact_doc(json.load(open(path)))
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f)
+    os.replace(path + ".tmp", path)
 
 
 def finish_rounds(rec, rounds, out_dir):
@@ -169,10 +178,11 @@ def finish_rounds(rec, rounds, out_dir):
             for n in range(1, rounds + 1)]
     path = os.path.join(out_dir, rec["file"])
     with open(path + ".tmp", "w") as f:
-        json.dump(sweeplib.merge_rounds(docs), f, indent=2)
+        json.dump(compact.compact_doc(sweeplib.merge_rounds(docs)), f)
     os.replace(path + ".tmp", path)
     rec["status"] = "ok"
     rec.pop("error", None)
+    compact.drop_round_files(rec, out_dir)
 
 
 def decided_after(rnd, cells, recs, out_dir, a):
@@ -469,6 +479,8 @@ def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
                           lambda ra, out, c=cell: command(ra, c, out))
             else:
                 rec.update(run_cell(a, cell, out_dir, lambda out, c=cell: command(a, c, out)))
+                if rec["status"] == "ok":
+                    compact_cell_file(os.path.join(out_dir, cell["file"]))
             save()
         if a.repeat == "auto" and decided_after(rnd, cells, recs, out_dir, a):
             ran, steps = rnd, rnd * len(cells)

@@ -480,8 +480,11 @@ def test_rounds_interleave_the_cells_and_merge_into_one_summary(tmp_path):
     ids = ["tcp-blocking-c1-4k", "tcp-blocking-c1-16k"]
     assert m["order"] == "round-robin" and m["schedule"] == [ids] * 3
     # Each round ran every cell once before the next round began.
-    when = sorted((f.stat().st_mtime_ns, f.name) for f in (d / "cells").glob("*.r?.json"))
-    assert [name for _, name in when] == [f"{c}.r{r}.json" for r in (1, 2, 3) for c in ids]
+    when = sorted((r["ended"], c["id"], int(n)) for c in m["cells"] for n, r in c["rounds"].items())
+    assert [(c, n) for _, c, n in when] == [(c, r) for r in (1, 2, 3) for c in ids]
+    # Merged into the cell's JSON, the round files are gone and the manifest names none.
+    assert not list((d / "cells").glob("*.r?.json"))
+    assert all(r["merged"] and "file" not in r for c in m["cells"] for r in c["rounds"].values())
     doc = json.loads((d / "cells" / "tcp-blocking-c1-4k.json").read_text())
     result = doc["results"][0]
     assert doc["rounds"] == 3 and [r["round"] for r in result["runs"]] == [1, 2, 3]
