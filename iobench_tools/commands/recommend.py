@@ -43,8 +43,11 @@ def report(manifest, rows, tolerance):
               f"- host: {ctx['cpu_model']}, {ctx['cpus_online']} CPUs, {ctx['kernel']}, "
               f"{ctx['libraries'].get('openssl', 'OpenSSL ?')}",
               f"- sender's source: {source_text(manifest.get('source_window'))}",
-              f"- started {manifest['started']}, finished {manifest.get('finished') or 'not yet'}",
-              ""]
+              f"- started {manifest['started']}, finished {manifest.get('finished') or 'not yet'}"]
+    if manifest.get("stopped"):
+        lines += [f"- --repeat auto ran {manifest.get('rounds_run')} rounds and stopped at "
+                  f"{manifest['stopped']}"]
+    lines += [""]
     lines += noisefloor.text(manifest.get("control_pairs", []), tolerance)
     lines += ["How sure: each knee is set against the lowest cell and the size below it, "
               "with the medians of the cells' per-run total CPU per GiB (sender + receiver of "
@@ -183,8 +186,19 @@ def regime_lines(rs):
                 + " ran throughout (each write left at once, in the sender's context), the others"
                 " waited at times;"
                 " the same calls cost more in the first")
-    return ["", f"Regimes (each sender's busy share of its data phase, median): {shares}: {note} "
-                "(docs/measurement.md, \"Two regimes for one workload\")."]
+    lines = ["", f"Regimes (each sender's busy share of its data phase, median): {shares}: {note} "
+                 "(docs/measurement.md, \"Two regimes for one workload\")."]
+    mixed = [(r, sweeplib.regime_split(r)) for r in sorted(rs, key=lambda r: r["buf"])]
+    mixed = [(r, split) for r, split in mixed if split]
+    if mixed:
+        lines += ["", "Sizes whose runs fell into both regimes, each regime its own distribution "
+                      "(CPU per GiB, median [min–max] of its runs): " + "; ".join(
+                          f"{sweeplib.size_label(r['buf'])}: " + ", ".join(
+                              f"{len(c)} {name} {sweeplib.median(c):.3f} [{min(c):.3f}–{max(c):.3f}]"
+                              for name, c in split.items()) for r, split in mixed)
+                  + ". The knee below pools them; where the two differ by more than the "
+                    "tolerance, its interval carries that spread."]
+    return lines
 
 
 def reason_of(k, best):

@@ -200,7 +200,21 @@ def decided_after(rnd, cells, recs, out_dir, a):
         docs = [json.load(open(os.path.join(out_dir, x["file"]))) for x in rounds]
         rows += sweeplib.rows_of(cell, sweeplib.merge_rounds(docs))
     plan_from_noise_floor(rows, rnd, a)
-    return sweeplib.all_decided(rows, a.tolerance)
+    planned = (getattr(a, "noise_floor", None) or {}).get("planned_rounds")
+    a.stopped = stop_reason(rnd, sweeplib.all_decided(rows, a.tolerance), planned)
+    return a.stopped is not None
+
+
+def stop_reason(rnd, decided, planned):
+    """Why --repeat auto stops after round `rnd`, or None to run another: every knee decided,
+    or the rounds the A/A noise floor planned reached — the host's own noise says that many
+    resolve a difference of the tolerance, so a knee still undecided lies closer to the
+    tolerance than that noise can tell."""
+    if decided:
+        return "every knee decided"
+    if planned is not None and rnd >= planned:
+        return f"the {planned} rounds the noise floor planned"
+    return None
 
 
 def plan_from_noise_floor(rows, rnd, a):
@@ -214,7 +228,8 @@ def plan_from_noise_floor(rows, rnd, a):
                 f"\nsweep: noise floor (A/A) after {rnd} rounds: ±{100 * f['half_width']:.1f}%; "
                 f"a {a.tolerance:.0%} tolerance calls for about {planned} rounds"
                 + (f" (more than --max-repeat {a.max_repeat}: knees within the tolerance may "
-                   "stay undecided)" if planned > a.max_repeat else "") + "\n")
+                   "stay undecided)" if planned > a.max_repeat else
+                   ": the sweep stops there if its knees are not decided before") + "\n")
         a.noise_floor = dict(f, rounds=rnd, planned_rounds=planned)
 
 
@@ -488,6 +503,7 @@ def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
     if a.repeat == "auto":
         manifest["rounds_run"] = ran
         manifest["noise_floor"] = getattr(a, "noise_floor", None)
+        manifest["stopped"] = getattr(a, "stopped", None) or f"--max-repeat {a.max_repeat}"
     for cell in cells:
         if per_round and recs[cell["id"]]["status"] != "ok":
             finish_rounds(recs[cell["id"]], ran, out_dir)

@@ -84,6 +84,9 @@ def rows_of(cell, doc, two_hosts=False):
                 and not r.get("partial")]
         row["process_runs"] = [r["sender"]["cpu_s_per_gib"] + r["receiver"]["cpu_s_per_gib"]
                                for r in runs]
+        # Each of those runs' sender busy share (None without the figures): its regime.
+        row["busy_runs"] = [r["sender"]["cpu_s"] / (r["sender"]["duration_ns"] / 1e9)
+                            if r["sender"].get("duration_ns") else None for r in runs]
         host = [host_per_gib(r, two_hosts) for r in runs]
         missing = [x for x in host if isinstance(x, str)]
         row["host_runs"] = [] if missing or not host else host
@@ -362,6 +365,18 @@ RAN_THROUGHOUT = 0.9
 def ran_throughout(row):
     busy = row["sender"].get("busy")
     return busy is not None and busy["median"] >= RAN_THROUGHOUT
+
+
+def regime_split(row):
+    """A size whose runs fell into both regimes, as two distributions: {"ran throughout":
+    [costs], "waited": [costs]} of its runs' cost per GiB; None when every run fell into one
+    (or the runs carry no busy share)."""
+    busy, costs = row.get("busy_runs") or [], row.get("total_cpu_runs") or []
+    if len(busy) != len(costs) or None in busy:
+        return None
+    split = {"ran throughout": [c for b, c in zip(busy, costs) if b >= RAN_THROUGHOUT],
+             "waited": [c for b, c in zip(busy, costs) if b < RAN_THROUGHOUT]}
+    return split if all(split.values()) else None
 
 
 def model_for(rs, best):

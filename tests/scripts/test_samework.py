@@ -205,3 +205,18 @@ def test_the_model_is_fitted_within_the_lowest_cells_regime():
     model = sweeplib.model_for(rows, best)[0]
     decided, words = sweeplib.model_decides(model, rows, k, best, 0.05)
     assert decided, words
+
+
+def test_a_size_whose_runs_fell_into_both_regimes_is_two_distributions():
+    row = {"busy_runs": [0.95, 0.3, 0.99, 0.4, 0.2], "total_cpu_runs": [2.5, 1.9, 2.4, 2.0, 1.8]}
+    split = sweeplib.regime_split(row)
+    assert split == {"ran throughout": [2.5, 2.4], "waited": [1.9, 2.0, 1.8]}
+    assert sweeplib.regime_split({"busy_runs": [0.95, 0.99], "total_cpu_runs": [2.5, 2.4]}) is None
+    assert sweeplib.regime_split({"busy_runs": [None, 0.3], "total_cpu_runs": [2.5, 1.9]}) is None
+    from iobench_tools.commands.recommend import regime_lines
+    rows = [{"buf": 16384, "sender": {"busy": {"median": 0.4}}, **row},
+            {"buf": 65536, "sender": {"busy": {"median": 0.2}}, "busy_runs": [0.2, 0.1],
+             "total_cpu_runs": [1.0, 1.1]}]
+    text = "\n".join(regime_lines(rows))
+    assert "16K: 2 ran throughout 2.450 [2.400–2.500], 3 waited 1.900 [1.800–2.000]" in text, text
+    assert "64K:" not in text.split("both regimes")[1]

@@ -588,6 +588,9 @@ def test_repeat_auto_stops_once_the_knee_is_decided(tmp_path):
           "--max-repeat", "8", check=0)
     m = json.loads((tmp_path / "auto" / "manifest.json").read_text())
     assert m["repeat"] == "auto" and m["max_repeat"] == 8 and m["rounds_run"] == 5
+    assert m["stopped"] == "every knee decided"
+    assert "- --repeat auto ran 5 rounds and stopped at every knee decided" in recommend(
+        tmp_path / "auto")
     _, rows = sweeplib.load(tmp_path / "auto")
     assert [r["runs"] for r in rows] == [5, 5]
     assert sweeplib.all_decided(rows, 0.05)
@@ -596,6 +599,14 @@ def test_repeat_auto_stops_once_the_knee_is_decided(tmp_path):
                      (["--repeat", "auto", "--max-repeat", "3"], "invalid --max-repeat '3'")):
         p = sweep(tmp_path, "bad", *bad)
         assert p.returncode != 0 and why in p.stderr, p.stderr
+
+
+def test_auto_stops_at_the_rounds_the_noise_floor_planned():
+    from iobench_tools.commands.sweep import stop_reason
+    assert stop_reason(5, True, 150) == "every knee decided"
+    assert stop_reason(5, False, 150) is None, "a noisy host: on to --max-repeat"
+    assert stop_reason(7, False, 7) == "the 7 rounds the noise floor planned"
+    assert stop_reason(6, False, None) is None, "no control: only decisions stop it"
 
 
 def test_an_undecided_knee_keeps_auto_running(tmp_path):
