@@ -178,9 +178,10 @@ int run_server_command(const ServerOptions& o) {
   const bool main_tls = tls_ctx && !tls_port;
   if (!main_tls) warn_if_clear(o, main_port);
   const std::string tls_text = tls_ctx ? "tls, ktls " + tls_ctx->ktls_status() : "";
-  fmt::print("iobench server {} listening on {} ({}){}\n", IOBENCH_VERSION,
+  fmt::print("iobench server {} listening on {} ({}){}{}\n", IOBENCH_VERSION,
              main_port.where, main_tls ? tls_text : "tcp",
-             tls_port ? fmt::format(" and {} ({})", tls_port->where, tls_text) : "");
+             tls_port ? fmt::format(" and {} ({})", tls_port->where, tls_text) : "",
+             o.auth_token.empty() ? "" : "; clients must present the auth token");
   std::fflush(stdout);
   std::vector<ListeningPort> ports;
   ports.push_back({main_port.fd.get(), ServerConfig{o, std::nullopt, !o.quiet,

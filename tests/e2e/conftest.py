@@ -102,6 +102,7 @@ class Server:
         # --tls-listen: "... (tcp) and ADDR:PORT (tls, ...)"
         t = re.search(r" and (\S+):(\d+) \(tls", line)
         self.tls_addr = f"{t.group(1)}:{t.group(2)}" if t else None
+        self.banner = line
         self.lines = []
         # A thread drains stdout into a queue so log lines are never stuck in a buffer.
         self.queue = queue.Queue()

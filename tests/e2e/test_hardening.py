@@ -34,6 +34,7 @@ def certs(tmp_path_factory):
 def test_token_is_required_and_compared(cache_dir):
     s = Server("--auth-token", "s3cret", cache=cache_dir)
     try:
+        assert s.banner.rstrip().endswith("; clients must present the auth token"), s.banner
         p = run("client", "--connect", s.addr, "--bytes", "1M", cache=cache_dir)
         assert p.returncode == 1 and "this server requires --auth-token" in p.stderr
         assert "rejected: this server requires --auth-token" in s.read_line()

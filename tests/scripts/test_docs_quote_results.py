@@ -158,3 +158,63 @@ def test_each_term_is_linked_to_the_glossary_where_the_readme_first_uses_it(term
     assert re.match(rf"\[{re.escape(term)}[^\]]*\]\(docs/glossary\.md#", raw[first.start() - 1:], re.I), \
         f"README first uses {term!r} without a link to docs/glossary.md: " \
         f"...{raw[max(0, first.start() - 60):first.end() + 20]}..."
+
+
+# --- claims in words, each an error a reader once found -------------------------------------
+
+def read(rel):
+    return (ROOT / rel).read_text()
+
+
+def test_the_three_runs_table_names_each_runs_rounds_from_its_recommendation():
+    """sweeps.md's table: run N's rounds are its recommendation's measured runs per cell (the
+    README once named the wrong run as the one that stopped early)."""
+    table = read("docs/sweeps.md").split("**Three runs in a row**")[1]
+    sources = {"1": "recommendation-run1.md", "2": "recommendation-run2.md",
+               "3 (committed)": "recommendation.md"}
+    for run, source in sources.items():
+        row = re.search(rf"^\| {re.escape(run)} \| (\d+) \|", table, re.M)
+        runs = re.search(r"(\d+) measured runs per cell", read(f"results/ec2-emulated/{source}"))
+        assert row and runs and row[1] == runs[1], (run, row and row[1], runs and runs[1])
+
+
+def real_knees(proto, mode):
+    """{N: the real knee} of results/real-knee/loopback's per-scenario table."""
+    rows = re.findall(rf"^\| {proto} \| {mode} \| (\d+) \| stock \| (\d+K)",
+                      read("results/real-knee/loopback/report.md"), re.M)
+    return {int(n): knee for n, knee in rows}
+
+
+def test_the_disk_based_tcp_knee_is_claimed_only_where_the_real_server_shows_it():
+    """The README said 64K was disk-based TCP's real knee 'at every N'; at N = 8 it is not."""
+    disk = real_knees("tcp", "disk")
+    agree = sorted(n for n, knee in disk.items() if knee == "64K")
+    assert agree == [1, 2, 4] and disk[8] != "64K", disk
+    said = "Disk-based syncs agree at N = 1, 2 and 4."
+    assert said in re.sub(r"\s+", " ", README), "the README's claim and the report differ"
+    assert all(k == "64K" for k in real_knees("tcp", "dual").values())
+
+
+def test_measurement_md_counts_the_header_lines_iobench_prints():
+    top = re.search(r"```\n\$ \./iobench[^\n]*\n(.*?)```", README, re.S)[1]
+    per_side = len([line for line in top.splitlines() if line.startswith("  sender ")])
+    words = {2: "Two", 3: "Three", 4: "Four"}[per_side]
+    assert f"{words} header lines per side" in read("docs/measurement.md")
+
+
+def test_fleet_md_and_the_package_hold_every_script_the_playbook_runs_on_a_host():
+    run = set(re.findall(r"/usr/share/iobench/scripts/([a-z-]+)", read("fleet/tasks/sweep-pair.yml")))
+    assert run >= {"sweep", "fanout-scenario"}, run
+    packaged = set(re.findall(r"^iobench-([a-z-]+) = ", read("pyproject.toml"), re.M))
+    assert run <= packaged, run - packaged
+    table = next(line for line in read("docs/fleet.md").splitlines()
+                 if line.startswith("| `/usr/share/iobench/scripts/`"))
+    assert all(f"`{s}`" in table for s in run), table
+
+
+def test_the_example_inventory_is_one_architecture():
+    """One .deb serves one architecture: an inventory that mixes Graviton (arm64: a family
+    whose generation digit is followed by g, m7g, c7gn) with x86-64 types cannot be served."""
+    types = set(re.findall(r"instance_type: ([a-z0-9]+)\.", read("fleet/inventory.example.yml")))
+    arch = {"arm64" if re.match(r"^[a-z]+\d+g", t) else "amd64" for t in types}
+    assert types and len(arch) == 1, (types, arch)

@@ -118,6 +118,12 @@ def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
         tls = json.loads((fleet / n / "cells" / "tls-blocking-c1-4k-cpus0-1.json").read_text())
         assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
         assert (fleet / n / "recommendation.md").exists()
+    # The run's servers took only its own sweeps: a fresh token, private on the controller.
+    assert (fleet / "certs" / "token").stat().st_mode & 0o777 == 0o600
+    assert len((fleet / "certs" / "token").read_text().strip()) == 64
+    for host in ("r1", "r2"):
+        served = (tmp_path / "hosts" / host / "work" / "server.log").read_text()
+        assert "clients must present the auth token" in served, served
     assert record["c"]["status"] == "not run" and "ghost" in record["c"]["error"], record["c"]
     assert not (fleet / "c" / "manifest.json").exists()
     # d: the runs before its server died are kept; the cells after it are failed, not lost.
