@@ -17,20 +17,16 @@ lists what failed and why; running the same command again re-runs only failed or
                      [--control 16k|auto|none]  (the A/A control: one cell twice per round, the
                      sweep's noise floor, printed first by scripts/recommend)
 """
-import argparse
 import datetime
 import json
 import os
-import random
 import shlex
 import signal
 import subprocess
 import sys
-import time
 
-from iobench_tools.lib import compact
 from iobench_tools.lib import noisefloor
-from iobench_tools.lib import sweeplib
+from iobench_tools.lib import sweeprun
 from iobench_tools.lib.iobenchlib import ROOT, parse_size
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib.remoteserver import RemoteServer, RunningServer
@@ -53,16 +49,6 @@ def git_commit(iobench):
     except OSError:
         return "unknown"
     return v.split("(commit ")[1].split()[0].rstrip(",)") if "(commit " in v else "unknown"
-
-
-def progress(done, total, started, note):
-    width = 30
-    filled = int(width * done / total) if total else width
-    elapsed = time.monotonic() - started
-    eta = (elapsed / done * (total - done)) if done else 0
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} cells, "
-                     f"elapsed {elapsed:5.0f}s, ETA {eta:5.0f}s  {note[:40]:<40}")
-    sys.stderr.flush()
 
 
 def cell_command(a, cell, out, tls_dir, remote):
@@ -88,160 +74,6 @@ def cell_command(a, cell, out, tls_dir, remote):
         where = f"{remote.host}:{remote.ports[cell['proto']]}"
         return [a.iobench, "client", "--connect", where, *args, *extra], remote.env
     return [a.iobench, *args], None
-
-
-def run_cell(a, cell, out_dir, command):
-    """Runs a cell; after a failure (a run that broke, not a refused command line: exit status
-    2) runs it again, up to --retries times, waiting --backoff seconds, doubled each time. Each
-    failed attempt's partial figures (iobench writes its report when a run fails) are kept
-    beside the cell as cells/ID.failedN.json. Returns the cell's manifest record."""
-    path = os.path.join(out_dir, cell["file"])
-    attempts = []
-    for attempt in range(1, a.retries + 2):
-        if attempt > 1:
-            time.sleep(a.backoff * 2 ** (attempt - 2))
-        cmd, env = command(path + ".tmp")
-        t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        seconds = round(time.monotonic() - t0, 2)
-        if p.returncode == 0 and os.path.exists(path + ".tmp"):
-            os.replace(path + ".tmp", path)
-            return dict(cell, status="ok", seconds=seconds, attempts=attempts)
-        lines = (p.stderr or p.stdout).strip().splitlines()
-        partial = None
-        if os.path.exists(path + ".tmp"):
-            partial = cell["file"].removesuffix(".json") + f".failed{attempt}.json"
-            os.replace(path + ".tmp", os.path.join(out_dir, partial))
-        attempts.append({"error": lines[-1] if lines else f"exit status {p.returncode}",
-                         "exit_status": p.returncode, "seconds": seconds,
-                         "partial_file": partial})
-        if p.returncode == 2:
-            break  # refused as given: the same command again would be refused again
-    return dict(cell, status="failed", error=attempts[-1]["error"],
-                seconds=round(sum(x["seconds"] for x in attempts), 2), attempts=attempts)
-
-
-def schedule(n, a):
-    """The order the cells run in. --order round-robin (the default) and shuffle run --repeat
-    rounds, each running every cell once (one measured run), so drift over a long sweep —
-    thermal, a noisy neighbour, the link — lands on every cell alike; shuffle orders each round
-    by a permutation drawn from --seed. --order cell runs each cell's repeats back to back."""
-    if a.order == "cell":
-        return [list(range(n))]
-    rng = random.Random(a.seed)
-    rounds = []
-    for _ in range(a.max_repeat if a.repeat == "auto" else a.repeat):
-        order = list(range(n))
-        if a.order == "shuffle":
-            rng.shuffle(order)
-        rounds.append(order)
-    return rounds
-
-
-def run_round(a, cell, rec, rnd, out_dir, command):
-    """Round `rnd` of a cell: one measured run into cells/ID.rN.json (kept). The first round
-    counts syscalls as --syscalls asks; with auto, later rounds count nothing (their CPU is
-    measured uncounted either way; the counting run of round 1 gives the syscall figures)."""
-    if any(x.get("exit_status") == 2 for r in rec["rounds"].values()
-           for x in r.get("attempts", [])):
-        return  # iobench refused the cell's command line: every round would be refused
-    done = rec["rounds"].get(str(rnd))
-    rfile = cell["file"].removesuffix(".json") + f".r{rnd}.json"
-    if done and done["status"] == "ok" and os.path.exists(os.path.join(out_dir, rfile)):
-        return
-    ra = argparse.Namespace(**vars(a))
-    ra.repeat = 1
-    if rnd > 1 and a.syscalls == "auto":
-        ra.syscalls = "off"
-    r = run_cell(ra, dict(cell, file=rfile), out_dir, lambda out: command(ra, out))
-    rec["rounds"][str(rnd)] = {k: r[k] for k in ("status", "seconds", "attempts", "error")
-                               if k in r} | {"file": rfile, "ended": round(time.time(), 6)}
-
-
-def compact_cell_file(path):
-    """A cell's JSON as a sweep keeps it (compact.compact_doc)."""
-    doc = compact.compact_doc(json.load(open(path)))
-    with open(path + ".tmp", "w") as f:
-        json.dump(doc, f)
-    os.replace(path + ".tmp", path)
-
-
-def finish_rounds(rec, rounds, out_dir):
-    """Once every round ran: the cell's JSON merged from its rounds, or the cell failed."""
-    bad = [(int(n), x) for n, x in rec["rounds"].items() if x["status"] != "ok"]
-    if bad or len(rec["rounds"]) < rounds:
-        rec["status"] = "failed"
-        n, x = min(bad) if bad else (len(rec["rounds"]) + 1, {"error": "not run"})
-        rec["error"] = f"round {n}: {x['error']}" if rounds > 1 else x["error"]
-        return
-    docs = [json.load(open(os.path.join(out_dir, rec["rounds"][str(n)]["file"])))
-            for n in range(1, rounds + 1)]
-    path = os.path.join(out_dir, rec["file"])
-    with open(path + ".tmp", "w") as f:
-        json.dump(compact.compact_doc(sweeplib.merge_rounds(docs)), f)
-    os.replace(path + ".tmp", path)
-    rec["status"] = "ok"
-    rec.pop("error", None)
-    compact.drop_round_files(rec, out_dir)
-
-
-def decided_after(rnd, cells, recs, out_dir, a):
-    """--repeat auto, after round `rnd`: True once every knee the recommender would state (per
-    placement and protocol, one connection) is decided — sure, or where more runs will not move
-    it — with at least MIN_AUTO_ROUNDS rounds; until then the sweep runs another round."""
-    if rnd < MIN_AUTO_ROUNDS:
-        return False
-    rows = []
-    for cell in cells:
-        rec = recs[cell["id"]]
-        rounds = [rec.get("rounds", {}).get(str(n)) for n in range(1, rnd + 1)]
-        if rec["status"] == "ok" or not all(x and x["status"] == "ok" for x in rounds):
-            continue  # finished before (its rounds are fixed) or broken: not this decision's
-        docs = [json.load(open(os.path.join(out_dir, x["file"]))) for x in rounds]
-        rows += sweeplib.rows_of(cell, sweeplib.merge_rounds(docs))
-    plan_from_noise_floor(rows, rnd, a)
-    planned = (getattr(a, "noise_floor", None) or {}).get("planned_rounds")
-    a.stopped = stop_reason(rnd, sweeplib.all_decided(rows, a.tolerance), planned)
-    return a.stopped is not None
-
-
-def stop_reason(rnd, decided, planned):
-    """Why --repeat auto stops after round `rnd`, or None to run another: every knee decided,
-    or the rounds the A/A noise floor planned reached — the host's own noise says that many
-    resolve a difference of the tolerance, so a knee still undecided lies closer to the
-    tolerance than that noise can tell."""
-    if decided:
-        return "every knee decided"
-    if planned is not None and rnd >= planned:
-        return f"the {planned} rounds the noise floor planned"
-    return None
-
-
-def plan_from_noise_floor(rows, rnd, a):
-    """--repeat auto: the rounds the A/A control's interval calls for at this tolerance, said
-    once (after MIN_AUTO_ROUNDS) and kept in the manifest with the floor as it stands."""
-    for original, twin in sweeplib.control_pairs(rows):
-        f = noisefloor.floor(original, twin)
-        planned = noisefloor.rounds_for(f, a.tolerance)
-        if rnd == MIN_AUTO_ROUNDS:
-            sys.stderr.write(
-                f"\nsweep: noise floor (A/A) after {rnd} rounds: ±{100 * f['half_width']:.1f}%; "
-                f"a {a.tolerance:.0%} tolerance calls for about {planned} rounds"
-                + (f" (more than --max-repeat {a.max_repeat}: knees within the tolerance may "
-                   "stay undecided)" if planned > a.max_repeat else
-                   ": the sweep stops there if its knees are not decided before") + "\n")
-        a.noise_floor = dict(f, rounds=rnd, planned_rounds=planned)
-
-
-MIN_AUTO_ROUNDS = 5
-
-
-def attempts_of(rec):
-    """Every failed attempt of a cell, over its rounds when it ran in rounds."""
-    if "rounds" in rec:
-        return [x for _, r in sorted(rec["rounds"].items(), key=lambda kv: int(kv[0]))
-                for x in r.get("attempts", [])]
-    return rec.get("attempts", [])
 
 
 def parse_args():
@@ -353,9 +185,9 @@ def check_args(a):
         a.repeat = int(a.repeat)
     elif a.order == "cell":
         sys.exit("sweep: --repeat auto decides between rounds: not with --order cell")
-    if not MIN_AUTO_ROUNDS <= a.max_repeat <= 1000:
+    if not sweeprun.MIN_AUTO_ROUNDS <= a.max_repeat <= 1000:
         sys.exit(f"sweep: invalid --max-repeat '{a.max_repeat}': expected "
-                 f"{MIN_AUTO_ROUNDS}..1000")
+                 f"{sweeprun.MIN_AUTO_ROUNDS}..1000")
     if not 0 <= a.tolerance < 1:
         sys.exit(f"sweep: invalid --tolerance '{a.tolerance}': expected 0..1")
     if any(not c.isdigit() or int(c) < 1 for c in a.conns.split(",")):
@@ -459,58 +291,6 @@ def start_server(a, out_dir):
     return remote, tls_dir
 
 
-def resume_records(cells, previous, out_dir, per_round):
-    """Each cell's record: a finished one kept as it was (its file still there), others pending
-    with the rounds they already ran. Returns the records and how many were kept."""
-    recs, skipped = {}, 0
-    for cell in cells:
-        old = previous.get(cell["id"])
-        if old and old.get("status") == "ok" and os.path.exists(os.path.join(out_dir, cell["file"])):
-            recs[cell["id"]] = old
-            skipped += 1
-        else:
-            recs[cell["id"]] = dict(cell, status="pending")
-            if per_round:
-                recs[cell["id"]]["rounds"] = (old or {}).get("rounds") or {}
-    return recs, skipped
-
-
-def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
-    """Runs the rounds (or each cell's repeats), saving the manifest after every run; --repeat
-    auto stops at the first round after which every knee is decided."""
-    per_round = a.order != "cell"
-    started = time.monotonic()
-    step, steps, ran = 0, len(rounds) * len(cells), len(rounds)
-    for rnd, order in enumerate(rounds, 1):
-        for idx in order:
-            cell, step = cells[idx], step + 1
-            rec = recs[cell["id"]]
-            if rec["status"] == "ok":
-                continue
-            note = f"{cell['id']} round {rnd}/{len(rounds)}" if per_round else cell["id"]
-            progress(step - 1, steps, started, note)
-            if per_round:
-                run_round(a, cell, rec, rnd, out_dir,
-                          lambda ra, out, c=cell: command(ra, c, out))
-            else:
-                rec.update(run_cell(a, cell, out_dir, lambda out, c=cell: command(a, c, out)))
-                if rec["status"] == "ok":
-                    compact_cell_file(os.path.join(out_dir, cell["file"]))
-            save()
-        if a.repeat == "auto" and decided_after(rnd, cells, recs, out_dir, a):
-            ran, steps = rnd, rnd * len(cells)
-            break
-    if a.repeat == "auto":
-        manifest["rounds_run"] = ran
-        manifest["noise_floor"] = getattr(a, "noise_floor", None)
-        manifest["stopped"] = getattr(a, "stopped", None) or f"--max-repeat {a.max_repeat}"
-    for cell in cells:
-        if per_round and recs[cell["id"]]["status"] != "ok":
-            finish_rounds(recs[cell["id"]], ran, out_dir)
-    progress(steps, steps, started, "done")
-    sys.stderr.write("\n")
-
-
 def print_outcome(a, cells, recs, skipped, out_dir, manifest):
     """The sweep's last lines: cells, failures (with partial figures kept), retried cells.
     Returns how many failed."""
@@ -519,13 +299,13 @@ def print_outcome(a, cells, recs, skipped, out_dir, manifest):
           f"{out_dir}")
     for c in manifest["cells"]:
         if c.get("status") == "failed":
-            tries = len(attempts_of(c)) or 1
-            kept = [x["partial_file"] for x in attempts_of(c) if x.get("partial_file")]
+            tries = len(sweeprun.attempts_of(c)) or 1
+            kept = [x["partial_file"] for x in sweeprun.attempts_of(c) if x.get("partial_file")]
             print(f"  failed {c['id']} ({tries} attempt{'s' if tries > 1 else ''}): {c['error']}"
                   + (f"; partial figures in {', '.join(kept)}" if kept else ""))
-        elif attempts_of(c):
-            print(f"  {c['id']}: ok after {len(attempts_of(c))} failed attempt(s): "
-                  f"{attempts_of(c)[-1]['error']}")
+        elif sweeprun.attempts_of(c):
+            print(f"  {c['id']}: ok after {len(sweeprun.attempts_of(c))} failed attempt(s): "
+                  f"{sweeprun.attempts_of(c)[-1]['error']}")
     return failed
 
 
@@ -552,13 +332,13 @@ def main():
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
-    rounds = schedule(len(cells), a)
-    recs, skipped = resume_records(cells, previous, out_dir, a.order != "cell")
+    rounds = sweeprun.schedule(len(cells), a)
+    recs, skipped = sweeprun.resume_records(cells, previous, out_dir, a.order != "cell")
     manifest["cells"] = [recs[c["id"]] for c in cells]
     manifest["schedule"] = [[cells[i]["id"] for i in order] for order in rounds]
     try:
-        run_schedule(a, cells, recs, rounds, out_dir, manifest, save,
-                     lambda ra, c, out: cell_command(ra, c, out, tls_dir, remote))
+        sweeprun.run_schedule(a, cells, recs, rounds, out_dir, manifest, save,
+                              lambda ra, c, out: cell_command(ra, c, out, tls_dir, remote))
     except KeyboardInterrupt:
         interrupted = True
         sys.stderr.write("\nsweep: interrupted; run the same command again to resume\n")

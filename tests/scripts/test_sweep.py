@@ -602,7 +602,7 @@ def test_repeat_auto_stops_once_the_knee_is_decided(tmp_path):
 
 
 def test_auto_stops_at_the_rounds_the_noise_floor_planned():
-    from iobench_tools.commands.sweep import stop_reason
+    from iobench_tools.lib.sweeprun import stop_reason
     assert stop_reason(5, True, 150) == "every knee decided"
     assert stop_reason(5, False, 150) is None, "a noisy host: on to --max-repeat"
     assert stop_reason(7, False, 7) == "the 7 rounds the noise floor planned"
