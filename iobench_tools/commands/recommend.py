@@ -194,7 +194,7 @@ def regime_lines(rs):
         lines += ["", "Sizes whose runs fell into both regimes, each regime its own distribution "
                       "(CPU per GiB, median [min–max] of its runs): " + "; ".join(
                           f"{sweeplib.size_label(r['buf'])}: " + ", ".join(
-                              f"{len(c)} {name} {sweeplib.median(c):.3f} [{min(c):.3f}–{max(c):.3f}]"
+                              f"{len(c)} {name} {iobenchlib.fmt_stat(iobenchlib.stat(c), 3, '–')}"
                               for name, c in split.items()) for r, split in mixed)
                   + ". The knee below pools them; where the two differ by more than the "
                     "tolerance, its interval carries that spread."]

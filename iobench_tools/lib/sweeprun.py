@@ -73,7 +73,8 @@ def schedule(n, a):
 
 
 def run_round(a, cell, rec, rnd, out_dir, command):
-    """Round `rnd` of a cell: one measured run into cells/ID.rN.json (kept). The first round
+    """Round `rnd` of a cell: one measured run into cells/ID.rN.json (kept until the cell's
+    rounds are merged into its JSON). The first round
     counts syscalls as --syscalls asks; with auto, later rounds count nothing (their CPU is
     measured uncounted either way; the counting run of round 1 gives the syscall figures)."""
     if any(x.get("exit_status") == 2 for r in rec["rounds"].values()
@@ -92,14 +93,6 @@ def run_round(a, cell, rec, rnd, out_dir, command):
                                if k in r} | {"file": rfile, "ended": round(time.time(), 6)}
 
 
-def compact_cell_file(path):
-    """A cell's JSON as a sweep keeps it (compact.compact_doc)."""
-    doc = compact.compact_doc(json.load(open(path)))
-    with open(path + ".tmp", "w") as f:
-        json.dump(doc, f)
-    os.replace(path + ".tmp", path)
-
-
 def finish_rounds(rec, rounds, out_dir):
     """Once every round ran: the cell's JSON merged from its rounds, or the cell failed."""
     bad = [(int(n), x) for n, x in rec["rounds"].items() if x["status"] != "ok"]
@@ -110,10 +103,7 @@ def finish_rounds(rec, rounds, out_dir):
         return
     docs = [json.load(open(os.path.join(out_dir, rec["rounds"][str(n)]["file"])))
             for n in range(1, rounds + 1)]
-    path = os.path.join(out_dir, rec["file"])
-    with open(path + ".tmp", "w") as f:
-        json.dump(compact.compact_doc(sweeplib.merge_rounds(docs)), f)
-    os.replace(path + ".tmp", path)
+    compact.write_cell(os.path.join(out_dir, rec["file"]), sweeplib.merge_rounds(docs))
     rec["status"] = "ok"
     rec.pop("error", None)
     compact.drop_round_files(rec, out_dir)
@@ -196,7 +186,8 @@ def resume_records(cells, previous, out_dir, per_round):
 
 def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
     """Runs the rounds (or each cell's repeats), saving the manifest after every run; --repeat
-    auto stops at the first round after which every knee is decided."""
+    auto stops as decided_after says (every knee decided, or the rounds the noise floor
+    planned), else at --max-repeat."""
     per_round = a.order != "cell"
     started = time.monotonic()
     step, steps, ran = 0, len(rounds) * len(cells), len(rounds)
@@ -214,7 +205,8 @@ def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
             else:
                 rec.update(run_cell(a, cell, out_dir, lambda out, c=cell: command(a, c, out)))
                 if rec["status"] == "ok":
-                    compact_cell_file(os.path.join(out_dir, cell["file"]))
+                    path = os.path.join(out_dir, cell["file"])
+                    compact.write_cell(path, json.load(open(path)))
             save()
         if a.repeat == "auto" and decided_after(rnd, cells, recs, out_dir, a):
             ran, steps = rnd, rnd * len(cells)

@@ -9,6 +9,8 @@ from iobench_tools.lib.statslib import ratio_ci
 from iobench_tools.lib.sweeplib import median
 
 UPSTREAM = os.path.join(ROOT, "build", "valkey", "upstream")
+
+
 class BuildMissing(Exception):
     pass
 
@@ -110,15 +112,6 @@ def compare(base_runs, new_runs, key, lower_better):
                               if max(abs(low - 1), abs(high - 1)) < TOLERANCE else
                               "better" if (high < 1) == lower_better else "worse")
     return out
-
-
-def rejudge(doc):
-    """The comparisons judged again from the cells' runs (after a change to the judgement)."""
-    runs = {c["id"]: c["runs"] for c in doc["cells"]}
-    for comp in doc["comparisons"]:
-        comp["figures"] = {k: compare(runs[comp["base"]], runs[comp["patched"]], k, lower)
-                           for k, _, lower in FIGURES}
-    return doc
 
 
 def document(a, command, rdb, todo, runs, traced):
