@@ -120,6 +120,12 @@ std::string library_version();
 // CRYPTO_memcmp): for the server's --auth-token check.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
+// The pre-auth challenge (tls/auth.cc): a fresh 32-byte nonce in hex (empty if the random
+// generator failed), and the proof of a token for it: HMAC-SHA256(token, "iobench-auth-v1" NUL
+// nonce) in hex. Compare proofs with constant_time_equal.
+std::string random_nonce();
+std::string auth_proof(std::string_view token, std::string_view nonce);
+
 // OpenSSL's reason for the most recent failure on this thread, or `fallback`.
 std::string last_ssl_error(const std::string& fallback);
 

@@ -59,7 +59,7 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf) {
   hello.kernel_syscalls = o.syscalls != SyscallsMode::kOff;
   hello.tuning = o.tuning;
   hello.cpu = o.server_cpu();
-  hello.auth_token = o.auth_token;
+  hello.auth = !o.auth_token.empty();
   hello.conns = o.conns;
   hello.adaptive = buf.adaptive;
   hello.fanout = o.fanout != FanoutShape::kOff;
@@ -103,6 +103,16 @@ Result<ClientSession> open_session(const ClientOptions& o, const HostPort& serve
   if (auto st = prepare_side(plan, stream, engine, payload); !st) return std::unexpected(st.error());
   if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
   auto reply = recv_message(stream);
+  if (reply && std::holds_alternative<proto::Challenge>(*reply)) {
+    // The server requires the token: its proof for this nonce goes back, the token never does.
+    if (o.auth_token.empty())
+      return fail(fmt::format("server {} asked for a token this client does not have",
+                              server.str()));
+    const auto& nonce = std::get<proto::Challenge>(*reply).nonce;
+    if (auto st = send_message(stream, proto::Auth{tls::auth_proof(o.auth_token, nonce)}); !st)
+      return std::unexpected(st.error());
+    reply = recv_message(stream);
+  }
   if (!reply) return fail(first_answer_error(server, reply.error(), hello_timeout_s));
   if (auto st = set_io_timeout(cs.fd.get(), o.timeout_s); !st) return std::unexpected(st.error());
   if (std::holds_alternative<proto::Progress>(*reply)) {

@@ -47,7 +47,19 @@ void describe(Self& h, V&& v) {
   v(Field{.name = "budget", .min = kMinBuf, .max = kGiB, .zero_is_unset = true}, h.budget);
   v(Field{.name = "buf_min", .min = kMinBuf, .max = kMaxBuf, .zero_is_unset = true}, h.buf_min);
   v(Field{.name = "buf_max", .min = kMinBuf, .max = kMaxBuf, .zero_is_unset = true}, h.buf_max);
-  v(Field{"auth_token"}, h.auth_token);
+  v(Field{"auth"}, h.auth);
+}
+
+template <typename Self, typename V>
+  requires DescribesAs<Self, Challenge>
+void describe(Self& c, V&& v) {
+  v(Field{"nonce"}, c.nonce);
+}
+
+template <typename Self, typename V>
+  requires DescribesAs<Self, Auth>
+void describe(Self& a, V&& v) {
+  v(Field{"proof"}, a.proof);
 }
 
 template <typename Self, typename V>

@@ -87,6 +87,8 @@ void each_message(F&& f) {
   f(Named{"ERROR", Type::kError}, ErrorMsg{});
   f(Named{"GROUP", Type::kGroup}, GroupResult{});
   f(Named{"PROGRESS", Type::kProgress}, Progress{});
+  f(Named{"CHALLENGE", Type::kChallenge}, Challenge{});
+  f(Named{"AUTH", Type::kAuth}, Auth{});
 }
 
 }  // namespace

@@ -57,6 +57,8 @@ Type type_of(const Message& m) {
         if constexpr (std::is_same_v<T, SideResult>) return Type::kResult;
         if constexpr (std::is_same_v<T, GroupResult>) return Type::kGroup;
         if constexpr (std::is_same_v<T, Progress>) return Type::kProgress;
+        if constexpr (std::is_same_v<T, Challenge>) return Type::kChallenge;
+        if constexpr (std::is_same_v<T, Auth>) return Type::kAuth;
         return Type::kError;
       },
       m);
@@ -228,7 +230,7 @@ Result<FrameHeader> decode_header(std::span<const std::byte> header) {
   if (h.version != kVersion)
     return fail(fmt::format("protocol version {} not supported (this side speaks {})", h.version,
                             kVersion));
-  if (type < 1 || type > 6) return fail(fmt::format("unknown message type {}", type));
+  if (type < 1 || type > kLastType) return fail(fmt::format("unknown message type {}", type));
   h.type = static_cast<Type>(type);
   const uint32_t limit = h.type == Type::kGroup ? kMaxGroupBodyBytes : kMaxBodyBytes;
   if (h.body_bytes > limit)
@@ -252,6 +254,10 @@ Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> bod
       return decode_as<ErrorMsg>(body);
     case Type::kProgress:
       return decode_as<Progress>(body);
+    case Type::kChallenge:
+      return decode_as<Challenge>(body);
+    case Type::kAuth:
+      return decode_as<Auth>(body);
   }
   return fail("unknown message type");
 }
@@ -270,6 +276,10 @@ const char* type_name(const Message& m) {
       return "GROUP";
     case Type::kProgress:
       return "PROGRESS";
+    case Type::kChallenge:
+      return "CHALLENGE";
+    case Type::kAuth:
+      return "AUTH";
   }
   return "?";
 }

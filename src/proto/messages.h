@@ -2,7 +2,8 @@
 // data phase. Pure functions on byte spans (no sockets), so the decoder can be fuzzed.
 //
 // Frame: "IOBC" | version u16 | type u16 | body length u32 | body.
-// Session: client HELLO -> server ACK (or ERROR) -> data -> receiver RESULT -> sender RESULT,
+// Session: client HELLO -> [server CHALLENGE -> client AUTH, when the server requires a token]
+// -> server ACK (or ERROR) -> data -> receiver RESULT -> sender RESULT,
 // with PROGRESS messages before the ACK while the server builds a payload it had no cache of,
 // then, for one connection of a --conns run, the server's GROUP once all of the run's
 // connections have ended.
@@ -52,13 +53,16 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // stream's digest is taken window by window (payload/verifier.h). 10: RESULT's figures as
 // blocks: the engine's counts (`io`), `segments` (with the segments retransmitted), the Stream's
 // counts (`stream`), `syscalls` (GROUP's too) and `placement`. 11: the Stream's counts carry
-// the send queue as sampled (`queue_samples`, `queue_unsent_bytes`). Peers of different
+// the send queue as sampled (`queue_samples`, `queue_unsent_bytes`). 12: the token is proven,
+// never sent: HELLO says whether the client holds one (`auth`), a server that requires one
+// answers CHALLENGE (a fresh nonce), the client AUTH (HMAC-SHA256 of the nonce under the
+// token; tls::auth_proof). Peers of different
 // versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 11;
+inline constexpr uint16_t kVersion = 12;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 9> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 10> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
@@ -68,6 +72,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 9> kLayoutOfVersion{{
     {9, 0x65c61e2a8c54c8b4},
     {10, 0x36637703f331547d},
     {11, 0x3eb2848ff75884ad},
+    {12, 0x41152e1dd548e212},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -81,8 +86,11 @@ enum class Type : uint16_t {
   kResult = 3,
   kError = 4,
   kGroup = 5,
-  kProgress = 6
+  kProgress = 6,
+  kChallenge = 7,
+  kAuth = 8
 };
+inline constexpr uint16_t kLastType = 8;
 
 struct Hello {
   bool client_sends = true;
@@ -115,7 +123,18 @@ struct Hello {
   uint64_t budget = 0;
   uint64_t buf_min = 0;
   uint64_t buf_max = 0;
-  std::string auth_token;  // the server's --auth-token, when it has one
+  // The client holds a token (--auth-token): it answers a CHALLENGE. The token itself is never
+  // sent, so a plain-TCP HELLO carries nothing an eavesdropper could reuse.
+  bool auth = false;
+};
+
+// A server that requires a token: prove it (tls::auth_proof of this nonce).
+struct Challenge {
+  std::string nonce;  // 32 random bytes, hex
+};
+
+struct Auth {
+  std::string proof;  // HMAC-SHA256(token, "iobench-auth-v1" NUL nonce), hex
 };
 
 struct Ack {
@@ -206,7 +225,8 @@ struct Progress {
   int64_t elapsed_ns = 0;
 };
 
-using Message = std::variant<Hello, Ack, SideResult, ErrorMsg, GroupResult, Progress>;
+using Message =
+    std::variant<Hello, Ack, SideResult, ErrorMsg, GroupResult, Progress, Challenge, Auth>;
 
 struct FrameHeader {
   uint16_t version = 0;

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -85,10 +86,35 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
 }  // namespace
 
 void log_line(const ServerConfig& cfg, const std::string& peer, const std::string& text) {
-  if (!cfg.log) return;
+  if (cfg.log) log_line_always(peer, text);
+}
+
+void log_line_always(const std::string& peer, const std::string& text) {
   fmt::print("[{}] {} {}\n", timestamp(), peer, text);
   std::fflush(stdout);
 }
+
+namespace {
+
+// Under --quiet, the gate's rate-limited summary of cuts and refused tokens (what a flood or a
+// token guesser does to a server must be visible in its log), at most one per 10 s. Without
+// --quiet each connection's own line says it was cut or refused.
+void log_preauth_summary(const ServerConfig& cfg, ServerState& state) {
+  if (!state.preauth || cfg.log) return;
+  if (auto line = state.preauth->summary_due()) log_line_always("-", *line);
+}
+
+// Why the gate cut a connection, in the words of its log line.
+std::string cut_reason(PreAuthCut cut, const ServerOptions& o) {
+  if (cut == PreAuthCut::kDeadline)
+    return fmt::format("handshake and hello not done within {} s (--handshake-timeout)",
+                       o.handshake_timeout_s);
+  return fmt::format("cut to make room: {} connections were unauthenticated at once "
+                     "(--max-conns {}); the oldest goes first",
+                     o.max_conns, o.max_conns);
+}
+
+}  // namespace
 
 namespace {
 
@@ -131,6 +157,7 @@ struct ServerSession {
   std::string peer;
   int fd;
   std::unique_ptr<Stream> stream;
+  int64_t hello_deadline_ns = 0;  // the HELLO's, and the AUTH's: --handshake-timeout from greet
   void log(const std::string& text) const { log_line(cfg, peer, text); }
   void reject(const std::string& why) {
     log("rejected: " + why);
@@ -139,42 +166,58 @@ struct ServerSession {
   }
 };
 
-// Accept: the transport the client chose and its HELLO, both within --handshake-timeout.
+// Accept: the transport the client chose and its HELLO, both within --handshake-timeout (the
+// per-read timeout here; the pre-auth gate's watchdog bounds the whole, however the bytes drip).
 // Anything else is logged (and answered when it can be) here.
-std::optional<proto::Hello> greet(ServerSession& s) {
+// The reason is logged by the caller (and sent once the stream is up): one line per connection.
+Result<proto::Hello> greet(ServerSession& s) {
   const ServerOptions& o = s.cfg.options;
   const int64_t deadline = monotonic_ns() + static_cast<int64_t>(o.handshake_timeout_s * 1e9);
-  if (auto st = set_io_timeout(s.fd, o.handshake_timeout_s); !st) {
-    s.log("failed: " + st.error().message);
-    return std::nullopt;
-  }
+  s.hello_deadline_ns = deadline;
+  if (auto st = set_io_timeout(s.fd, o.handshake_timeout_s); !st) return std::unexpected(st.error());
   auto opened = open_stream(s.fd, s.cfg);
-  if (!opened) {
-    s.log("rejected: " + opened.error().message);
-    return std::nullopt;
-  }
+  if (!opened) return std::unexpected(opened.error());
   s.stream = std::move(*opened);
   auto m = recv_message(*s.stream, deadline);
-  if (!m) {
-    s.reject(m.error().kind == ErrorKind::kTimedOut
-                 ? fmt::format("no hello within {} s", o.handshake_timeout_s)
-                 : m.error().message);
-    return std::nullopt;
-  }
+  if (!m)
+    return fail(m.error().kind == ErrorKind::kTimedOut
+                    ? fmt::format("no hello within {} s", o.handshake_timeout_s)
+                    : m.error().message);
   auto* hello = std::get_if<proto::Hello>(&*m);
-  if (!hello) {
-    s.reject(fmt::format("expected HELLO, got {}", proto::type_name(*m)));
-    return std::nullopt;
-  }
+  if (!hello) return fail(fmt::format("expected HELLO, got {}", proto::type_name(*m)));
   return std::move(*hello);
 }
 
+// The token proven, never sent: a fresh nonce out, its HMAC under the token back (protocol 12),
+// within the HELLO's deadline.
+Status authenticate(const proto::Hello& h, ServerSession& s) {
+  const std::string& token = s.cfg.options.auth_token;
+  if (token.empty()) return {};
+  if (!h.auth) return fail("this server requires --auth-token");
+  const std::string nonce = tls::random_nonce();
+  if (nonce.empty()) return fail("no random nonce for the token's challenge");
+  if (auto st = send_message(*s.stream, proto::Challenge{nonce}); !st) return st;
+  auto m = recv_message(*s.stream, s.hello_deadline_ns);
+  if (!m)
+    return fail(m.error().kind == ErrorKind::kTimedOut
+                    ? fmt::format("no AUTH within {} s", s.cfg.options.handshake_timeout_s)
+                    : m.error().message);
+  const auto* auth = std::get_if<proto::Auth>(&*m);
+  if (!auth) return fail(fmt::format("expected AUTH, got {}", proto::type_name(*m)));
+  if (!tls::constant_time_equal(auth->proof, tls::auth_proof(token, nonce)))
+    return fail("wrong --auth-token");
+  return {};
+}
+
 // Authorise: the token before anything else about the request is looked at or answered in
-// detail; then the transport, the request's bounds and this server's capacity.
-Status authorise(const proto::Hello& h, const ServerSession& s, const ServerState& state) {
+// detail; then the transport, the request's bounds and this server's capacity (the sessions
+// already authenticated: a flood of unauthenticated connections cannot make a valid one busy).
+Status authorise(const proto::Hello& h, ServerSession& s, ServerState& state) {
   const ServerOptions& o = s.cfg.options;
-  if (!o.auth_token.empty() && !tls::constant_time_equal(h.auth_token, o.auth_token))
-    return fail(h.auth_token.empty() ? "this server requires --auth-token" : "wrong --auth-token");
+  if (auto st = authenticate(h, s); !st) {
+    if (state.preauth) state.preauth->count_refused_token();
+    return st;
+  }
   const Proto transport = s.stream->proto();
   if (s.cfg.tls && transport != Proto::kTls)
     return fail("this server requires TLS (use --proto tls)");
@@ -182,9 +225,9 @@ Status authorise(const proto::Hello& h, const ServerSession& s, const ServerStat
     return fail(
         fmt::format("HELLO asks for proto '{}' on a {} connection", h.proto, name_of(transport)));
   if (auto st = validate_hello(h, o); !st) return st;
-  if (state.sessions.load() > o.max_conns)
+  if (state.authenticated.load() >= o.max_conns)
     return fail(fmt::format("server busy: {} sessions at once (--max-conns {})",
-                            state.sessions.load() - 1, o.max_conns));
+                            state.authenticated.load(), o.max_conns));
   if (h.tuning.zerocopy && transport != Proto::kTcp) return fail("zerocopy needs proto tcp");
   return {};
 }
@@ -292,16 +335,53 @@ class ResetIfStopping {
   int fd_;
 };
 
+// Counts a session as authenticated for as long as it lives.
+class Authenticated {
+ public:
+  explicit Authenticated(std::atomic<uint32_t>& n) : n_(n) { ++n_; }
+  Authenticated(const Authenticated&) = delete;
+  Authenticated& operator=(const Authenticated&) = delete;
+  ~Authenticated() { --n_; }
+
+ private:
+  std::atomic<uint32_t>& n_;
+};
+
+// Accept and authorise, under the gate: the HELLO of an authorised client, or nothing (one
+// line logged: the refusal, or the gate's cut whatever the cut made the reads see; the reason
+// sent when the stream is up; the gate's summary when due).
+std::optional<proto::Hello> admit(ServerSession& s, PreAuthGate::Ticket& ticket,
+                                  ServerState& state) {
+  Result<proto::Hello> hello = greet(s);
+  const PreAuthCut cut = ticket.cut();
+  Status ok;
+  if (cut != PreAuthCut::kNone)
+    ok = fail(cut_reason(cut, s.cfg.options));
+  else if (!hello)
+    ok = std::unexpected(hello.error());
+  else
+    ok = authorise(*hello, s, state);
+  ticket.release();
+  if (!ok && s.stream) s.reject(ok.error().message);
+  if (!ok && !s.stream) s.log("rejected: " + ok.error().message);
+  log_preauth_summary(s.cfg, state);
+  if (!ok) return std::nullopt;
+  return std::move(*hello);
+}
+
 }  // namespace
 
 // accept -> authorise -> plan -> run -> log.
-void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state) {
+void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& peer,
+                   const ServerConfig& cfg, ServerState& state) {
+  // Released before `fd` closes (a local, destroyed before the parameters).
+  PreAuthGate::Ticket ticket = std::move(gate_ticket);
   interrupt::Registration on_signal(fd.get());  // SIGTERM aborts the session at once
   const ResetIfStopping reset_if_stopping{fd.get()};
   ServerSession s{cfg, peer, fd.get(), nullptr};
-  const std::optional<proto::Hello> hello = greet(s);
+  const std::optional<proto::Hello> hello = admit(s, ticket, state);
   if (!hello) return;
-  if (auto st = authorise(*hello, s, state); !st) return s.reject(st.error().message);
+  const Authenticated counted(state.authenticated);
   auto prepared = prepare(*hello, s, state);
   if (!prepared) return s.reject(prepared.error().message);
   Prepared& p = *prepared;

@@ -41,8 +41,12 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
       continue;
     }
     ++state->sessions;
-    auto session = [fd = std::move(*fd), peer, &cfg, state]() mutable {  // state: a shared_ptr copy
-      handle_client(std::move(fd), peer, cfg, *state);
+    // The pre-auth clock starts at accept; at the gate's cap the oldest pending one is cut.
+    PreAuthGate::Ticket ticket = state->preauth ? state->preauth->admit(fd->get())
+                                                : PreAuthGate::Ticket{};
+    auto session = [fd = std::move(*fd), ticket = std::move(ticket), peer, &cfg,
+                    state]() mutable {  // state: a shared_ptr copy
+      handle_client(std::move(fd), std::move(ticket), peer, cfg, *state);
       if (interrupt::received()) ++state->ended_stopping;
       --state->sessions;
     };
@@ -61,6 +65,11 @@ int serve(const std::vector<ListeningPort>& ports) {
   if (first.kernel_counters) (void)process_syscall_counter();
   // Shared by the ports' loops and the (detached) session threads: the last one out frees it.
   auto state = std::make_shared<ServerState>();
+  // Unauthenticated connections: at most --max-conns of the 2 x --max-conns handlers, so as
+  // many stay free for clients that say who they are.
+  if (!first.serial)
+    state->preauth = std::make_unique<PreAuthGate>(first.options.max_conns,
+                                                   first.options.handshake_timeout_s);
   std::vector<std::thread> others;
   for (size_t i = 1; i < ports.size(); ++i)
     others.emplace_back([&ports, i, &state] { accept_loop(ports[i].fd, ports[i].cfg, state); });
@@ -78,6 +87,9 @@ int serve(const std::vector<ListeningPort>& ports) {
   log_line(first, "-",
            fmt::format("stopping on {}: {} session(s) were in flight, {} still ending",
                        interrupt::name(sig), in_flight, ending));
+  // Under --quiet too, as the gate's summaries: what the server refused before anyone spoke.
+  if (state->preauth && state->preauth->any())
+    log_line_always("-", "pre-auth since start: " + state->preauth->totals());
   return 0;
 }
 

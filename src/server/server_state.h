@@ -13,6 +13,7 @@
 #include "config/options.h"
 #include "payload/payload.h"
 #include "proto/messages.h"
+#include "server/preauth.h"
 #include "session/group.h"
 #include "util/result.h"
 
@@ -59,7 +60,11 @@ class GroupTable {
 struct ServerState {
   PayloadCache payloads;
   GroupTable groups;
-  std::atomic<uint32_t> sessions{0};  // handler threads alive
+  // The pre-auth deadline and cap; none when clients are served one at a time on the accepting
+  // thread (loopback: its own client only, and the process must stay single-threaded).
+  std::unique_ptr<PreAuthGate> preauth;
+  std::atomic<uint32_t> sessions{0};       // handler threads alive
+  std::atomic<uint32_t> authenticated{0};  // sessions past authorise(): what --max-conns bounds
   // Handler threads that ended after a stop signal (each counted before it leaves `sessions`).
   std::atomic<uint32_t> ended_stopping{0};
 };
@@ -69,7 +74,11 @@ class Fd;
 
 // One line of the server's log: "[time] PEER TEXT" (nothing when cfg.log is off).
 void log_line(const ServerConfig& cfg, const std::string& peer, const std::string& text);
+// The same line whatever --quiet says: what the server refused, counted (the pre-auth gate).
+void log_line_always(const std::string& peer, const std::string& text);
 // Serves one accepted client: accept -> authorise -> plan -> run -> log (server.cc).
-void handle_client(Fd fd, const std::string& peer, const ServerConfig& cfg, ServerState& state);
+// `ticket`: the connection's place at the pre-auth gate (empty without a gate).
+void handle_client(Fd fd, PreAuthGate::Ticket ticket, const std::string& peer,
+                   const ServerConfig& cfg, ServerState& state);
 
 }  // namespace iobench

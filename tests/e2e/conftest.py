@@ -77,7 +77,7 @@ def hello_frame(version=None, client_sends=True, nbytes=1 << 20, send_buf=16384,
         "client_sends": client_sends, "bytes": nbytes, "send_buf_bytes": send_buf,
         "recv_buf_bytes": recv_buf, "seed": 1, "zstd_level": 3, "proto": proto, "engine": engine,
         "tls_io": tls_io, "tls_records.tls_max_fragment": max_fragment, "conns": conns, "group_id": group_id,
-        "auth_token": token, "tuning.fixed_buffers": fixed_buffers,
+        "auth": bool(token), "tuning.fixed_buffers": fixed_buffers,
         "tuning.uring_recv": uring_recv, **(fields or {})})
     n = len(body) if body_len is None else body_len
     version = proto_version() if version is None else version

@@ -29,6 +29,8 @@ def main():
                                                   "placement.pinned_cpu": 1,
                                                   "placement.allowed_cpus": "0-1"})),
         "progress": frame(6, struct.pack("<QQq", 1 << 20, 1 << 30, 1000000)),
+        "challenge": frame(7, s("ab" * 32)),
+        "auth": frame(8, s("cd" * 64)),
         # GROUP: sender, conns, failed, 4 x i64, source, note, total, pairs, policy, peak_live,
         # peak buffer, peak rss, 1 timeline point, 1 change, dropped, error.
         "group": frame(5, struct.pack("<?II4q", True, 2, 0, 1, 2, 3, 4) + s("perf_event") + s("")
