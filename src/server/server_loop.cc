@@ -164,7 +164,8 @@ void warn_if_clear(const ServerOptions& o, const Bound& port) {
   if (port.loopback) return;
   fmt::print(stderr, "iobench: warning: listening on {} without TLS: {}\n", port.where,
              o.auth_token.empty() ? "no authentication, anyone who can connect can use it"
-                                  : "the token and the payload travel in clear");
+                                  : "the payload travels in clear (the token is proven, never "
+                                    "sent)");
 }
 
 }  // namespace
