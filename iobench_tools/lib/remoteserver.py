@@ -4,18 +4,35 @@ every address unless asked), refuses any client without a random token made for 
 (sent to the server over ssh's stdin and to the clients in their environment, never on a command
 line), keeps its TLS key in a private 0700 directory that is removed when it stops (also on
 Ctrl-C, on a failure, or when the ssh connection drops), and is stopped by its own PID, so
-another server on that host is left alone. Also the server a sweep finds already running
-(--connect), which it neither starts nor stops."""
+another server on that host is left alone. It dies with its sweep even when the link dies
+silently: ssh runs in batch mode with keepalives (the local side gives up within
+ServerAliveInterval x ServerAliveCountMax), the sweep writes a heartbeat line to the server's
+stdin every LEASE_S / 6 s, and the server stops itself when its stdin has been silent for
+LEASE_S (`iobench server --stdin-lease`). Its start-up is bounded (START_S) and every line it
+logs (warnings, the pre-auth summaries) is shown on the sweep's stderr.
+Also the server a sweep finds already running (--connect), which it neither starts nor stops."""
 import os
+import queue
 import secrets
 import shlex
 import subprocess
 import sys
+import threading
+import time
+
+# ssh never prompts, gives up connecting after 10 s and declares the link dead after 3 unanswered
+# keepalives 5 s apart.
+SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
+               "-o", "ServerAliveCountMax=3"]
+LEASE_S = 30   # the remote server stops after this long without a heartbeat
+START_S = 60   # from ssh's start to the server's "listening on" line
 
 END = "--iobench-end-of-file--"
 # Runs on the other host under sh: reads the token and the TLS files from stdin, starts the
-# server (arguments "$@") from the private directory; when stdin closes (the sweep stopping, or
-# ssh gone) it stops the server by its PID; when the server ends it removes the directory.
+# server (arguments "$@") from the private directory with the rest of stdin (the heartbeats): the
+# server stops itself when they end or stop coming (--stdin-lease), and ssh's hangup stops it by
+# its PID; when the server ends the directory is removed. (An asynchronous command's stdin is
+# /dev/null unless redirected explicitly: hence fd 3.)
 REMOTE = r"""
 umask 077
 d=$(mktemp -d "${TMPDIR:-/tmp}/iobench-sweep.XXXXXX") || exit 1
@@ -31,9 +48,8 @@ done
 cd "$d" || exit 1
 echo "iobench-sweep: key directory $d"
 exec 3<&0
-"$@" </dev/null 3<&- &
+"$@" <&3 3<&- &
 pid=$!
-(cat <&3 >/dev/null; kill "$pid" 2>/dev/null) >/dev/null 2>&1 &
 exec 3<&-
 wait "$pid"
 """ % END
@@ -45,17 +61,19 @@ class RemoteServer:
     tls-port. `env` is the environment the sweep's clients run with (the token)."""
 
     def __init__(self, target, iobench, port, tls_dir, kernel_counter, ssh_config=None,
-                 bind=None):
+                 bind=None, lease_s=LEASE_S):
         self.target, self.port = target, port
         # ssh -F FILE: the port, key and host-key policy for that host, if not ~/.ssh/config.
-        self.ssh = ["ssh", *(["-F", ssh_config] if ssh_config else [])]
+        self.ssh = ["ssh", *SSH_OPTIONS, *(["-F", ssh_config] if ssh_config else [])]
         self.ports = {"tcp": port, "tls": port + 1}
         self.host = target.split("@")[-1]
         self.bind = bind or self.host
         token = secrets.token_hex(32)
         self.env = dict(os.environ, IOBENCH_AUTH_TOKEN=token)
+        # The server reads the heartbeats from the stdin it inherits (the rest of ssh's, after
+        # the token and the TLS files).
         args = [iobench, "server", "--listen", f"{self.bind}:{port}", "--quiet",
-                "--kernel-counter", kernel_counter]
+                "--kernel-counter", kernel_counter, "--stdin-lease", str(lease_s)]
         files = ["", ""]
         if tls_dir:
             args += ["--tls-listen", f"{self.bind}:{port + 1}", "--tls-cert", "server.crt",
@@ -69,15 +87,55 @@ class RemoteServer:
             self.proc.stdin.write(text + ("" if text.endswith("\n") or not text else "\n")
                                   + END + "\n")
         self.proc.stdin.flush()
-        self.key_dir, line = None, ""
-        for line in self.proc.stdout:
-            if line.startswith("iobench-sweep: key directory "):
-                self.key_dir = line.split("key directory ", 1)[1].strip()
-            elif "listening on" in line or "error" in line:
-                break
+        self.key_dir = None
+        self.lines = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        line = self._wait_started()
         if "listening on" not in line:
             self.stop()
-            raise RuntimeError(f"remote server did not start: {line.strip() or 'ssh ended'}")
+            raise RuntimeError(f"remote server did not start within {START_S} s: "
+                               f"{line.strip() or 'ssh ended'}")
+        self.stopping = threading.Event()
+        self.beat = threading.Thread(target=self._heartbeat, args=(lease_s / 6,), daemon=True)
+        self.beat.start()
+
+    def _pump(self):
+        """Every line of the remote side, for as long as ssh runs: a pipe nobody reads would stop
+        the server at its next log line."""
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _wait_started(self):
+        """The server's "listening on" line (or its error, or ssh's end), within START_S; every
+        other line (the clear-text warning, ssh's complaints) is shown as it comes."""
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return ""
+            if line is None:
+                return ""
+            if line.startswith("iobench-sweep: key directory "):
+                self.key_dir = line.split("key directory ", 1)[1].strip()
+                continue
+            if "listening on" in line or "error" in line:
+                threading.Thread(target=self._show, daemon=True).start()
+                return line
+            sys.stderr.write(f"sweep: server on {self.host}: {line}")
+
+    def _show(self):
+        while (line := self.lines.get()) is not None:
+            sys.stderr.write(f"sweep: server on {self.host}: {line}")
+
+    def _heartbeat(self, every_s):
+        while not self.stopping.wait(every_s):
+            try:
+                self.proc.stdin.write("\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                return
 
     def ca(self, tls_dir):
         return f"{tls_dir}/ca.crt"
@@ -85,6 +143,9 @@ class RemoteServer:
     def stop(self):
         """Closes the remote shell's stdin: it stops the server by its PID, waits for it, removes
         the key directory and exits (bounded, 15 s; then ssh is killed)."""
+        if getattr(self, "stopping", None):
+            self.stopping.set()
+            self.beat.join(timeout=5)
         try:
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):

@@ -338,6 +338,9 @@ struct ServerOptions {
   std::string tls_listen;
   double handshake_timeout_s = 5;
   double idle_timeout_s = 30;
+  // Set: the server stops (as on SIGTERM) when stdin ends or stays silent this long, so one
+  // started over ssh dies with its controller even when the link dies silently.
+  double stdin_lease_s = 0;
   uint64_t max_bytes = kMaxBytes;
   std::string cache_dir;
   uint64_t cache_max = PayloadSpec{}.cache_max;
@@ -380,6 +383,15 @@ void describe(Self& o, Visit&& visit) {
               .above_min = true,
               .value_name = "SECONDS"},
         o.idle_timeout_s);
+  visit(Field{.name = "stdin_lease_s",
+              .flag = "--stdin-lease",
+              .help = "Stop when stdin ends or has been silent this many seconds: a server "
+                      "started over ssh, whose controller writes a line every few seconds, "
+                      "dies with it even when the link dies silently (default 0: off)",
+              .real_min = 0,
+              .real_max = 3600,
+              .value_name = "SECONDS"},
+        o.stdin_lease_s);
   visit(Field{.name = "max_bytes",
               .flag = "--max-bytes",
               .help = "Largest --bytes a client may ask for (default 4G)",

@@ -1,8 +1,12 @@
 // The server's accept loops: every client on its own thread (at most --max-conns sessions at
 // once), one loop per port; `iobench server`'s start-up and its orderly stop on a signal.
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <thread>
@@ -160,6 +164,31 @@ std::expected<Ports, int> open_ports(const ServerOptions& o) {
   return Ports{std::move(*main_port), std::move(tls_port)};
 }
 
+// --stdin-lease: the server lives while its controller keeps writing to its stdin. A sweep's
+// ssh that dies with a silent link delivers no EOF (sshd notices hours later, if ever); the
+// silence is noticed here, and the server stops as on SIGTERM (sessions aborted, logged).
+void hold_stdin_lease(double lease_s) {
+  std::thread([lease_s] {
+    char buf[256];
+    for (;;) {
+      pollfd p{0, POLLIN, 0};
+      const int rc = ::poll(&p, 1, static_cast<int>(lease_s * 1000));
+      if (rc < 0 && errno == EINTR) continue;
+      std::string why = "stdin read failed";
+      if (rc == 0) {
+        why = fmt::format("no word on stdin for {} s", lease_s);
+      } else if (rc > 0) {
+        const ssize_t n = ::read(0, buf, sizeof buf);
+        if (n > 0 || (n < 0 && errno == EINTR)) continue;
+        if (n == 0) why = "stdin closed";
+      }
+      log_line_always("-", fmt::format("stopping: {} (--stdin-lease {} s)", why, lease_s));
+      ::kill(::getpid(), SIGTERM);
+      return;
+    }
+  }).detach();
+}
+
 void warn_if_clear(const ServerOptions& o, const Bound& port) {
   if (port.loopback) return;
   fmt::print(stderr, "iobench: warning: listening on {} without TLS: {}\n", port.where,
@@ -196,6 +225,7 @@ int run_server_command(const ServerOptions& o) {
              tls_port ? fmt::format(" and {} ({})", tls_port->where, tls_text) : "",
              o.auth_token.empty() ? "" : "; clients must present the auth token");
   std::fflush(stdout);
+  if (o.stdin_lease_s > 0) hold_stdin_lease(o.stdin_lease_s);
   std::vector<ListeningPort> ports;
   ports.push_back({main_port.fd.get(), ServerConfig{o, std::nullopt, !o.quiet,
                                                      main_tls ? tls_ctx : nullptr,

@@ -52,6 +52,12 @@ Subsystem sftp internal-sftp
     return path
 
 
+def silence(index):
+    """Host `index`'s link goes silent: its end on the bridge goes down, nothing passes either
+    way and nobody sends a reset or a FIN (a dead link, as when an instance vanishes)."""
+    _ip("link", "set", f"iobv{os.getpid() % 10000}{index}a", "down")
+
+
 @contextlib.contextmanager
 def emulated_hosts(tmp_path, count):
     """Yields ([address, ...], ssh config path): `count` hosts, ssh root@ADDRESS with -F CONFIG."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from emulated_hosts import emulated_hosts, why_not
+from emulated_hosts import emulated_hosts, silence, why_not
 from iobench_tools.lib.remoteserver import RemoteServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +36,11 @@ def pids_with(text):
         if text in cmd:
             found.append((int(pid), cmd))
     return found
+
+
+def servers_on(addr, port):
+    """The iobench servers (not the ssh or the shell that started them) listening there."""
+    return [p for p in pids_with(f"--listen {addr}:{port}") if p[1].startswith(f"{BIN} server")]
 
 
 def client(addr, port, env, *extra):
@@ -82,3 +87,34 @@ def test_only_the_sweep_uses_its_server_and_it_leaves_nothing_behind(tmp_path, h
         cut.stop()
     finally:
         os.kill(other_pid, signal.SIGTERM)
+
+
+@pytest.mark.slow
+def test_a_silently_cut_link_leaves_no_server_running(tmp_path, host):
+    """The link to the server's host goes silent (no reset, no FIN: ssh and sshd notice nothing
+    for hours). The server's stdin lease runs out and it stops, its key directory removed, within
+    the lease plus a few seconds; the sweep's ssh gives up on its own keepalives; what the server
+    logged reached the sweep (its start-up warning)."""
+    target, addr, config = host
+    certs = tmp_path / "certs"
+    subprocess.run([str(ROOT / "tls" / "make-certs"), str(certs), "--ip", addr], check=True,
+                   capture_output=True)
+    rs = RemoteServer(target, BIN, 5394, str(certs), "auto", config, lease_s=4)
+    try:
+        key_dir = Path(rs.key_dir)
+        assert client(addr, 5394, rs.env).returncode == 0
+        time.sleep(3)  # heartbeats keep it up past its lease
+        assert servers_on(addr, 5394)
+        silence(0)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 15 and (key_dir.exists() or
+                                               servers_on(addr, 5394)):
+            time.sleep(0.2)
+        gone_s = time.monotonic() - t0
+        assert not servers_on(addr, 5394), "the server outlived its lease"
+        assert not key_dir.exists(), "the key directory outlived the server"
+        assert gone_s <= 4 + 5, gone_s  # the lease, and the stop (the bound docs/sweeps.md states)
+        # ssh's own keepalives (3 x 5 s) end the local side too.
+        rs.proc.wait(timeout=30)
+    finally:
+        rs.stop()
