@@ -369,7 +369,8 @@ void describe(Self& o, Visit&& visit) {
         o.tls_listen);
   visit(Field{.name = "handshake_timeout_s",
               .flag = "--handshake-timeout",
-              .help = "Seconds a client has to say hello (default 5)",
+              .help = "Seconds a client has, from the accept, to finish its TLS handshake, "
+                      "hello and token challenge (default 5)",
               .real_min = 0,
               .real_max = 3600,
               .above_min = true,
