@@ -17,13 +17,16 @@ lists what failed and why; running the same command again re-runs only failed or
                      [--control 16k|auto|none]  (the A/A control: one cell twice per round, the
                      sweep's noise floor, printed first by scripts/recommend)
 """
+import contextlib
 import datetime
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeprun
@@ -275,20 +278,43 @@ def describe_sweep(a, placements, manifest):
 def start_server(a, out_dir):
     """The server the cells run against, and the TLS directory its certificates are in: a
     running one (--connect), one started over ssh (--server-host), or none (each cell's own)."""
-    tls_dir = None
+    keys = certs = None
     if "tls" in a.proto.split(",") and a.server_host:
-        tls_dir = os.path.join(out_dir, "certs")
-        if not os.path.exists(os.path.join(tls_dir, "ca.crt")):
-            host = a.server_host.split("@")[-1]
-            kind = "--ip" if host.replace(".", "").isdigit() else "--dns"
-            subprocess.run([os.path.join(ROOT, "tls", "make-certs"), tls_dir, kind, host],
-                           check=True, capture_output=True)
+        keys, certs = server_certificate(a.server_host.split("@")[-1], out_dir)
     remote = RunningServer(a.connect, a.tls_ca, a.auth_token_file) if a.connect else None
     if a.server_host:
-        remote = RemoteServer(a.server_host, a.server_iobench, a.port, tls_dir,
-                              "auto" if a.syscalls == "off" else a.syscalls, a.ssh_config,
-                              a.server_bind)
-    return remote, tls_dir
+        try:
+            remote = RemoteServer(a.server_host, a.server_iobench, a.port, keys,
+                                  "auto" if a.syscalls == "off" else a.syscalls, a.ssh_config,
+                                  a.server_bind)
+        finally:
+            forget_keys(keys)
+    return remote, certs
+
+
+def server_certificate(host, out_dir):
+    """A certificate for the --server-host sweep's server, made by tls/make-certs in a private
+    (0700) folder outside the results: its CA certificate is copied into results/NAME/certs/ (the
+    clients check the server against it; a reader can too), the private keys never are. Returns
+    (the keys' folder, the results' certs folder); the keys' folder is removed once the server
+    has its copy (forget_keys)."""
+    keys = tempfile.mkdtemp(prefix="iobench-sweep-keys.")
+    kind = "--ip" if host.replace(".", "").isdigit() else "--dns"
+    subprocess.run([os.path.join(ROOT, "tls", "make-certs"), keys, kind, host], check=True,
+                   capture_output=True)
+    certs = os.path.join(out_dir, "certs")
+    os.makedirs(certs, exist_ok=True)
+    for stale in ("ca.key", "server.key"):  # left by a sweep of an earlier version
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(certs, stale))
+    shutil.copy(os.path.join(keys, "ca.crt"), os.path.join(certs, "ca.crt"))
+    return keys, certs
+
+
+def forget_keys(keys_dir):
+    """The private keys' folder, gone once the remote server holds its copy (or failed to)."""
+    if keys_dir:
+        shutil.rmtree(keys_dir, ignore_errors=True)
 
 
 def print_outcome(a, cells, recs, skipped, out_dir, manifest):

@@ -317,6 +317,22 @@ def test_two_host_sweep_over_ssh(tmp_path, remote_host):
     left = subprocess.run(["pgrep", "-f", f"iobench server --listen {host}:5297"],
                           capture_output=True, text=True).stdout
     assert left == "", "the remote server must be stopped"
+    # No secret under the results: the CA certificate a reader checks against, no private key,
+    # no token (the server's copy of its key lived in a 0700 folder removed at its stop).
+    assert sorted(p.name for p in (tmp_path / "ssh" / "certs").iterdir()) == ["ca.crt"]
+    assert not secrets_under(tmp_path / "ssh")
+
+
+def secrets_under(folder):
+    """Files under `folder` that hold a private key or look like a token file."""
+    found = []
+    for path in Path(folder).rglob("*"):
+        if not path.is_file():
+            continue
+        if path.name in ("token", "ca.key", "server.key") or path.suffix == ".key" or \
+                b"PRIVATE KEY" in path.read_bytes():
+            found.append(str(path))
+    return found
 
 
 def two_free_ports():
