@@ -76,21 +76,24 @@ PreAuthCut PreAuthGate::cut_of(uint64_t id) const {
   return it == pending_.end() ? PreAuthCut::kNone : it->second.cut;
 }
 
-void PreAuthGate::release(uint64_t id) {
+PreAuthCut PreAuthGate::release(uint64_t id) {
   std::lock_guard lock(mu_);
   const auto it = pending_.find(id);
-  if (it == pending_.end()) return;
-  if (it->second.cut == PreAuthCut::kNone) --uncut_;
+  if (it == pending_.end()) return PreAuthCut::kNone;
+  const PreAuthCut cut = it->second.cut;
+  if (cut == PreAuthCut::kNone) --uncut_;
   pending_.erase(it);
+  return cut;
 }
 
 PreAuthCut PreAuthGate::Ticket::cut() const {
   return gate_ ? gate_->cut_of(id_) : PreAuthCut::kNone;
 }
 
-void PreAuthGate::Ticket::release() {
-  if (gate_) gate_->release(id_);
+PreAuthCut PreAuthGate::Ticket::release() {
+  const PreAuthCut cut = gate_ ? gate_->release(id_) : PreAuthCut::kNone;
   gate_ = nullptr;
+  return cut;
 }
 
 void PreAuthGate::count_refused_token() {

@@ -38,9 +38,11 @@ class PreAuthGate {
     Ticket& operator=(Ticket&&) = delete;
     Ticket(const Ticket&) = delete;
     ~Ticket() { release(); }
-    // The cut the gate made, if any (read it before release()).
+    // The cut the gate made so far, if any.
     PreAuthCut cut() const;
-    void release();
+    // Leaves the gate: from here on the watchdog cannot cut it. Returns the cut made before,
+    // in the same step (a cut between a check and the release would go unseen otherwise).
+    PreAuthCut release();
 
    private:
     friend class PreAuthGate;
@@ -77,7 +79,7 @@ class PreAuthGate {
   void watch();
   void cut_locked(Entry& e, PreAuthCut why);
   PreAuthCut cut_of(uint64_t id) const;
-  void release(uint64_t id);
+  PreAuthCut release(uint64_t id);
 
   const uint32_t cap_;
   const double deadline_s_;

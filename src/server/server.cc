@@ -353,15 +353,15 @@ class Authenticated {
 std::optional<proto::Hello> admit(ServerSession& s, PreAuthGate::Ticket& ticket,
                                   ServerState& state) {
   Result<proto::Hello> hello = greet(s);
-  const PreAuthCut cut = ticket.cut();
   Status ok;
-  if (cut != PreAuthCut::kNone)
-    ok = fail(cut_reason(cut, s.cfg.options));
-  else if (!hello)
+  if (!hello)
     ok = std::unexpected(hello.error());
-  else
+  else if (ticket.cut() == PreAuthCut::kNone)
     ok = authorise(*hello, s, state);
-  ticket.release();
+  // The cut, if the watchdog made one, explains whatever the reads saw; a connection released
+  // uncut is never cut after.
+  if (const PreAuthCut cut = ticket.release(); cut != PreAuthCut::kNone)
+    ok = fail(cut_reason(cut, s.cfg.options));
   if (!ok && s.stream) s.reject(ok.error().message);
   if (!ok && !s.stream) s.log("rejected: " + ok.error().message);
   log_preauth_summary(s.cfg, state);

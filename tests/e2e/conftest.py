@@ -104,14 +104,26 @@ class Server:
         self.tls_addr = f"{t.group(1)}:{t.group(2)}" if t else None
         self.banner = line
         self.lines = []
-        # A thread drains stdout into a queue so log lines are never stuck in a buffer.
+        # A thread drains stdout into a queue so log lines are never stuck in a buffer, and one
+        # drains stderr: a pipe nobody reads would stop the server at its next warning, or a
+        # sanitizer's report, with its session hanging (and the report unseen).
         self.queue = queue.Queue()
+        self.errors = []
         threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_stderr, daemon=True).start()
 
     def _pump(self):
         for line in self.proc.stdout:
             self.queue.put(line)
         self.queue.put(None)
+
+    def _pump_stderr(self):
+        for line in self.proc.stderr:
+            self.errors.append(line)
+
+    def stderr_text(self):
+        """What the server wrote to stderr so far."""
+        return "".join(self.errors)
 
     def read_line(self, timeout=15):
         """Next log line from the server, or fails after `timeout` seconds."""

@@ -253,9 +253,12 @@ def test_two_hundred_misbehaving_clients_do_not_hurt_valid_runs(cache_dir, certs
         assert len(valid_runs) == 16
         for r in valid_runs:
             assert r.returncode == 0, "\n".join(
-                [r.stderr, "TCP server:", *server_log(tcp), "TLS server:", *server_log(tls)])
+                [r.stderr, "TCP server:", *server_log(tcp), tcp.stderr_text(), "TLS server:",
+                 *server_log(tls), tls.stderr_text()])
         for s in (tcp, tls):
-            assert s.alive()
+            assert s.alive(), s.stderr_text()
+            assert "Sanitizer" not in s.stderr_text() and "runtime error" not in s.stderr_text(), \
+                s.stderr_text()
             fds, rss, threads = settle(s.proc.pid, base[s][0])
             assert fds <= base[s][0], (fds, base[s])
             assert threads <= 2, threads

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -66,6 +67,13 @@ def inventory(tmp_path, addresses, config):
     return path
 
 
+def secrets_under(folder):
+    """Files under `folder` holding a private key or a token."""
+    return [str(f) for f in Path(folder).rglob("*") if f.is_file() and (
+        f.suffix == ".key" or f.name == "token" or f.name.endswith("-token")
+        or b"PRIVATE KEY" in f.read_bytes())]
+
+
 def kill_after_first_cell(tmp_path, stop):
     """d's server dies once d's first run has landed: its sweep goes on, its cells fail."""
     cells = tmp_path / "hosts" / "p3" / "work" / "results" / "d" / "cells"
@@ -118,12 +126,19 @@ def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
         tls = json.loads((fleet / n / "cells" / "tls-blocking-c1-4k-cpus0-1.json").read_text())
         assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
         assert (fleet / n / "recommendation.md").exists()
-    # The run's servers took only its own sweeps: a fresh token, private on the controller.
-    assert (fleet / "certs" / "token").stat().st_mode & 0o777 == 0o600
-    assert len((fleet / "certs" / "token").read_text().strip()) == 64
+    # The run's servers took only its own sweeps (a fresh token), and no secret is left: none in
+    # the results (each replica's CA certificate only), in git's view of them, or on the hosts;
+    # the controller's private folder is gone.
     for host in ("r1", "r2"):
         served = (tmp_path / "hosts" / host / "work" / "server.log").read_text()
         assert "clients must present the auth token" in served, served
+    assert sorted(str(p.relative_to(fleet / "certs")) for p in (fleet / "certs").rglob("*")
+                  if p.is_file()) == [f"{r}/ca.crt" for r in ("ghost", "r1", "r2", "r3")]
+    assert not secrets_under(fleet)
+    for host in HOSTS:
+        assert not secrets_under(tmp_path / "hosts" / host), host
+    assert "iobench-fleet-secrets." not in " ".join(os.listdir(tempfile.gettempdir()))
+    assert "no_log" not in p.stdout and "PRIVATE KEY" not in p.stdout + p.stderr
     assert record["c"]["status"] == "not run" and "ghost" in record["c"]["error"], record["c"]
     assert not (fleet / "c" / "manifest.json").exists()
     # d: the runs before its server died are kept; the cells after it are failed, not lost.

@@ -148,7 +148,7 @@ def unprivileged(caps):
             *([] if caps else ["--bounding-set=-all"])]
 
 
-def serve_and_count(root, tmp_path, caps, server_args, client_args):
+def serve_and_count(root, tmp_path, caps, server_args, client_args, port=5210):
     """Runs `iobench server SERVER_ARGS` as the unit does (unprivileged, with `caps`, its cache
     where the unit's Environment puts it) in a private network namespace, so the unit's own
     --listen 0.0.0.0:5210 binds here; one client run; returns (client's JSON, server log)."""
@@ -163,7 +163,7 @@ def serve_and_count(root, tmp_path, caps, server_args, client_args):
     cache.chmod(0o777)  # nobody's, as CacheDirectory= makes /var/cache/iobench the user's
     server = shlex.join([*unprivileged(caps), "env", f"XDG_CACHE_HOME={cache}", str(iobench),
                          "server", *server_args])
-    client = shlex.join([str(iobench), "client", "--connect", "127.0.0.1:5210", "--bytes", "2M",
+    client = shlex.join([str(iobench), "client", "--connect", f"127.0.0.1:{port}", "--bytes", "2M",
                          "--json", str(tmp_path / "run.json"), "-q", *client_args])
     script = (f"ip link set lo up && {server} > {tmp_path}/server.log 2>&1 & srv=$!; "
               f"for i in $(seq 50); do grep -q listening {tmp_path}/server.log && break; "
@@ -189,14 +189,31 @@ def test_the_units_command_serves_unprivileged_with_its_default_options(root, tm
     assert start == "/usr/bin/iobench server $IOBENCH_SERVER_ARGS"
     assert "XDG_CACHE_HOME=/var/cache" in s["Environment"] and s["CacheDirectory"] == ["iobench"]
     args = default_args(root)
-    assert args[:2] == ["--listen", "0.0.0.0:5210"], args
+    # TCP on 5210 and, by default, TLS on 5211 with postinst's certificate.
+    assert args[:4] == ["--listen", "0.0.0.0:5210", "--tls-listen", "0.0.0.0:5211"], args
+    assert "/etc/iobench/tls/server.crt" in args and "/etc/iobench/tls/server.key" in args
     token = subprocess.run(["sh", "-c", f". {root}/etc/default/iobench && printf %s "
                             "\"$IOBENCH_AUTH_TOKEN\""], capture_output=True, text=True).stdout
     assert token == "@/etc/iobench/auth-token", "the unit must require postinst's token"
-    doc, log = serve_and_count(root, tmp_path, [], args, ["--syscalls", "taskio"])
+    # postinst's certificate stands in at a path the unprivileged server can read.
+    certs = Path(tempfile.mkdtemp(prefix="iobench-unit-certs-"))
+    try:
+        subprocess.run([str(root / "usr" / "share" / "iobench" / "tls" / "make-certs"),
+                        str(certs)], check=True, capture_output=True)
+        for path in [certs, *certs.iterdir()]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        args = [str(certs / a.rsplit("/", 1)[1]) if a.startswith("/etc/iobench/tls/") else a
+                for a in args]
+        doc, log = serve_and_count(root, tmp_path, [], args, ["--syscalls", "taskio"])
+        tls, _ = serve_and_count(root, tmp_path / "tls", [], args,
+                                 ["--proto", "tls", "--tls-ca", str(certs / "ca.crt")], port=5211)
+    finally:
+        shutil.rmtree(certs, ignore_errors=True)
     run = doc["results"][0]["runs"][0]
     assert run["receiver"]["bytes"] == 2 << 20 and run["receiver"]["syscalls"]["read"] > 0
-    assert "listening on 0.0.0.0:5210 (tcp)" in log and "ok: received" in log, log
+    assert "listening on 0.0.0.0:5210 (tcp) and 0.0.0.0:5211 (tls" in log, log
+    assert "ok: received" in log, log
+    assert tls["results"][0]["runs"][0]["sender"]["tls"]["verified"] is True
 
 
 @needs_root
@@ -223,16 +240,24 @@ def test_postinst_makes_the_service_user_once(deb, tmp_path):
     subprocess.run(["dpkg-deb", "-e", str(deb), str(control)], check=True)
     etc = tmp_path / "etc"
     subprocess.run(["cp", "-a", "/etc", str(etc)], check=True)
-    script = (f"mount --bind {etc} /etc && sh {control}/postinst configure && "
+    script = (f"mount --bind {etc} /etc && export IOBENCH_MAKE_CERTS={ROOT}/tls/make-certs && "
+              f"sh {control}/postinst configure && "
               f"cp /etc/iobench/auth-token {tmp_path}/first && "
               f"sh {control}/postinst configure && getent passwd iobench && "
               f"cmp /etc/iobench/auth-token {tmp_path}/first && "
               f"stat -c '%a %U %G' /etc/iobench/auth-token && cat /etc/iobench/auth-token && "
-              f"stat -c '%a %U %G' /etc/iobench/tls")
+              f"stat -c '%a %U %G' /etc/iobench/tls && "
+              f"openssl verify -CAfile /etc/iobench/tls/ca.crt /etc/iobench/tls/server.crt && "
+              f"ls /etc/iobench/tls && stat -c '%a %U %G' /etc/iobench/tls/server.key")
     p = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
-    user, token_mode, token, mode = p.stdout.strip().splitlines()[-4:]
+    lines = p.stdout.strip().splitlines()
+    user, token_mode, token, mode, verified, *files, key_mode = lines[-9:]
+    # The TLS port's certificate, signed by a CA whose key is gone; its key the service's only.
+    assert verified == "/etc/iobench/tls/server.crt: OK", lines
+    assert files == ["ca.crt", "server.crt", "server.key"], lines
+    assert key_mode == "640 root iobench", lines
     assert user.startswith("iobench:") and user.endswith(":/nonexistent:/usr/sbin/nologin"), user
     assert mode == "750 root iobench", mode
     # A token made once (kept by the second configure), readable by the service's group only.
