@@ -145,6 +145,14 @@ class Server:
         self.proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """A CA and a server certificate for localhost and 127.0.0.1 (tls/make-certs' default)."""
+    d = tmp_path_factory.mktemp("certs")
+    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d)], check=True, capture_output=True)
+    return d
+
+
 @pytest.fixture
 def server(cache_dir):
     s = Server("--handshake-timeout", "1", "--idle-timeout", "5", cache=cache_dir)

@@ -14,19 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, ROOT, Server, hello_frame, run
+from conftest import BIN, Server, hello_frame, run
 
 pytestmark = [pytest.mark.concurrency]
 
 MiB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("hcerts")
-    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d), "--dns", "localhost", "--ip",
-                    "127.0.0.1"], check=True, capture_output=True)
-    return d
 
 
 # --- --auth-token ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, Server, run
+from conftest import BIN, Server, run
 from netns import Link, why_unavailable
 
 MiB = 1 << 20
@@ -21,13 +21,6 @@ GIVE_UP_S = TIMEOUT + 1.5
 
 pytestmark = [pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable())),
               pytest.mark.netns, pytest.mark.root, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("link-certs")
-    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d)], check=True, capture_output=True)
-    return d
 
 
 @pytest.fixture

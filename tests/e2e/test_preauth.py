@@ -13,18 +13,10 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, Server, hello_frame, run
+from conftest import BIN, Server, hello_frame, run
 from netns import Link, why_unavailable
 
 pytestmark = [pytest.mark.concurrency]
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pcerts")
-    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d), "--dns", "localhost", "--ip",
-                    "127.0.0.1"], check=True, capture_output=True)
-    return d
 
 
 def client_hello():

@@ -8,18 +8,11 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, ROOT, run
+from conftest import BIN, run
 
 ACTIVATE = shutil.which("systemd-socket-activate")
 pytestmark = pytest.mark.skipif(not ACTIVATE, reason="systemd-socket-activate not installed "
                                                      "(Debian's systemd package has it)")
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("sdcerts")
-    subprocess.run([str(ROOT / "tls" / "make-certs"), str(d)], check=True, capture_output=True)
-    return d
 
 
 def free_ports(n, family=socket.AF_INET, host="127.0.0.1"):
