@@ -13,4 +13,11 @@ TcpSegments tcp_segments(int fd) {
   return {info.tcpi_segs_out, info.tcpi_segs_in, info.tcpi_total_retrans};
 }
 
+PeerProgress peer_progress(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return {};
+  return {info.tcpi_bytes_acked, info.tcpi_segs_in};
+}
+
 }  // namespace iobench

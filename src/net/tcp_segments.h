@@ -26,6 +26,14 @@ void describe(Self& t, Visit&& visit) {
 // So far on `fd`; zeros where it is not a TCP socket.
 TcpSegments tcp_segments(int fd);
 
+// Signs that the peer is still reading what this side wrote: the bytes it acknowledged and the
+// segments it sent (window updates among them) so far. Equal twice: nothing moved in between.
+struct PeerProgress {
+  uint64_t bytes_acked = 0, segs_in = 0;
+  bool operator==(const PeerProgress&) const = default;
+};
+PeerProgress peer_progress(int fd);
+
 inline TcpSegments operator-(const TcpSegments& a, const TcpSegments& b) {
   return fields_minus(a, b);
 }

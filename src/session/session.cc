@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <cstring>
@@ -50,6 +53,29 @@ Status name_a_stall(const Stream& s, Status st) {
   return fail(fmt::format("{} (timed out: the peer acknowledged nothing for {:.1f} s)",
                           st.error().message, *silent_s),
               ErrorKind::kTimedOut);
+}
+
+// The sender's wait for the receiver's RESULT, which comes once the receiver has read all that
+// was written. The kernel may hold megabytes of it (a loopback socket's send and receive
+// buffers), so a slow receiver can still be reading long after the last write returned: while it
+// keeps acknowledging bytes or opening its window, the no-progress timeout (the socket's
+// SO_RCVTIMEO) counts from the last such sign, not from the last write. Without this a server
+// whose 2 MiB sat in the buffers dropped a loaded client that had read 128000 bytes of it
+// within --idle-timeout (the 200-clients hardening test under ASan, 1 run in ~50).
+void wait_while_peer_reads(int fd) {
+  timeval tv{};
+  socklen_t len = sizeof tv;
+  if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) != 0) return;
+  const int timeout_ms = static_cast<int>(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+  if (timeout_ms <= 0) return;
+  PeerProgress last = peer_progress(fd);
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) != 0) return;  // readable, closed, or a signal: read it
+    const PeerProgress now = peer_progress(fd);
+    if (now == last) return;  // nothing moved for the whole timeout: the read times out
+    last = now;
+  }
 }
 
 class VerifierSink final : public ByteSink {
@@ -198,6 +224,7 @@ void send_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& m,
   me.buf_resizes = buf.resizes();
   // Counters stop before the acknowledgement is read: it is control traffic, not data.
   m.take_stream_and_placement();
+  if (sent) wait_while_peer_reads(s.fd());
   Result<proto::SideResult> peer =
       sent ? expect_result(s) : Result<proto::SideResult>(std::unexpected(sent.error()));
   m.stop_clock();

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, Server, hello_frame, run
+from conftest import BIN, Server, hello_frame, proto_version, run
 
 pytestmark = [pytest.mark.concurrency]
 
@@ -260,6 +260,40 @@ def test_two_hundred_misbehaving_clients_do_not_hurt_valid_runs(cache_dir, certs
     finally:
         tcp.stop()
         tls.stop()
+
+
+def test_a_slow_reader_is_not_dropped_while_it_reads(cache_dir):
+    """The sender's no-progress timeout counts from the receiver's last sign of reading, not from
+    its own last write: the server sends 6 MiB to a client that reads 64 KiB every 0.1 s (about
+    10 s in all) against --idle-timeout 1. Megabytes still sit in the server's send buffer when
+    its last write returns; the server waits for the RESULT while the client drains them, and
+    the client gets every byte (the server's verdict on its made-up RESULT does not matter)."""
+    s = Server("--idle-timeout", "1", cache=cache_dir)
+    total = 6 * MiB
+    try:
+        with socket.socket() as c:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            c.settimeout(10)
+            c.connect(("127.0.0.1", s.port))
+            c.sendall(hello_frame(client_sends=False, nbytes=total, send_buf=65536,
+                                  recv_buf=65536))
+            head, _ = read_frame(c)
+            while struct.unpack("<H", head[6:8])[0] == 6:  # PROGRESS while it builds
+                head, _ = read_frame(c)
+            assert struct.unpack("<H", head[6:8])[0] == 2, head  # ACK
+            got = 0
+            while got < total:
+                chunk = c.recv(min(65536, total - got))
+                assert chunk, f"the server closed after {got} of {total} bytes"
+                got += len(chunk)
+                time.sleep(0.1)
+            c.sendall(b"IOBC" + struct.pack("<HHI", proto_version(), 3, 0))  # a bad RESULT
+            read_frame(c)
+        line = s.read_line(timeout=15)
+        # It waited for the RESULT and judged the one sent (empty: truncated), no timeout.
+        assert "timed out" not in line and "truncated message" in line, line
+    finally:
+        s.stop()
 
 
 def test_token_from_a_file_on_both_sides(cache_dir, tmp_path):
