@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "payload/xxh3_fast.h"
+#include "probe/syscall_counter.h"
 
 namespace iobench {
 
@@ -84,6 +85,9 @@ uint64_t pass_unit(const SidePlan& plan) {
 
 Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* payload) {
   DataPhase& d = plan.data;
+  // The process's kernel counters are opened (a bpf program loaded and checked) here, before the
+  // HELLO: after the ACK the peer's no-progress clock runs, and this side should only arm them.
+  if (d.kernel_syscalls) (void)process_syscall_counter();
   const tls::TlsRecords& records = plan.tls_records;
   if (auto st = s.configure(plan.tls_io, records.read_ahead, records.max_fragment, d.buf_bytes);
       !st)
