@@ -107,7 +107,8 @@ void log_preauth_summary(const ServerConfig& cfg, ServerState& state) {
 // Why the gate cut a connection, in the words of its log line.
 std::string cut_reason(PreAuthCut cut, const ServerOptions& o) {
   if (cut == PreAuthCut::kDeadline)
-    return fmt::format("handshake and hello not done within {} s (--handshake-timeout)",
+    return fmt::format("no hello within {} s of the accept (--handshake-timeout: the TLS "
+                       "handshake, the hello and the token's challenge)",
                        o.handshake_timeout_s);
   return fmt::format("cut to make room: {} connections were unauthenticated at once "
                      "(--max-conns {}); the oldest goes first",

@@ -103,7 +103,8 @@ def test_version(flag):
 
 def test_protocol_layout_lists_every_message():
     doc = json.loads(run("protocol", check=0).stdout)
-    assert set(doc["messages"]) == {"HELLO", "ACK", "RESULT", "ERROR", "GROUP", "PROGRESS"}
+    assert set(doc["messages"]) == {"HELLO", "ACK", "RESULT", "ERROR", "GROUP", "PROGRESS",
+                                    "CHALLENGE", "AUTH"}
     assert doc["version"] == proto_version()
     hello = [f["name"] for f in doc["messages"]["HELLO"]["fields"]]
     assert hello[:2] == ["client_sends", "bytes"] and "tuning.queue_depth" in hello
