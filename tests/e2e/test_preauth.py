@@ -3,8 +3,9 @@ HELLO dripped a byte at a time, each byte well inside the per-read timeout, is c
 --handshake-timeout; hundreds of such connections held open cannot lock a valid client out (the
 oldest unauthenticated connection is cut to make room); every cut and refused token is counted
 in a rate-limited log line, under --quiet too."""
-import signal
 import os
+import select
+import signal
 import socket
 import ssl
 import subprocess
@@ -48,22 +49,32 @@ class Drips:
     def _drip(self):
         for i in range(len(self.data)):
             for k, s in enumerate(self.socks):
-                if self.cut_at[k] is not None:
-                    continue
-                try:
-                    s.sendall(self.data[i:i + 1])
-                    s.setblocking(False)
+                if self.cut_at[k] is None:
                     try:
-                        if s.recv(4096) == b"":
-                            self.cut_at[k] = time.monotonic() - self.opened
-                    except BlockingIOError:
-                        pass
-                    finally:
-                        s.setblocking(True)
-                except OSError:
-                    self.cut_at[k] = time.monotonic() - self.opened
-            if self.stopping.wait(self.every_s):
+                        s.sendall(self.data[i:i + 1])
+                    except OSError:
+                        self._cut(k)
+            if self._watch(time.monotonic() + self.every_s):
                 return
+
+    def _cut(self, k):
+        if self.cut_at[k] is None:
+            self.cut_at[k] = time.monotonic() - self.opened
+
+    def _watch(self, until):
+        """Until the next byte is due, notes each connection the server closes as it closes
+        (the server sends nothing before a HELLO, so readable means closed). True: stop."""
+        while (left := until - time.monotonic()) > 0:
+            if self.stopping.is_set():
+                return True
+            live = [s for k, s in enumerate(self.socks) if self.cut_at[k] is None]
+            if not live:
+                time.sleep(min(left, 0.05))
+                continue
+            readable, _, _ = select.select(live, [], [], min(left, 0.05))
+            for s in readable:
+                self._cut(self.socks.index(s))
+        return self.stopping.is_set()
 
     def alive(self):
         return sum(c is None for c in self.cut_at)
@@ -94,7 +105,8 @@ def test_a_dripped_hello_is_cut_at_the_handshake_timeout(cache_dir, certs, kind)
     d = Drips(s.port, data, 3)
     try:
         assert wait_for(lambda: d.alive() == 0, 6), d.cut_at
-        assert all(1.0 <= c <= 2.0 for c in d.cut_at), d.cut_at  # deadline + 1 s
+        # At the deadline (measured from after the last connect), within the + 1 s allowed.
+        assert all(0.9 <= c <= 2.0 for c in d.cut_at), d.cut_at
         # --quiet, and still the cuts are logged: one summary line (rate-limited).
         line = s.read_line(timeout=5)
         assert "pre-auth:" in line and "cut at --handshake-timeout 1 s" in line, line
@@ -119,12 +131,13 @@ def test_three_hundred_slow_handshakes_do_not_lock_out_a_valid_client(cache_dir,
         assert d.alive() >= 100, d.alive()
         t0 = time.monotonic()
         p = run("client", "--connect", f"127.0.0.1:{tls_port}", "--proto", "tls", "--tls-ca",
-                certs / "ca.crt", "--bytes", "4M", "-q", cache=cache_dir, timeout=60)
+                certs / "ca.crt", "--bytes", "1M", "-q", cache=cache_dir, timeout=60)
         assert p.returncode == 0, p.stderr
-        p = run("client", "--connect", s.addr, "--bytes", "4M", "-q", cache=cache_dir,
+        p = run("client", "--connect", s.addr, "--bytes", "1M", "-q", cache=cache_dir,
                 timeout=60)
         assert p.returncode == 0, p.stderr
-        assert time.monotonic() - t0 < 20
+        # Served while the drips hold their places: not after their 30 s deadline freed them.
+        assert time.monotonic() - t0 < 25
         line = s.read_line(timeout=5)  # the first cut's summary, at once
         assert "pre-auth:" in line and " cut to make room" in line, line
         # The totals at the stop, under --quiet too.
