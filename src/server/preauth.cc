@@ -101,6 +101,11 @@ void PreAuthGate::count_refused_token() {
   ++total_.refused_tokens;
 }
 
+void PreAuthGate::count_late() {
+  std::lock_guard lock(mu_);
+  ++total_.deadline;
+}
+
 std::optional<std::string> PreAuthGate::summary_due(double every_s) {
   std::lock_guard lock(mu_);
   const int64_t now = monotonic_ns();

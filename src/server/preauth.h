@@ -54,8 +54,10 @@ class PreAuthGate {
   // Admits the accepted socket `fd`; at the cap, the oldest pending connection is cut first.
   Ticket admit(int fd);
 
-  // Counted for the log: a client that presented a wrong (or no) token.
+  // Counted for the log: a client that presented a wrong (or no) token; one whose reads timed
+  // out before the watchdog cut it (as one cut at the deadline).
   void count_refused_token();
+  void count_late();
   // A summary line of the cuts and refusals since the last one, at most one per `every_s`
   // (the first at once); nullopt when nothing new or not yet due. Called by handler threads,
   // so the watchdog never writes (a blocked log must not stop the deadlines).

@@ -180,10 +180,9 @@ Result<proto::Hello> greet(ServerSession& s) {
   if (!opened) return std::unexpected(opened.error());
   s.stream = std::move(*opened);
   auto m = recv_message(*s.stream, deadline);
-  if (!m)
-    return fail(m.error().kind == ErrorKind::kTimedOut
-                    ? fmt::format("no hello within {} s", o.handshake_timeout_s)
-                    : m.error().message);
+  if (!m && m.error().kind == ErrorKind::kTimedOut)
+    return fail(fmt::format("no hello within {} s", o.handshake_timeout_s), ErrorKind::kTimedOut);
+  if (!m) return std::unexpected(m.error());
   auto* hello = std::get_if<proto::Hello>(&*m);
   if (!hello) return fail(fmt::format("expected HELLO, got {}", proto::type_name(*m)));
   return std::move(*hello);
@@ -360,9 +359,11 @@ std::optional<proto::Hello> admit(ServerSession& s, PreAuthGate::Ticket& ticket,
   else if (ticket.cut() == PreAuthCut::kNone)
     ok = authorise(*hello, s, state);
   // The cut, if the watchdog made one, explains whatever the reads saw; a connection released
-  // uncut is never cut after.
+  // uncut is never cut after. One the reads' own deadline beat the watchdog to counts as cut.
   if (const PreAuthCut cut = ticket.release(); cut != PreAuthCut::kNone)
     ok = fail(cut_reason(cut, s.cfg.options));
+  else if (!hello && hello.error().kind == ErrorKind::kTimedOut && state.preauth)
+    state.preauth->count_late();
   if (!ok && s.stream) s.reject(ok.error().message);
   if (!ok && !s.stream) s.log("rejected: " + ok.error().message);
   log_preauth_summary(s.cfg, state);

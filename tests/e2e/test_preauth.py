@@ -107,6 +107,8 @@ def test_a_dripped_hello_is_cut_at_the_handshake_timeout(cache_dir, certs, kind)
         assert wait_for(lambda: d.alive() == 0, 6), d.cut_at
         # At the deadline (measured from after the last connect), within the + 1 s allowed.
         assert all(0.9 <= c <= 2.0 for c in d.cut_at), d.cut_at
+        print(f"{kind} hello dripped at 0.5 s a byte, --handshake-timeout 1: cut at "
+              f"{', '.join(f'{c:.3f}' for c in d.cut_at)} s")
         # --quiet, and still the cuts are logged: one summary line (rate-limited).
         line = s.read_line(timeout=5)
         assert "pre-auth:" in line and "cut at --handshake-timeout 1 s" in line, line
@@ -137,6 +139,8 @@ def test_three_hundred_slow_handshakes_do_not_lock_out_a_valid_client(cache_dir,
                 timeout=60)
         assert p.returncode == 0, p.stderr
         # Served while the drips hold their places: not after their 30 s deadline freed them.
+        print(f"with 300 slow ClientHellos: a TLS and a TCP client served in "
+              f"{time.monotonic() - t0:.2f} s; {d.alive()} drips still held")
         assert time.monotonic() - t0 < 25
         line = s.read_line(timeout=5)  # the first cut's summary, at once
         assert "pre-auth:" in line and " cut to make room" in line, line

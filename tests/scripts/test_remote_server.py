@@ -111,6 +111,7 @@ def test_a_silently_cut_link_leaves_no_server_running(tmp_path, host):
                                                servers_on(addr, 5394)):
             time.sleep(0.2)
         gone_s = time.monotonic() - t0
+        print(f"link cut: server and key directory gone in {gone_s:.1f} s (lease 4 s)")
         assert not servers_on(addr, 5394), "the server outlived its lease"
         assert not key_dir.exists(), "the key directory outlived the server"
         assert gone_s <= 4 + 5, gone_s  # the lease, and the stop (the bound docs/sweeps.md states)
