@@ -3,6 +3,7 @@ own sshd on port 2222 (a temporary host key, one authorized key for root), joine
 namespace by veth pairs on one bridge, so every host reaches every other and this one reaches
 them all. They share this machine's filesystem. Root only."""
 import contextlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -52,16 +53,23 @@ Subsystem sftp internal-sftp
     return path
 
 
+# Each emulated_hosts() of this process names its links afresh: a namespace deleted by the one
+# before may still be torn down by the kernel (asynchronously), its veth pair with it.
+_calls = itertools.count()
+_tag = None  # the current emulated_hosts()'s
+
+
 def silence(index):
     """Host `index`'s link goes silent: its end on the bridge goes down, nothing passes either
     way and nobody sends a reset or a FIN (a dead link, as when an instance vanishes)."""
-    _ip("link", "set", f"iobv{os.getpid() % 10000}{index}a", "down")
+    _ip("link", "set", f"iobv{_tag}{index}a", "down")
 
 
 @contextlib.contextmanager
 def emulated_hosts(tmp_path, count):
     """Yields ([address, ...], ssh config path): `count` hosts, ssh root@ADDRESS with -F CONFIG."""
-    tag = f"{os.getpid() % 10000}"
+    global _tag
+    tag = _tag = f"{os.getpid() % 10000}{next(_calls) % 10}"
     net = 10 + os.getpid() % 240
     bridge = f"iobbr{tag}"
     keys = tmp_path / "sshd"
@@ -89,6 +97,7 @@ def emulated_hosts(tmp_path, count):
             here, there = f"iobv{tag}{i}a", f"iobv{tag}{i}b"
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
             _ip("netns", "add", ns)
+            subprocess.run(["ip", "link", "del", here], capture_output=True)  # a leftover
             _ip("link", "add", here, "type", "veth", "peer", "name", there)
             _ip("link", "set", here, "master", bridge)
             _ip("link", "set", here, "up")
