@@ -30,6 +30,16 @@ void PreAuthGate::cut_locked(Entry& e, PreAuthCut why) {
   ++(why == PreAuthCut::kDeadline ? total_.deadline : total_.made_room);
 }
 
+bool PreAuthGate::cut_oldest() {
+  std::lock_guard lock(mu_);
+  for (auto& [id, e] : pending_) {
+    if (e.cut != PreAuthCut::kNone) continue;
+    cut_locked(e, PreAuthCut::kMadeRoom);
+    return true;
+  }
+  return false;
+}
+
 PreAuthGate::Ticket PreAuthGate::admit(int fd) {
   const int64_t deadline = monotonic_ns() + static_cast<int64_t>(deadline_s_ * 1e9);
   std::lock_guard lock(mu_);

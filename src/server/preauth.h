@@ -3,9 +3,10 @@
 // per-read timeout alone lets a ClientHello dripped one byte inside each read's timeout hold a
 // handler for as long as the client likes; the gate's watchdog shuts the socket down at the
 // deadline whatever the reads are doing. Connections still unauthenticated are capped, so a flood
-// of slow handshakes cannot take the handlers a valid client needs: a new connection beyond the
-// cap cuts the oldest pending one (a valid client finishes in milliseconds; the oldest is the one
-// that has held its handler longest without saying who it is).
+// of slow handshakes cannot take the handlers a valid client needs: a new connection that finds
+// every handler taken (or the cap reached) cuts the oldest pending one (a valid client finishes
+// in milliseconds; the oldest is the one that has held its handler longest without saying who it
+// is).
 #pragma once
 
 #include <condition_variable>
@@ -53,6 +54,8 @@ class PreAuthGate {
 
   // Admits the accepted socket `fd`; at the cap, the oldest pending connection is cut first.
   Ticket admit(int fd);
+  // Cuts the oldest pending connection to make room for a new one; false when none is pending.
+  bool cut_oldest();
 
   // Counted for the log: a client that presented a wrong (or no) token; one whose reads timed
   // out before the watchdog cut it (as one cut at the deadline).

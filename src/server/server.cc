@@ -110,9 +110,9 @@ std::string cut_reason(PreAuthCut cut, const ServerOptions& o) {
     return fmt::format("no hello within {} s of the accept (--handshake-timeout: the TLS "
                        "handshake, the hello and the token's challenge)",
                        o.handshake_timeout_s);
-  return fmt::format("cut to make room: {} connections were unauthenticated at once "
-                     "(--max-conns {}); the oldest goes first",
-                     o.max_conns, o.max_conns);
+  return fmt::format("cut to make room: every handler was taken (2 x --max-conns {}) and this "
+                     "was the oldest connection not yet authenticated",
+                     o.max_conns);
 }
 
 }  // namespace

@@ -37,8 +37,12 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
       continue;
     }
     // Up to --max-conns sessions run; as many more get a handler that refuses them with a
-    // reason after their HELLO; beyond that, the connection is closed at once.
-    if (state->sessions.load() >= max_threads) {
+    // reason after their HELLO. When every handler is taken, the oldest connection still
+    // unauthenticated is cut to make room (OpenSSH's MaxStartups), while the cut ones' threads
+    // end (bounded: twice the handlers); otherwise the new connection is closed at once.
+    const uint32_t busy = state->sessions.load();
+    if (busy >= max_threads &&
+        !(busy < 2 * max_threads && state->preauth && state->preauth->cut_oldest())) {
       log_line(cfg, peer,
                fmt::format("closed: {} handlers busy (--max-conns {})", state->sessions.load(),
                            cfg.options.max_conns));
@@ -69,10 +73,10 @@ int serve(const std::vector<ListeningPort>& ports) {
   if (first.kernel_counters) (void)process_syscall_counter();
   // Shared by the ports' loops and the (detached) session threads: the last one out frees it.
   auto state = std::make_shared<ServerState>();
-  // Unauthenticated connections: at most --max-conns of the 2 x --max-conns handlers, so as
-  // many stay free for clients that say who they are.
+  // Unauthenticated connections may take every handler (2 x --max-conns), the oldest cut when
+  // a new one finds none free (accept_loop).
   if (!first.serial)
-    state->preauth = std::make_unique<PreAuthGate>(first.options.max_conns,
+    state->preauth = std::make_unique<PreAuthGate>(2 * first.options.max_conns,
                                                    first.options.handshake_timeout_s);
   std::vector<std::thread> others;
   for (size_t i = 1; i < ports.size(); ++i)
