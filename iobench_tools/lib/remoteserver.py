@@ -120,7 +120,8 @@ class RemoteServer:
             if line.startswith("iobench-sweep: key directory "):
                 self.key_dir = line.split("key directory ", 1)[1].strip()
                 continue
-            if "listening on" in line or "error" in line:
+            # The banner (not the clear-text warning, which also says "listening on").
+            if line.startswith("iobench server ") or "error" in line:
                 threading.Thread(target=self._show, daemon=True).start()
                 return line
             sys.stderr.write(f"sweep: server on {self.host}: {line}")
