@@ -30,8 +30,7 @@ void PreAuthGate::cut_locked(Entry& e, PreAuthCut why) {
   ++(why == PreAuthCut::kDeadline ? total_.deadline : total_.made_room);
 }
 
-bool PreAuthGate::cut_oldest() {
-  std::lock_guard lock(mu_);
+bool PreAuthGate::cut_oldest_locked() {
   for (auto& [id, e] : pending_) {
     if (e.cut != PreAuthCut::kNone) continue;
     cut_locked(e, PreAuthCut::kMadeRoom);
@@ -40,16 +39,15 @@ bool PreAuthGate::cut_oldest() {
   return false;
 }
 
+bool PreAuthGate::cut_oldest() {
+  std::lock_guard lock(mu_);
+  return cut_oldest_locked();
+}
+
 PreAuthGate::Ticket PreAuthGate::admit(int fd) {
   const int64_t deadline = monotonic_ns() + static_cast<int64_t>(deadline_s_ * 1e9);
   std::lock_guard lock(mu_);
-  if (uncut_ >= cap_) {
-    for (auto& [id, e] : pending_) {
-      if (e.cut != PreAuthCut::kNone) continue;
-      cut_locked(e, PreAuthCut::kMadeRoom);
-      break;
-    }
-  }
+  if (uncut_ >= cap_) (void)cut_oldest_locked();
   const uint64_t id = next_id_++;
   pending_.emplace(id, Entry{fd, deadline});
   ++uncut_;

@@ -83,6 +83,7 @@ class PreAuthGate {
   };
   void watch();
   void cut_locked(Entry& e, PreAuthCut why);
+  bool cut_oldest_locked();
   PreAuthCut cut_of(uint64_t id) const;
   PreAuthCut release(uint64_t id);
 
