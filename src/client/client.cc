@@ -51,30 +51,26 @@ Result<std::unique_ptr<TracedProcess>> trace(TracerTool tool, pid_t pid) {
   return t;
 }
 
-Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const BufPair& buf,
-                           const Payload* payload, Engine& engine, const tls::Context* tls_ctx,
-                           pid_t local_server, LiveLine& live) {
+// A lone connection's run, with --syscalls strace|perf's tools attached around it.
+Result<RunRecord> run_once(const ClientPlan& p, const RunConns& run, const Payload* payload,
+                           Engine& engine, const tls::Context* tls_ctx, pid_t local_server,
+                           LiveLine& live) {
   std::unique_ptr<TracedProcess> my_trace, server_trace;
-  if (attaches_tool(o.syscalls)) {
+  if (run.tracer) {
     // The server's tracer first: `strace -f` on this process would follow that fork.
     if (local_server > 0) {
-      auto theirs = trace(tracer_tool_of(o.syscalls), local_server);
+      auto theirs = trace(*run.tracer, local_server);
       if (!theirs) return std::unexpected(theirs.error());
       server_trace = std::move(*theirs);
     }
-    auto mine = trace(tracer_tool_of(o.syscalls), getpid());
+    auto mine = trace(*run.tracer, getpid());
     if (!mine) return std::unexpected(mine.error());
     my_trace = std::move(*mine);
   }
-  const proto::Hello hello = make_hello(o, buf);
-  SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
-  if (plan.data.is_sender) {
-    plan.data.write_pattern = o.write_pattern;
-    plan.data.pattern_seed = o.payload.seed;
-  }
-  auto session = open_session(o, server, tls_ctx, hello, plan, engine, payload);
+  auto session = open_session(p, run.conns.front(), 0, tls_ctx, engine, payload);
   if (!session) return std::unexpected(session.error());
   Stream& stream = *session->stream;
+  const SidePlan& plan = session->side;
   const DataPhase& d = plan.data;
   live.attach(session->fd.get(), d.is_sender);
   SideOutcome ended = run_side(stream, stream, engine, plan, nullptr, 0);
@@ -120,22 +116,6 @@ Result<RunRecord> run_once(const ClientOptions& o, const HostPort& server, const
 
 namespace {
 
-// "16K run 2/5", "1K warm-up 1/2", "64K counting run", with "size 2/3" when there are several.
-std::string live_label(const ClientOptions& o, const BufPair& buf, int step, bool counting) {
-  std::string label = buf_label(buf);
-  if (counting)
-    label += " counting run";
-  else if (step < o.warmup)
-    label += fmt::format(" warm-up {}/{}", step + 1, o.warmup);
-  else
-    label += fmt::format(" run {}/{}", step - o.warmup + 1, o.repeat);
-  if (o.bufs.size() > 1) {
-    const auto at = static_cast<size_t>(&buf - o.bufs.data());
-    label += fmt::format(" (size {}/{})", at + 1, o.bufs.size());
-  }
-  return label;
-}
-
 // A measured run under --syscalls auto counted nothing on purpose: say where the counts are.
 // This client asked both sides for no kernel counts, so a side that reported figures without
 // them did so for that reason, whatever its note's wording; a side whose figures never came
@@ -170,33 +150,9 @@ void time_tls_crypto(Report& report) {
 
 namespace {
 
-// One of a size's runs: a warm-up, a measured run, or the counting run (the last, with
-// --syscalls auto).
-struct Step {
-  bool counting = false;
-  bool measured = false;
-  int index = 0;  // the measured run's number; -1: the counting run
-  std::string name;
-};
-
-Step step_of(const ClientOptions& o, int i, int steps, bool counting_run) {
-  Step s;
-  s.counting = counting_run && i == steps - 1;
-  s.measured = i >= o.warmup && !s.counting;
-  s.index = s.counting ? -1 : i - o.warmup;
-  s.name = s.counting   ? std::string("the counting run")
-           : s.measured ? fmt::format("run {}", s.index)
-                        : fmt::format("warm-up run {}", i);
-  return s;
-}
-
-// What every run of a series shares: the options (and, with --syscalls auto, the measured runs'
-// uncounted copy of them), the server, the payload, the engine and the TLS context.
+// What every run of a series shares: the plan, the payload, the engine and the TLS context.
 struct Series {
-  const ClientOptions& o;
-  ClientOptions uncounted;
-  bool counting_run;  // --syscalls auto: the kernel counts in a run of its own per size
-  const HostPort& server;
+  const ClientPlan& plan;
   const Payload* payload;
   Engine& engine;
   const tls::Context* tls;
@@ -205,19 +161,18 @@ struct Series {
 
   // One run: a group or a lone connection, as the server will see it (both sides decide from
   // the same HELLO), with the softirqs around it; its data phases are tallied in `report`.
-  Result<RunRecord> run(const BufPair& buf, const Step& step, int i, Report& report) {
-    const ClientOptions& ro = step.counting || !counting_run ? o : uncounted;
+  Result<RunRecord> run(const SizePlan& size, const RunStep& step, Report& report) {
+    const RunConns& conns = size.conns_for(step);
     const SoftirqCounts softirqs_before = read_softirqs();
-    live.begin_run(live_label(o, buf, i, step.counting), o.payload.bytes * o.conns, step.counting);
-    const bool grouped = plan_side(make_hello(ro, buf), Side::kClient, client_choice(ro)).grouped;
-    auto rec = grouped ? run_group(ro, server, buf, payload, tls)
-                       : run_once(ro, server, buf, payload, engine, tls, local_server, live);
+    live.begin_run(step.label, plan.run_bytes, step.counting);
+    auto rec = conns.grouped ? run_group(plan, size, conns, payload, tls)
+                             : run_once(plan, conns, payload, engine, tls, local_server, live);
     live.end_run();
     if (!rec) return rec;
     rec->softirqs = softirq_delta(softirqs_before, read_softirqs());
     if (interrupt::received()) rec->partial = true;
     rec->run = step.index;
-    if (step.measured && counting_run) mark_counted_apart(*rec);
+    if (step.measured && plan.counting_run) mark_counted_apart(*rec);
     tally_data_phases(report, *rec, step.measured);
     return rec;
   }
@@ -225,7 +180,7 @@ struct Series {
 
 // Why a run ends the series (nullopt: it does not): an interrupt, a failed group, an error.
 std::optional<std::string> stop_reason(const Result<RunRecord>& rec, const BufPair& buf,
-                                       const Step& step) {
+                                       const RunStep& step) {
   if (rec && rec->partial && !rec->error.empty())
     return fmt::format("buf {}: {}", buf_label(buf), rec->error);
   if (rec && rec->partial)
@@ -245,49 +200,38 @@ std::optional<std::string> stop_reason(const Result<RunRecord>& rec, const BufPa
 
 // A run's record goes where the report shows it: the counting run apart, measured runs in the
 // table; a warm-up only when it failed as a group (its finished connections are reported).
-void keep(SizeResults& size, const RunRecord& rec, const Step& step, bool failed_group) {
+void keep(SizeResults& size, const RunRecord& rec, const RunStep& step, bool failed_group) {
   if (step.counting)
     size.counting_run = rec;
   else if (step.measured || failed_group)
     size.runs.push_back(rec);
 }
 
-Result<std::optional<tls::Context>> client_tls(const ClientOptions& o,
-                                               const tls::Identity* pinned) {
-  if (o.proto != Proto::kTls) return std::optional<tls::Context>{};
-  tls::TlsOptions mine = o.tls;
-  mine.io = tls::io_model_for(o.tls, o.client_engine() == EngineKind::kUring);
-  auto ctx = tls::Context::client(mine, pinned);
+Result<std::optional<tls::Context>> client_tls(const ClientPlan& p, const tls::Identity* pinned) {
+  if (!p.tls) return std::optional<tls::Context>{};
+  auto ctx = tls::Context::client(*p.tls, pinned);
   if (!ctx) return std::unexpected(ctx.error());
   return std::optional<tls::Context>(std::move(*ctx));
 }
 
 }  // namespace
 
-Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
-                       const tls::Identity* pinned, pid_t local_server, Report report,
-                       std::string& error) {
-  const SidePlan first = plan_side(make_hello(o, o.bufs.front()), Side::kClient, client_choice(o));
-  auto engine = make_engine(first.engine, first.engine_options);
+Result<Report> run_all(const ClientPlan& plan, const Payload* payload, const tls::Identity* pinned,
+                       pid_t local_server, Report report, std::string& error) {
+  auto engine = make_engine(plan.engine, plan.engine_options);
   if (!engine) return std::unexpected(engine.error());
-  auto tls_ctx = client_tls(o, pinned);
+  auto tls_ctx = client_tls(plan, pinned);
   if (!tls_ctx) return std::unexpected(tls_ctx.error());
-  // --syscalls auto: the kernel counts in one run of its own per size, after the measured runs,
-  // and the measured runs count nothing: no program on sys_enter while their CPU is measured (it
-  // taxes every syscall of the machine). A forced counter counts in every measured run.
-  LiveLine live(!o.quiet && isatty(STDERR_FILENO));
+  LiveLine live(!plan.access.quiet && isatty(STDERR_FILENO));
   const std::optional<tls::Context>& ctx = *tls_ctx;
-  Series series{o,       o,        o.syscalls == SyscallsMode::kAuto,
-                server,  payload,  **engine,
-                ctx ? &*ctx : nullptr, local_server, live};
-  if (series.counting_run) series.uncounted.syscalls = SyscallsMode::kOff;
-  const int steps = o.warmup + o.repeat + (series.counting_run ? 1 : 0);
-  for (const BufPair& buf : o.bufs) {
-    SizeResults size{buf, {}, std::nullopt, std::nullopt};
+  Series series{plan, payload, **engine, ctx ? &*ctx : nullptr, local_server, live};
+  for (const SizePlan& planned : plan.sizes) {
+    SizeResults size{planned.buf, {}, std::nullopt, std::nullopt};
+    const auto steps = static_cast<int>(planned.steps.size());
     for (int i = 0; i < steps; ++i) {
-      const Step step = step_of(o, i, steps, series.counting_run);
-      auto rec = series.run(buf, step, i, report);
-      const std::optional<std::string> stop = stop_reason(rec, buf, step);
+      const RunStep& step = planned.steps[static_cast<size_t>(i)];
+      auto rec = series.run(planned, step, report);
+      const std::optional<std::string> stop = stop_reason(rec, planned.buf, step);
       if (rec) keep(size, *rec, step, stop && !rec->partial);
       if (stop) {
         error = *stop;
@@ -296,9 +240,9 @@ Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Pay
       }
       // --repeat auto: once each side's CPU per GiB is known well enough, on to the counting
       // run (if any) and the next size.
-      if (step.measured && o.repeat_auto) {
-        size.repeat_auto = repeat_auto_precision(size.runs, o.target_ci);
-        if (size.repeat_auto->reached) i = o.warmup + o.repeat - 1;
+      if (step.measured && plan.repeat_auto) {
+        size.repeat_auto = repeat_auto_precision(size.runs, plan.target_ci);
+        if (size.repeat_auto->reached) i = plan.last_measured_step;
       }
     }
     report.sizes.push_back(std::move(size));
@@ -375,7 +319,6 @@ int run_client_command(const ClientOptions& o) {
     *file = std::move(*f);
   }
   if (o.connect.empty()) return run_loopback(o, files);
-  const HostPort* server = &o.servers.front();  // a group reaches the others (run_group)
   const int64_t payload_start = probe_now().cpu_ns;
   auto payload = sender_payload(o);
   if (!payload) {
@@ -391,7 +334,8 @@ int run_client_command(const ClientOptions& o) {
   const std::optional<Payload>& mine = *payload;
   report.payload_source = mine ? mine->source : "generated by the server";
   std::string error;
-  auto done = run_all(o, *server, mine ? &*mine : nullptr, nullptr, 0, std::move(report), error);
+  auto done = run_all(plan_client(o, o.servers), mine ? &*mine : nullptr, nullptr, 0,
+                      std::move(report), error);
   if (done) time_tls_crypto(*done);
   if (done) finish_process_cpu(*done, payload_ns, std::nullopt);
   return finish_client(o, files, std::move(done), error);

@@ -23,19 +23,6 @@
 namespace iobench {
 namespace {
 
-// Connection i's length: --bytes shortened by a seeded fraction of up to --bytes-spread.
-std::vector<uint64_t> conn_lengths(const ClientOptions& o) {
-  std::vector<uint64_t> out(o.conns, o.payload.bytes);
-  if (o.bytes_spread <= 0) return out;
-  std::mt19937_64 rng(o.payload.seed * 0x9e3779b97f4a7c15ull + o.conns);
-  std::uniform_real_distribution<double> u(0, 1);
-  for (uint64_t& n : out) {
-    const auto cut = static_cast<uint64_t>(static_cast<double>(n) * o.bytes_spread * u(rng));
-    n = std::max(n - cut, kMinBytes);
-  }
-  return out;
-}
-
 // Waits for the server's GROUP on a connection whose own exchange completed.
 Result<proto::GroupResult> expect_group(Stream& s, int fd, double timeout_s) {
   // The server sends it when the run's last connection ends, up to its idle timeout later.
@@ -79,15 +66,13 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
   return t;
 }
 
-// One --conns run in flight: what its connection threads share.
+// One group run in flight: what its connection threads share.
 struct GroupRun {
-  const ClientOptions& o;
-  std::vector<HostPort> servers;  // connection i goes to servers[i % size]
-  const BufPair& buf;
+  const ClientPlan& plan;
+  const RunConns& run;
   const Payload* payload;
   const tls::Context* tls;
   GroupSide& mine;
-  std::vector<uint64_t> lengths;
   uint64_t group_id;
   int64_t t0;
   GroupRecord g;
@@ -104,25 +89,15 @@ Result<std::unique_ptr<Engine>> connection_engine(GroupRun& r, uint32_t i, const
 // Connection i: started at its stagger, one session as a member of the run's group, verified on
 // its own; then the server side's whole-run figures.
 void run_connection(GroupRun& r, uint32_t i) {
-  const ClientOptions& o = r.o;
-  const bool client_sends = !o.reverse;
+  const ConnPlan& conn = r.run.conns[i];
+  const bool client_sends = r.plan.group.client_sends;
   ConnRecord& c = r.g.conns[i];
   c.index = i;
-  c.bytes = r.lengths[i];
+  c.bytes = conn.hello.bytes;
   std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
-      std::chrono::nanoseconds(r.t0 + static_cast<int64_t>(o.stagger_s * 1e9 * i))));
-  // Each server sees its share of the connections as a group of its own.
-  const auto k = static_cast<uint32_t>(r.servers.size());
-  const HostPort& server = r.servers[i % k];
-  proto::Hello hello = make_hello(o, r.buf);
-  hello.conns = (o.conns - i % k + k - 1) / k;
-  hello.conn_index = i / k;
-  hello.group_id = r.group_id;
-  hello.bytes = r.lengths[i];
-  hello.payload_bytes = o.payload.bytes;
-  SidePlan plan = plan_side(hello, Side::kClient, client_choice(o));
-  auto engine = connection_engine(r, i, plan);
-  auto session = engine ? open_session(o, server, r.tls, hello, plan, **engine, r.payload)
+      std::chrono::nanoseconds(r.t0 + static_cast<int64_t>(conn.start_s * 1e9))));
+  auto engine = connection_engine(r, i, conn.side);
+  auto session = engine ? open_session(r.plan, conn, r.group_id, r.tls, **engine, r.payload)
                         : Result<ClientSession>(std::unexpected(engine.error()));
   if (!session) {
     c.error = session.error().message;
@@ -134,6 +109,7 @@ void run_connection(GroupRun& r, uint32_t i) {
   const std::unique_ptr<Stream> breaking = client_fault(stream, i);
   Stream& data_stream = breaking ? *breaking : stream;
   c.start_ns = monotonic_ns() - r.t0;
+  const SidePlan& plan = session->side;
   const SideOutcome ended = run_side(data_stream, stream, **engine, plan, &r.mine, i);
   if (r.fanout) r.fanout->leave(i);
   const SessionOutcome& out = ended.session;
@@ -145,7 +121,7 @@ void run_connection(GroupRun& r, uint32_t i) {
   else
     c.error = ended.mismatch;
   if (out.error.empty()) {
-    auto group = expect_group(stream, session->fd.get(), o.timeout_s);
+    auto group = expect_group(stream, session->fd.get(), r.plan.access.timeout_s);
     if (group) r.theirs[i] = std::move(*group);
   }
   stream.close();
@@ -154,7 +130,8 @@ void run_connection(GroupRun& r, uint32_t i) {
 // The run's record: both sides' whole-run figures and totals. Fails when every connection did;
 // record.group->error says which failed otherwise.
 Result<RunRecord> group_record(GroupRun& r, proto::GroupResult my_side) {
-  const bool client_sends = !r.o.reverse;
+  const bool client_sends = r.plan.group.client_sends;
+  const auto conns = static_cast<uint32_t>(r.run.conns.size());
   GroupRecord& g = r.g;
   (client_sends ? g.sender : g.receiver) = std::move(my_side);
   (client_sends ? g.sender_known : g.receiver_known) = true;
@@ -170,9 +147,9 @@ Result<RunRecord> group_record(GroupRun& r, proto::GroupResult my_side) {
     if (c.error.empty()) continue;
     if (failed++ == 0) first_error = fmt::format("connection {}: {}", c.index, c.error);
   }
-  if (failed == r.o.conns) return fail(fmt::format("every connection failed; {}", first_error));
+  if (failed == conns) return fail(fmt::format("every connection failed; {}", first_error));
   if (failed > 0)
-    g.error = fmt::format("{} of {} connections failed; {}", failed, r.o.conns, first_error);
+    g.error = fmt::format("{} of {} connections failed; {}", failed, conns, first_error);
   RunRecord rec;
   rec.sender = side_totals(g, true);
   rec.receiver = side_totals(g, false);
@@ -182,33 +159,33 @@ Result<RunRecord> group_record(GroupRun& r, proto::GroupResult my_side) {
 
 }  // namespace
 
-Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, const BufPair& buf,
+Result<RunRecord> run_group(const ClientPlan& plan, const SizePlan& size, const RunConns& run,
                             const Payload* payload, const tls::Context* tls_ctx) {
-  const bool client_sends = !o.reverse;
-  const uint64_t my_buf = client_sends ? buf.send_bytes : buf.recv_bytes;
-  const bool one_writer = o.fanout != FanoutShape::kOff;
-  GroupSide mine(make_policy(buf.adaptive, one_writer, {o.budget, o.buf_min, o.buf_max}, my_buf),
-                 client_sends, o.syscalls != SyscallsMode::kOff, o.conns);
+  const GroupShape& shape = plan.group;
+  const auto conns = static_cast<uint32_t>(run.conns.size());
+  const BufPair& buf = size.buf;
+  const uint64_t my_buf = shape.client_sends ? buf.send_bytes : buf.recv_bytes;
+  const bool one_writer = shape.fanout != FanoutShape::kOff;
+  GroupSide mine(make_policy(buf.adaptive, one_writer, shape.limits, my_buf), shape.client_sends,
+                 run.kernel_counts, conns);
   std::random_device rd;
   const uint64_t group_id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(monotonic_ns());
   std::optional<FanoutWriter> fanout;
   if (one_writer)
-    fanout.emplace(o.fanout, o.send_engine, o.conns, o.stagger_s == 0, o.timeout_s,
-                   o.source_rate);
-  const std::vector<HostPort> servers =
-      o.servers.size() > 1 ? o.servers : std::vector<HostPort>{server};
-  GroupRun r{o,        servers,        buf, payload, tls_ctx, mine, conn_lengths(o),
-             group_id, monotonic_ns(), {},  {},      fanout ? &*fanout : nullptr};
-  r.g.conns.resize(o.conns);
-  r.theirs.resize(o.conns);
+    fanout.emplace(shape.fanout, shape.fanout_engine, conns, !shape.staggered,
+                   plan.access.timeout_s, shape.source_rate);
+  GroupRun r{plan,           run, payload, tls_ctx, mine, group_id,
+             monotonic_ns(), {},  {},      fanout ? &*fanout : nullptr};
+  r.g.conns.resize(conns);
+  r.theirs.resize(conns);
   std::vector<std::thread> threads;
-  threads.reserve(o.conns);
-  for (uint32_t i = 0; i < o.conns; ++i) threads.emplace_back(run_connection, std::ref(r), i);
+  threads.reserve(conns);
+  for (uint32_t i = 0; i < conns; ++i) threads.emplace_back(run_connection, std::ref(r), i);
   for (std::thread& t : threads) t.join();
   if (fanout) {
     fanout->finish();
     r.g.fanout = fanout->figures();
-    for (uint32_t i = 0; i < o.conns; ++i) r.g.conns[i].fanout = fanout->replica(i);
+    for (uint32_t i = 0; i < conns; ++i) r.g.conns[i].fanout = fanout->replica(i);
   }
   return group_record(r, mine.wait(0));
 }

@@ -14,40 +14,40 @@
 #include "payload/payload.h"
 #include "probe/probe.h"
 #include "report/output.h"
+#include "client/client_plan.h"
 #include "report/report.h"
 #include "session/plan.h"
 #include "tls/tls.h"
 
 namespace iobench {
 
-// A connected, greeted session: the server has ACKed the HELLO. The stream uses the descriptor.
+// A connected, greeted session: the server has ACKed the HELLO. The stream uses the descriptor;
+// `side` is the connection's plan, prepared (prepare_side) with the payload it streams.
 struct ClientSession {
   Fd fd;
   std::optional<interrupt::Registration> on_signal;  // Ctrl-C shuts the socket down
   std::unique_ptr<Stream> stream;
+  SidePlan side;
 };
 
-proto::Hello make_hello(const ClientOptions& o, const BufPair& buf);
-// The client's own engine, TLS I/O model, CPU and timeout (the HELLO carries the server's).
-SideChoice client_choice(const ClientOptions& o);
-// Connects, shakes hands, prepares this side (prepare_side) and sends the HELLO; returns once
-// the server has ACKed it.
-Result<ClientSession> open_session(const ClientOptions& o, const HostPort& server,
-                                   const tls::Context* tls_ctx, const proto::Hello& hello,
-                                   SidePlan& plan, Engine& engine, const Payload* payload);
+// Connects `conn` to its server, shakes hands, prepares this side (prepare_side) and sends the
+// HELLO with `group_id` (0: a lone connection); returns once the server has ACKed it.
+Result<ClientSession> open_session(const ClientPlan& plan, const ConnPlan& conn,
+                                   uint64_t group_id, const tls::Context* tls_ctx, Engine& engine,
+                                   const Payload* payload);
 
-// One --conns run (or --buf adaptive): every connection on its own thread, each verified on its
-// own. A record comes back whenever the run started; record.group->error says what failed.
-Result<RunRecord> run_group(const ClientOptions& o, const HostPort& server, const BufPair& buf,
+// One group run (--conns, --buf adaptive, --fanout): every connection on its own thread, each
+// verified on its own. A record comes back whenever the run started; record.group->error says
+// what failed.
+Result<RunRecord> run_group(const ClientPlan& plan, const SizePlan& size, const RunConns& run,
                             const Payload* payload, const tls::Context* tls_ctx);
 
-// Runs every size × (warmup + repeat). On the first failure, `error` is set and the report holds
-// the runs completed so far.
+// Runs every size's steps. On the first failure, `error` is set and the report holds the runs
+// completed so far.
 // `pinned`: loopback's ephemeral server identity, the only certificate a TLS client trusts then.
 // `local_server`: the loopback server's pid (0 in two-host mode), for --syscalls strace|perf.
-Result<Report> run_all(const ClientOptions& o, const HostPort& server, const Payload* payload,
-                       const tls::Identity* pinned, pid_t local_server, Report report,
-                       std::string& error);
+Result<Report> run_all(const ClientPlan& plan, const Payload* payload, const tls::Identity* pinned,
+                       pid_t local_server, Report report, std::string& error);
 // The payload this client's sender loads: the run's, or with --source-window the window's bytes.
 PayloadSpec sender_payload_spec(const ClientOptions& o);
 Result<std::optional<Payload>> sender_payload(const ClientOptions& o);

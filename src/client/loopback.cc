@@ -111,8 +111,8 @@ int run_loopback(const ClientOptions& o, ReportFiles& files) {
   report.payload_source = describe_payload(o.payload);
   std::string error;
   const std::optional<Payload>& mine = *payload;
-  auto done = run_all(o, server, mine ? &*mine : nullptr, identity ? &*identity : nullptr, child,
-                      std::move(report), error);
+  auto done = run_all(plan_client(o, {server}), mine ? &*mine : nullptr,
+                      identity ? &*identity : nullptr, child, std::move(report), error);
   // Reaped before the report: the server's whole CPU is part of the run's cost, and anything
   // measuring this process from outside (GNU time, a parent's RUSAGE_CHILDREN) then sees it.
   const auto server_times = reap_server(child, 5.0);

@@ -19,7 +19,7 @@ static_assert(kWindowSpan >= kMaxBuf, "a --source-window span would cut the larg
 SideChoice server_choice(const proto::Hello& h, double idle_timeout_s) {
   return {parse_name<EngineKind>(h.engine).value_or(EngineKind::kBlocking),
           parse_name<tls::TlsIo>(h.tls_io).value_or(tls::TlsIo::kSocket), static_cast<int>(h.cpu),
-          idle_timeout_s};
+          idle_timeout_s, "", 1};
 }
 
 SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
@@ -41,6 +41,10 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
   d.thread_cpu = p.grouped;
   d.cpu = mine.cpu;
   d.window = window_for(h.bytes, h.source_window);
+  if (sends) {
+    d.write_pattern = mine.write_pattern;
+    d.pattern_seed = mine.pattern_seed;
+  }
   return p;
 }
 

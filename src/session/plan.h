@@ -31,6 +31,9 @@ struct SideChoice {
   tls::TlsIo tls_io = tls::TlsIo::kSocket;  // the TLS I/O model this side runs
   int cpu = -1;                             // --cpus: this side's CPU (-1: anywhere)
   double timeout_s = 30;                    // no progress for this long ends the data phase
+  // A client that sends: each write's size follows this --write-pattern (empty: the buffer's).
+  std::string write_pattern;
+  uint64_t pattern_seed = 1;
 };
 
 struct SidePlan {

@@ -1,0 +1,177 @@
+#include "client/client_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "report/report.h"
+#include "util/size.h"
+
+namespace iobench {
+namespace {
+
+// The HELLO of a run's connection `slot` of `slots` (a lone connection: 0 of 1), sending
+// `bytes`; the run's group id is added when it is sent.
+struct Slot {
+  uint32_t conns = 1;       // the connections its server sees in this run
+  uint32_t index = 0;       // its index among them
+  uint64_t bytes = 0;       // its length (--bytes-spread)
+  uint64_t payload_bytes = 0;  // a group's: the payload every connection's length is cut from
+};
+
+proto::Hello make_hello(const ClientOptions& o, const BufPair& buf, SyscallsMode syscalls,
+                        const Slot& slot) {
+  proto::Hello hello;
+  hello.client_sends = !o.reverse;
+  hello.bytes = slot.bytes;
+  hello.payload_bytes = slot.payload_bytes;
+  hello.send_buf_bytes = buf.send_bytes;
+  hello.recv_buf_bytes = buf.recv_bytes;
+  hello.socket = o.socket;
+  hello.decompress = o.decompress;
+  hello.source_window = o.source_window;
+  hello.seed = o.payload.seed;
+  hello.zstd_level = o.payload.zstd_level;
+  hello.proto = name_of(o.proto);
+  hello.engine = name_of(o.server_engine());
+  hello.timeout_s = o.timeout_s;
+  hello.tls_io = name_of(tls::io_model_for(o.tls, o.server_engine() == EngineKind::kUring));
+  hello.tls_records = o.tls.records;
+  hello.kernel_syscalls = syscalls != SyscallsMode::kOff;
+  hello.tuning = o.tuning;
+  hello.cpu = o.server_cpu();
+  hello.auth = !o.auth_token.empty();
+  hello.conns = slot.conns;
+  hello.conn_index = slot.index;
+  hello.adaptive = buf.adaptive;
+  hello.fanout = o.fanout != FanoutShape::kOff;
+  if (buf.adaptive) {
+    hello.budget = o.budget;
+    hello.buf_min = o.buf_min;
+    hello.buf_max = o.buf_max;
+  }
+  return hello;
+}
+
+// The client's own engine, TLS I/O model, CPU, timeout and write pattern (the HELLO carries the
+// server's).
+SideChoice client_choice(const ClientOptions& o) {
+  const EngineKind engine = o.client_engine();
+  return {engine, tls::io_model_for(o.tls, engine == EngineKind::kUring), o.client_cpu(),
+          o.timeout_s, o.write_pattern, o.payload.seed};
+}
+
+// Connection i's length: --bytes shortened by a seeded fraction of up to --bytes-spread.
+std::vector<uint64_t> conn_lengths(const ClientOptions& o) {
+  std::vector<uint64_t> out(o.conns, o.payload.bytes);
+  if (o.bytes_spread <= 0) return out;
+  std::mt19937_64 rng(o.payload.seed * 0x9e3779b97f4a7c15ull + o.conns);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (uint64_t& n : out) {
+    const auto cut = static_cast<uint64_t>(static_cast<double>(n) * o.bytes_spread * u(rng));
+    n = std::max(n - cut, kMinBytes);
+  }
+  return out;
+}
+
+// A run's connections when it counts the kernel as `syscalls` says. A group's connection i
+// reaches servers[i % k], and each server sees its share of the connections as a group of its
+// own.
+RunConns plan_conns(const ClientOptions& o, const BufPair& buf, SyscallsMode syscalls,
+                    size_t servers) {
+  RunConns r;
+  r.kernel_counts = syscalls != SyscallsMode::kOff;
+  r.grouped = o.conns > 1 || buf.adaptive || o.fanout != FanoutShape::kOff;
+  const SideChoice mine = client_choice(o);
+  if (!r.grouped) {
+    if (attaches_tool(syscalls)) r.tracer = tracer_tool_of(syscalls);
+    ConnPlan c;
+    c.hello = make_hello(o, buf, syscalls, {1, 0, o.payload.bytes, 0});
+    c.side = plan_side(c.hello, Side::kClient, mine);
+    r.conns.push_back(std::move(c));
+    return r;
+  }
+  const auto k = static_cast<uint32_t>(std::max<size_t>(servers, 1));
+  const std::vector<uint64_t> lengths = conn_lengths(o);
+  r.conns.reserve(o.conns);
+  for (uint32_t i = 0; i < o.conns; ++i) {
+    ConnPlan c;
+    c.server = i % k;
+    c.start_s = o.stagger_s * i;
+    const Slot slot{(o.conns - i % k + k - 1) / k, i / k, lengths[i], o.payload.bytes};
+    c.hello = make_hello(o, buf, syscalls, slot);
+    c.side = plan_side(c.hello, Side::kClient, mine);
+    r.conns.push_back(std::move(c));
+  }
+  return r;
+}
+
+// "16K run 2/5", "1K warm-up 1/2", "64K counting run", with "size 2/3" when there are several.
+std::string live_label(const ClientOptions& o, size_t size, const RunStep& s, int i) {
+  const BufPair& buf = o.bufs[size];
+  std::string label = buf_label(buf);
+  if (s.counting)
+    label += " counting run";
+  else if (!s.measured)
+    label += fmt::format(" warm-up {}/{}", i + 1, o.warmup);
+  else
+    label += fmt::format(" run {}/{}", s.index + 1, o.repeat);
+  if (o.bufs.size() > 1) label += fmt::format(" (size {}/{})", size + 1, o.bufs.size());
+  return label;
+}
+
+std::vector<RunStep> plan_steps(const ClientOptions& o, size_t size, bool counting_run) {
+  const int steps = o.warmup + o.repeat + (counting_run ? 1 : 0);
+  std::vector<RunStep> out(static_cast<size_t>(steps));
+  for (int i = 0; i < steps; ++i) {
+    RunStep& s = out[static_cast<size_t>(i)];
+    s.counting = counting_run && i == steps - 1;
+    s.measured = i >= o.warmup && !s.counting;
+    s.index = s.counting ? -1 : i - o.warmup;
+    s.name = s.counting   ? std::string("the counting run")
+             : s.measured ? fmt::format("run {}", s.index)
+                          : fmt::format("warm-up run {}", i);
+    s.label = live_label(o, size, s, i);
+  }
+  return out;
+}
+
+}  // namespace
+
+ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
+  ClientPlan p;
+  p.access = {o.timeout_s, o.hello_timeout_s, o.auth_token, o.quiet};
+  if (o.proto == Proto::kTls) {
+    p.tls = o.tls;
+    p.tls->io = tls::io_model_for(o.tls, o.client_engine() == EngineKind::kUring);
+  }
+  p.group = {!o.reverse,  {o.budget, o.buf_min, o.buf_max}, o.fanout, o.send_engine,
+             o.source_rate, o.stagger_s > 0};
+  // --syscalls auto: the kernel counts in one run of its own per size, after the measured runs,
+  // and the measured runs count nothing: no program on sys_enter while their CPU is measured (it
+  // taxes every syscall of the machine). A forced counter counts in every measured run.
+  p.counting_run = o.syscalls == SyscallsMode::kAuto;
+  const SyscallsMode measured = p.counting_run ? SyscallsMode::kOff : o.syscalls;
+  // A group's connections reach every server given; a lone connection the first.
+  const size_t group_servers = o.servers.size() > 1 ? servers.size() : 1;
+  for (size_t i = 0; i < o.bufs.size(); ++i) {
+    SizePlan s;
+    s.buf = o.bufs[i];
+    s.runs = plan_conns(o, s.buf, measured, group_servers);
+    if (p.counting_run) s.counting = plan_conns(o, s.buf, o.syscalls, group_servers);
+    s.steps = plan_steps(o, i, p.counting_run);
+    p.sizes.push_back(std::move(s));
+  }
+  const SidePlan& first = p.sizes.front().runs.conns.front().side;
+  p.engine = first.engine;
+  p.engine_options = first.engine_options;
+  p.servers = std::move(servers);
+  p.repeat_auto = o.repeat_auto;
+  p.target_ci = o.target_ci;
+  p.last_measured_step = o.warmup + o.repeat - 1;
+  p.run_bytes = o.payload.bytes * o.conns;
+  return p;
+}
+
+}  // namespace iobench

@@ -1,0 +1,94 @@
+// The client's plan, made once at the door from its options (plan_client): every size's runs in
+// order and, for each run, the HELLO each connection sends and this side's plan for it
+// (plan_side, called once per connection of each kind of run). The files that run it read the
+// plan, never the options, and nothing patches it: a session copies its connection's side plan,
+// and prepare_side fills in the payload that copy streams.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adaptive/policy.h"
+#include "config/options.h"
+#include "net/address.h"
+#include "proto/messages.h"
+#include "session/plan.h"
+#include "tls/options.h"
+
+namespace iobench {
+
+// One of a size's runs: a warm-up, a measured run, or the counting run (the last, with
+// --syscalls auto).
+struct RunStep {
+  bool counting = false;
+  bool measured = false;
+  int index = 0;      // the measured run's number; -1: the counting run
+  std::string name;   // "run 2", "warm-up run 0", "the counting run": the errors' words
+  std::string label;  // "16K run 2/5 (size 1/3)": the live line's
+};
+
+// One connection of a run: the server it reaches, what it says, and how this side runs it.
+struct ConnPlan {
+  size_t server = 0;   // index into ClientPlan::servers
+  proto::Hello hello;  // sent with the run's group id (0 for a lone connection)
+  SidePlan side;
+  double start_s = 0;  // after the run's first connection (--stagger)
+};
+
+// A run's connections: one, or --conns of them as a group (--conns, --buf adaptive, --fanout).
+// Runs of a size differ only in what the kernel counts, so a size has at most two such sets.
+struct RunConns {
+  bool grouped = false;
+  bool kernel_counts = false;  // the HELLOs ask for kernel counters (a group's run-wide ones)
+  std::optional<TracerTool> tracer;  // --syscalls strace|perf: attached around a lone run
+  std::vector<ConnPlan> conns;
+};
+
+struct SizePlan {
+  BufPair buf;
+  RunConns runs;                   // warm-ups and measured runs
+  std::optional<RunConns> counting;  // --syscalls auto: this size's counting run
+  std::vector<RunStep> steps;
+  const RunConns& conns_for(const RunStep& s) const { return s.counting ? *counting : runs; }
+};
+
+// How every connection reaches its server and waits on it.
+struct ClientAccess {
+  double timeout_s = 30;
+  double hello_timeout_s = 10;
+  std::string auth_token;  // proven to a server that asks (never sent)
+  bool quiet = false;
+};
+
+// What a group run shares beyond its connections: the buffer policy's limits, the fan-out writer.
+struct GroupShape {
+  bool client_sends = true;
+  PolicyLimits limits;
+  FanoutShape fanout = FanoutShape::kOff;
+  EngineKind fanout_engine = EngineKind::kBlocking;
+  uint64_t source_rate = 0;
+  bool staggered = false;
+};
+
+struct ClientPlan {
+  std::vector<HostPort> servers;  // connection i of a group reaches servers[conn.server]
+  ClientAccess access;
+  // The lone connections' engine, made once for the whole series.
+  EngineKind engine = EngineKind::kBlocking;
+  EngineOptions engine_options;
+  std::optional<tls::TlsOptions> tls;  // the client's TLS context (absent: TCP)
+  GroupShape group;
+  std::vector<SizePlan> sizes;
+  bool counting_run = false;  // --syscalls auto: each size ends with its counting run
+  bool repeat_auto = false;
+  double target_ci = 0.02;
+  int last_measured_step = 0;  // --repeat auto skips to the step after this one
+  uint64_t run_bytes = 0;      // one run's bytes over every connection (the live line's total)
+};
+
+// The plan for `o` against `servers` (two-host: o.servers; loopback: its private server).
+ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers);
+
+}  // namespace iobench
