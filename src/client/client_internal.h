@@ -58,7 +58,19 @@ struct ReportFiles {
 // Prints the report (if any) and the error (if any); returns the exit code.
 int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> report,
                   const std::string& error);
-int run_loopback(const ClientOptions& o, ReportFiles& files);
+
+// Loopback mode (client/loopback.cc): a private server forked on 127.0.0.1 with an ephemeral
+// port, so the two sides' CPU figures never mix; the client runs in this process.
+struct LocalServer {
+  HostPort addr;
+  pid_t pid = 0;
+  std::optional<tls::Identity> identity;  // TLS: made in memory, the only one the client trusts
+};
+// The payload this process sends (none with --reverse: the server process sends, and finds it in
+// the cache, built here first so it is not built inside the server's measured session).
+Result<std::optional<Payload>> loopback_payload(const ClientOptions& o);
+// Forks the private server; `payload` is dropped in the child.
+Result<LocalServer> start_local_server(const ClientOptions& o, std::optional<Payload>& payload);
 
 // TLS runs: times the cipher on this host for the report's "tls cost" (before the process CPU is
 // taken, so its ~40 ms land in the client's `rest`).

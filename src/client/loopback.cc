@@ -18,16 +18,6 @@ namespace iobench {
 
 namespace {
 
-// The payload this process sends (none with --reverse: the server process sends, and finds it
-// in the cache, built here first so it is not built inside the server's measured session).
-Result<std::optional<Payload>> loopback_payload(const ClientOptions& o) {
-  auto payload = sender_payload(o);
-  if (o.reverse && payload)
-    if (auto p = load_payload_shown(sender_payload_spec(o), o.quiet); !p)
-      return std::unexpected(p.error());
-  return payload;
-}
-
 ServerConfig loopback_config(const ClientOptions& o, const HostPort& server) {
   ServerConfig cfg;
   cfg.options.listen = server.str();
@@ -66,59 +56,38 @@ ServerConfig loopback_config(const ClientOptions& o, const HostPort& server) {
   _exit(serve(listener, cfg));
 }
 
-int error_exit(const std::string& message) {
-  fmt::print(stderr, "iobench: error: {}\n", message);
-  return 1;
-}
-
 }  // namespace
 
-int run_loopback(const ClientOptions& o, ReportFiles& files) {
-  const int64_t payload_start = probe_now().cpu_ns;
-  auto payload = loopback_payload(o);
-  if (!payload) {
-    error_exit(payload.error().message);
-    return interrupt::received() ? 128 + interrupt::received() : 1;
-  }
-  const int64_t payload_ns = probe_now().cpu_ns - payload_start;
+Result<std::optional<Payload>> loopback_payload(const ClientOptions& o) {
+  auto payload = sender_payload(o);
+  if (o.reverse && payload)
+    if (auto p = load_payload_shown(sender_payload_spec(o), o.quiet); !p)
+      return std::unexpected(p.error());
+  return payload;
+}
+
+Result<LocalServer> start_local_server(const ClientOptions& o, std::optional<Payload>& payload) {
+  LocalServer local;
   // TLS on loopback needs no files: a key and certificate made in memory, which the forked
   // server presents and the client pins.
-  std::optional<tls::Identity> identity;
   if (o.proto == Proto::kTls) {
     auto id = tls::make_ephemeral_identity();
-    if (!id) return error_exit(id.error().message);
-    identity = std::move(*id);
+    if (!id) return std::unexpected(id.error());
+    local.identity = std::move(*id);
   }
   auto listener = listen_on(HostPort{"127.0.0.1", 0});
-  if (!listener) return error_exit(listener.error().message);
-  const HostPort server{"127.0.0.1", local_port(listener->get())};
+  if (!listener) return std::unexpected(listener.error());
+  local.addr = HostPort{"127.0.0.1", local_port(listener->get())};
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t parent = getpid();
-  const pid_t child = fork();
-  if (child < 0) return error_exit(fmt::format("fork: {}", std::strerror(errno)));
-  if (child == 0) {
-    payload->reset();  // the parent's copy is not the server's business
-    serve_as_child(listener->get(), loopback_config(o, server), o, identity, parent);
+  local.pid = fork();
+  if (local.pid < 0) return fail(fmt::format("fork: {}", std::strerror(errno)));
+  if (local.pid == 0) {
+    payload.reset();  // the parent's copy is not the server's business
+    serve_as_child(listener->get(), loopback_config(o, local.addr), o, local.identity, parent);
   }
-  listener->reset();
-
-  Report report;
-  report.context = collect_context();
-  report.options = o;
-  report.mode = RunMode::kLoopback;
-  report.server = server.str();
-  report.payload_source = describe_payload(o.payload);
-  std::string error;
-  const std::optional<Payload>& mine = *payload;
-  auto done = run_all(plan_client(o, {server}), mine ? &*mine : nullptr,
-                      identity ? &*identity : nullptr, child, std::move(report), error);
-  // Reaped before the report: the server's whole CPU is part of the run's cost, and anything
-  // measuring this process from outside (GNU time, a parent's RUSAGE_CHILDREN) then sees it.
-  const auto server_times = reap_server(child, 5.0);
-  if (done) time_tls_crypto(*done);
-  if (done) finish_process_cpu(*done, payload_ns, server_times);
-  return finish_client(o, files, std::move(done), error);
+  return local;
 }
 
 }  // namespace iobench
