@@ -11,17 +11,32 @@
 namespace iobench {
 namespace {
 
-// The HELLO of a run's connection `slot` of `slots` (a lone connection: 0 of 1), sending
-// `bytes`; the run's group id is added when it is sent.
+// What each side runs, decided once: the client's own choice, and the server's as the HELLO
+// names it.
+struct Choices {
+  SideChoice client;
+  std::string server_engine, server_tls_io, proto;
+};
+
+Choices choices_of(const ClientOptions& o) {
+  const EngineKind client = o.client_engine(), server = o.server_engine();
+  return {{client, tls::io_model_for(o.tls, client == EngineKind::kUring), o.client_cpu(),
+           o.timeout_s, o.write_pattern, o.payload.seed},
+          std::string(name_of(server)),
+          std::string(name_of(tls::io_model_for(o.tls, server == EngineKind::kUring))),
+          std::string(name_of(o.proto))};
+}
+
+// A run's connection `slot` as its server sees it; the run's group id is added when it is sent.
 struct Slot {
-  uint32_t conns = 1;       // the connections its server sees in this run
-  uint32_t index = 0;       // its index among them
-  uint64_t bytes = 0;       // its length (--bytes-spread)
+  uint32_t conns = 1;          // the connections its server sees in this run
+  uint32_t index = 0;          // its index among them
+  uint64_t bytes = 0;          // its length (--bytes-spread)
   uint64_t payload_bytes = 0;  // a group's: the payload every connection's length is cut from
 };
 
-proto::Hello make_hello(const ClientOptions& o, const BufPair& buf, SyscallsMode syscalls,
-                        const Slot& slot) {
+proto::Hello make_hello(const ClientOptions& o, const Choices& c, const BufPair& buf,
+                        SyscallsMode syscalls, const Slot& slot) {
   proto::Hello hello;
   hello.client_sends = !o.reverse;
   hello.bytes = slot.bytes;
@@ -33,10 +48,10 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf, SyscallsMode
   hello.source_window = o.source_window;
   hello.seed = o.payload.seed;
   hello.zstd_level = o.payload.zstd_level;
-  hello.proto = name_of(o.proto);
-  hello.engine = name_of(o.server_engine());
+  hello.proto = c.proto;
+  hello.engine = c.server_engine;
   hello.timeout_s = o.timeout_s;
-  hello.tls_io = name_of(tls::io_model_for(o.tls, o.server_engine() == EngineKind::kUring));
+  hello.tls_io = c.server_tls_io;
   hello.tls_records = o.tls.records;
   hello.kernel_syscalls = syscalls != SyscallsMode::kOff;
   hello.tuning = o.tuning;
@@ -52,14 +67,6 @@ proto::Hello make_hello(const ClientOptions& o, const BufPair& buf, SyscallsMode
     hello.buf_max = o.buf_max;
   }
   return hello;
-}
-
-// The client's own engine, TLS I/O model, CPU, timeout and write pattern (the HELLO carries the
-// server's).
-SideChoice client_choice(const ClientOptions& o) {
-  const EngineKind engine = o.client_engine();
-  return {engine, tls::io_model_for(o.tls, engine == EngineKind::kUring), o.client_cpu(),
-          o.timeout_s, o.write_pattern, o.payload.seed};
 }
 
 // Connection i's length: --bytes shortened by a seeded fraction of up to --bytes-spread.
@@ -78,31 +85,30 @@ std::vector<uint64_t> conn_lengths(const ClientOptions& o) {
 // A run's connections when it counts the kernel as `syscalls` says. A group's connection i
 // reaches servers[i % k], and each server sees its share of the connections as a group of its
 // own.
-RunConns plan_conns(const ClientOptions& o, const BufPair& buf, SyscallsMode syscalls,
-                    size_t servers) {
+RunConns plan_conns(const ClientOptions& o, const Choices& c, const BufPair& buf,
+                    SyscallsMode syscalls, size_t servers) {
   RunConns r;
   r.kernel_counts = syscalls != SyscallsMode::kOff;
   r.grouped = o.conns > 1 || buf.adaptive || o.fanout != FanoutShape::kOff;
-  const SideChoice mine = client_choice(o);
   if (!r.grouped) {
     if (attaches_tool(syscalls)) r.tracer = tracer_tool_of(syscalls);
-    ConnPlan c;
-    c.hello = make_hello(o, buf, syscalls, {1, 0, o.payload.bytes, 0});
-    c.side = plan_side(c.hello, Side::kClient, mine);
-    r.conns.push_back(std::move(c));
+    ConnPlan lone;
+    lone.hello = make_hello(o, c, buf, syscalls, {1, 0, o.payload.bytes, 0});
+    lone.side = plan_side(lone.hello, Side::kClient, c.client);
+    r.conns.push_back(std::move(lone));
     return r;
   }
   const auto k = static_cast<uint32_t>(std::max<size_t>(servers, 1));
   const std::vector<uint64_t> lengths = conn_lengths(o);
   r.conns.reserve(o.conns);
   for (uint32_t i = 0; i < o.conns; ++i) {
-    ConnPlan c;
-    c.server = i % k;
-    c.start_s = o.stagger_s * i;
+    ConnPlan conn;
+    conn.server = i % k;
+    conn.start_s = o.stagger_s * i;
     const Slot slot{(o.conns - i % k + k - 1) / k, i / k, lengths[i], o.payload.bytes};
-    c.hello = make_hello(o, buf, syscalls, slot);
-    c.side = plan_side(c.hello, Side::kClient, mine);
-    r.conns.push_back(std::move(c));
+    conn.hello = make_hello(o, c, buf, syscalls, slot);
+    conn.side = plan_side(conn.hello, Side::kClient, c.client);
+    r.conns.push_back(std::move(conn));
   }
   return r;
 }
@@ -141,10 +147,11 @@ std::vector<RunStep> plan_steps(const ClientOptions& o, size_t size, bool counti
 
 ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
   ClientPlan p;
+  const Choices c = choices_of(o);
   p.access = {o.timeout_s, o.hello_timeout_s, o.auth_token, o.quiet};
   if (o.proto == Proto::kTls) {
     p.tls = o.tls;
-    p.tls->io = tls::io_model_for(o.tls, o.client_engine() == EngineKind::kUring);
+    p.tls->io = c.client.tls_io;
   }
   p.group = {!o.reverse,  {o.budget, o.buf_min, o.buf_max}, o.fanout, o.send_engine,
              o.source_rate, o.stagger_s > 0};
@@ -158,8 +165,8 @@ ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
   for (size_t i = 0; i < o.bufs.size(); ++i) {
     SizePlan s;
     s.buf = o.bufs[i];
-    s.runs = plan_conns(o, s.buf, measured, group_servers);
-    if (p.counting_run) s.counting = plan_conns(o, s.buf, o.syscalls, group_servers);
+    s.runs = plan_conns(o, c, s.buf, measured, group_servers);
+    if (p.counting_run) s.counting = plan_conns(o, c, s.buf, o.syscalls, group_servers);
     s.steps = plan_steps(o, i, p.counting_run);
     p.sizes.push_back(std::move(s));
   }
