@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 
+from iobench_tools.lib import experiment
 from iobench_tools.lib import fanoutlib
 from iobench_tools.lib.fanoutlib import cell_id
 from iobench_tools.lib.iobenchlib import ROOT, require_binary
@@ -57,6 +58,8 @@ def parse_args():
     ap.add_argument("--bytes", default="100M", help="per replica")
     ap.add_argument("--rounds", type=int, default=3,
                     help="interleaved rounds per cell")
+    ap.add_argument("--retries", type=int, default=1,
+                    help="runs again a cell's round that failed, this many times")
     ap.add_argument("--budget", default="256k",
                     help="buffer memory the adaptive writer shares among its replicas")
     ap.add_argument("--timeout", default="30",
@@ -146,26 +149,31 @@ def figures(doc):
 
 def run_rounds(a, extra, out_dir):
     """Every cell once per round, the rounds one after another (interleaved: a slow minute of the
-    machine lands on every cell, not on one)."""
+    machine lands on every cell, not on one), through the experiment kernel: a scenario stopped
+    and started again with the same command runs only the rounds it lacks."""
     os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
-    runs = {cell_id(c): [] for c in cells(a)}
-    failures = []
-    for k in range(a.rounds):
-        for c in cells(a):
-            out = os.path.join(out_dir, "raw", f"{cell_id(c)}.round{k}.json")
+
+    def run_one(c, k, attempt):
+        out = os.path.join(out_dir, "raw", f"{cell_id(c)}.round{k}.json")
+        try:
             p = subprocess.run(command(a, c, out, extra), capture_output=True, text=True,
                                timeout=600)
-            fig = None
-            if p.returncode == 0 and os.path.exists(out):
-                fig = figures(json.load(open(out)))
-            if fig is None:
-                failures.append(f"{cell_id(c)} round {k}: {p.stderr.strip()[-300:]}")
-                print(f"fanout-scenario: {cell_id(c)} round {k} failed", file=sys.stderr)
-                continue
-            fig["round"] = k  # two cells of one round share the host's drift: compared paired
-            runs[cell_id(c)].append(fig)
-        print(f"fanout-scenario: round {k + 1}/{a.rounds} done", file=sys.stderr)
-    return runs, failures
+        except subprocess.TimeoutExpired:
+            raise experiment.RunFailed("ran past 600 s") from None
+        fig = None
+        if p.returncode == 0 and os.path.exists(out):
+            fig = figures(json.load(open(out)))
+        if fig is None:
+            raise experiment.RunFailed(p.stderr.strip()[-300:] or f"exit status {p.returncode}",
+                                       refused=p.returncode == 2)
+        return fig
+
+    todo = [dict(c, id=cell_id(c)) for c in cells(a)]
+    identity = {"bytes": a.bytes, "budget": a.budget, "timeout": a.timeout, "where": a.where,
+                "rate": a.rate, "connect": a.connect, "extra": extra}
+    done = experiment.Experiment("fanout-scenario", out_dir, todo, a.rounds, run_one,
+                                 retries=a.retries, identity=identity).run()
+    return experiment.figures_by_cell(done), experiment.failures(done)
 
 
 def doc_base(a, extra, runs, failures, started):

@@ -22,13 +22,13 @@ matplotlib). Root is not needed on loopback. Every server it starts is stopped, 
 """
 import json
 import os
-import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 
+from iobench_tools.lib import experiment
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import needs
 from iobench_tools.lib.iobenchlib import ROOT, parse_size_list
@@ -103,26 +103,34 @@ def model_run(c, a, nbytes, work):
             "command": ("scripts/netns-link ... -- " if a.fleet else "./iobench ") + " ".join(args)}
 
 
-def run_rounds(a, todo, dataset, nbytes, certs, tmp):
-    runs = {cell_id(c): {"real": [], "model": []} for c in todo}
-    rng = random.Random(a.seed)
-    for k in range(a.rounds):
-        order = list(todo)
-        rng.shuffle(order)
-        for c in order:
-            cid = cell_id(c)
-            work = os.path.join(tmp, f"{cid}-{k}")
-            try:
-                runs[cid]["real"].append(realsync.real_sync(VALKEY, server_env(c), c, a, dataset,
-                                                            certs, work, cid))
-            except realsync.SyncFailed as e:
-                fail(str(e))
-            if a.model:
-                os.makedirs(work, exist_ok=True)
-                runs[cid]["model"].append(model_run(c, a, nbytes, work))
-                shutil.rmtree(work, ignore_errors=True)
-        print(f"{PROG}: round {k + 1}/{a.rounds} done", file=sys.stderr, flush=True)
-    return runs
+def run_rounds(a, todo, dataset, nbytes, certs, tmp, identity):
+    """Every cell once per round in a shuffled order, through the experiment kernel: a sync
+    that fails is tried again (--retries), one that keeps failing is recorded and the study goes
+    on, and a study stopped (Ctrl-C, a lost machine) and started again with the same command
+    runs only the syncs it lacks (progress.json in --out)."""
+
+    def run_one(c, k, attempt):
+        cid = cell_id(c)
+        work = os.path.join(tmp, f"{cid}-{k}-{attempt}")
+        try:
+            real = realsync.real_sync(VALKEY, server_env(c), c, a, dataset, certs, work, cid)
+        except realsync.SyncFailed as e:
+            raise experiment.RunFailed(str(e)) from None
+        model = None
+        if a.model:
+            os.makedirs(work, exist_ok=True)
+            model = model_run(c, a, nbytes, work)
+        shutil.rmtree(work, ignore_errors=True)
+        return {"real": real, "model": model}
+
+    cells_with_id = [dict(c, id=cell_id(c)) for c in todo]
+    done = experiment.Experiment(PROG, a.out, cells_with_id, a.rounds, run_one, order="shuffle",
+                                 seed=a.seed, retries=a.retries, identity=identity).run()
+    runs = {}
+    for cid, figs in experiment.figures_by_cell(done).items():
+        runs[cid] = {"real": [f["real"] for f in figs],
+                     "model": [f["model"] for f in figs if f["model"] is not None]}
+    return runs, experiment.failures(done)
 
 
 def parse_args():
@@ -136,6 +144,8 @@ def parse_args():
     ap.add_argument("--no-model", dest="model", action="store_false",
                     help="real syncs only, no iobench prediction")
     ap.add_argument("--tolerance", type=float, default=0.05, help="the knee's tolerance (0.05)")
+    ap.add_argument("--retries", type=int, default=1,
+                    help="a failed sync is tried again this many times, then recorded as failed")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "real-knee"),
                     help="the folder the study's runs, tables and plots go to")
     replsynclib.add_sync_options(ap, "primary's CPU,replicas' CPU (the model's --cpus too), "
@@ -149,6 +159,8 @@ def parse_args():
     bad = [c for c in a.chunks if not 1024 <= c <= 1 << 20]
     if bad:
         ap.error(f"invalid --chunks: {bad[0]} outside 1024..1048576 (the patch's range)")
+    if not 0 <= a.retries <= 5:
+        ap.error(f"invalid --retries {a.retries}: expected 0..5")
     if not 0 < a.tolerance < 1:
         ap.error(f"invalid --tolerance {a.tolerance}: expected between 0 and 1")
     replsynclib.check_sync_args(ap, a, {"proto": ("tcp", "tls"), "modes": MODES,
@@ -167,24 +179,28 @@ def main():
         fail("redis-cli not found (scripts/setup installs redis-tools)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     todo = cells(a)
+    version = subprocess.run([VALKEY, "--version"], capture_output=True, text=True).stdout
     tmp = tempfile.mkdtemp(prefix="iobench-knee-")
     try:
         with realsync.sync_place(a, tmp) as certs:
             dataset, rdb, payload = realsync.make_dataset(VALKEY, a, certs, tmp)
             print(f"{PROG}: RDB {rdb} bytes from {payload} payload bytes; {len(todo)} cells x "
                   f"{a.rounds} rounds", file=sys.stderr, flush=True)
-            runs = run_rounds(a, todo, dataset, rdb, certs, tmp)
+            identity = {"server": version.strip(), "rdb_bytes": rdb, "cpus": a.cpus,
+                        "where": a.where, "link": [a.rate, a.mtu] if a.fleet else None,
+                        "model": a.model}
+            runs, failed = run_rounds(a, todo, dataset, rdb, certs, tmp, identity)
     except KeyboardInterrupt:
         fail("interrupted (every server stopped)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    version = subprocess.run([VALKEY, "--version"], capture_output=True, text=True).stdout
     command = iobenchlib.recorded_command("replication-knee")
     doc = {"tool": "iobench", "kind": "replication-knee", "command": command,
            "server": version.strip(), "rdb_bytes": rdb, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.fleet else None,
            "tolerance": a.tolerance, "rounds": a.rounds,
-           "cells": [dict(c, id=cell_id(c), **runs[cell_id(c)]) for c in todo]}
+           "cells": [dict(c, id=cell_id(c), **runs[cell_id(c)]) for c in todo],
+           "failures": failed}
     doc["knees"] = replknee_report.knees(doc)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "results.json"), "w") as f:
@@ -193,6 +209,8 @@ def main():
         f.write(replknee_report.report_md(doc))
     replknee_report.plots(doc, a.out, plt)
     print(f"{PROG}: {len(todo)} cells in {os.path.relpath(a.out, ROOT)}/report.md")
+    if failed:
+        fail(f"{len(failed)} sync(s) failed every attempt (in results.json): {failed[0]}")
 
 
 if __name__ == "__main__":

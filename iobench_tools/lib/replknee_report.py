@@ -134,12 +134,15 @@ def report_md(doc):
             f"{fmt_stat(_cost(c, 'real', 'primary_cpu_s_per_gib'))} | "
             f"{fmt_stat(_cost(c, 'real', 'replica_cpu_s_per_gib'))} | "
             f"{fmt_stat(stat([x['sync_s'] for x in r]), 2)} | "
-            f"{max(x['bgsaves'] for x in r)} |")
+            f"{max((x['bgsaves'] for x in r), default='-')} |")
     priced = _variants(doc)
     if priced:
         lines += ["", "## The patch's variants against stock (real writer CPU per GiB, "
                   "ratio with its 95% interval)", "", "| against | variant | ratio |",
                   "|---|---|---|"] + priced
+    if doc.get("failures"):
+        lines += ["", "## Syncs that failed every attempt (not in the figures)", ""]
+        lines += [f"- {x}" for x in doc["failures"]]
     return "\n".join(lines) + "\n"
 
 

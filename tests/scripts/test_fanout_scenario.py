@@ -3,8 +3,10 @@ emulated fleet when root), and the verdict logic on synthetic runs whose answer 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,57 @@ def test_rounds_recorded_are_compared_round_by_round():
             run["round"] = k
     paired = fanoutlib.verdict(paired_runs, [1], ["16k", "64k"], "connset", "tcp", 0.05)
     assert paired["per_n"][0]["within_tolerance"] == ["16k"]
+
+
+def test_a_scenario_stopped_mid_run_resumes_with_the_rounds_it_had(tmp_path):
+    """Ctrl-C once the first runs have landed: exit 130, what ran kept in progress.json; the same
+    command again runs only what was missing and ends with every round."""
+    cmd = [str(SCRIPTS / "fanout-scenario"), "fan", "--results", str(tmp_path), "--bytes", "2M",
+           "--rounds", "2", "--replicas", "1,2", "--bufs", "16k", "--protos", "tcp",
+           "--shapes", "connset"]
+    progress = tmp_path / "fan" / "progress.json"
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    kept = {}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        try:
+            cells = json.loads(progress.read_text())["cells"]
+            kept = {(c, r): x["ended"] for c, rounds in cells.items() for r, x in rounds.items()
+                    if x["status"] == "ok"}
+        except (OSError, ValueError, KeyError):
+            pass
+        if len(kept) >= 1:
+            break
+        time.sleep(0.05)
+    assert kept, "no run landed in progress.json"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "interrupted:" in err and "the same command resumes" in err
+    state = json.loads(progress.read_text())
+    assert state["state"] == "interrupted"
+    ran_before = {(c, r): x["ended"] for c, rounds in state["cells"].items()
+                  for r, x in rounds.items() if x["status"] == "ok"}
+    assert len(ran_before) < 4, "the interrupt came after the last run"
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
+    assert again.returncode == 0, again.stderr
+    assert f"resuming: {len(ran_before)} run(s) already done" in again.stderr
+    after = json.loads(progress.read_text())
+    assert after["state"] == "finished"
+    for (c, r), ended in ran_before.items():
+        assert after["cells"][c][r]["ended"] == ended, f"{c} round {r} ran again"
+    doc = json.loads((tmp_path / "fan" / "fanout.json").read_text())
+    assert all(len(runs) == 2 for runs in doc["cells"].values())
+
+
+def test_a_resume_with_other_options_is_refused(tmp_path):
+    base = [str(SCRIPTS / "fanout-scenario"), "fan", "--results", str(tmp_path), "--rounds", "1",
+            "--replicas", "1", "--bufs", "16k", "--protos", "tcp", "--shapes", "connset"]
+    first = subprocess.run([*base, "--bytes", "1M"], capture_output=True, text=True, timeout=300,
+                           env=ENV)
+    assert first.returncode == 0, first.stderr
+    other = subprocess.run([*base, "--bytes", "2M"], capture_output=True, text=True, timeout=300,
+                           env=ENV)
+    assert other.returncode != 0
+    assert "is another scenario's progress" in other.stderr.strip().splitlines()[-1]

@@ -4,7 +4,9 @@ promises, stock and whole, and the report judges the knees."""
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,45 @@ def test_the_fleet_gives_each_replica_its_own_link_and_leaves_nothing(tmp_path):
         tmp_path / "out" / "report.md").read_text()
     after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "iobkf" not in after and "iobkm" not in after, after
+
+
+@needs_sync
+@pytest.mark.real_server
+@pytest.mark.root
+def test_a_study_stopped_mid_run_resumes_with_the_syncs_it_had(tmp_path):
+    """Ctrl-C once a sync has landed: every server stopped, exit 130, the syncs kept in
+    progress.json; the same command again runs only the missing ones (the 75-minute study no
+    longer starts over)."""
+    cmd = [SCRIPT, "--chunks", "16k,64k", "--replicas", "1", "--modes", "dual", "--proto", "tcp",
+           "--rounds", "2", "--rdb", "2M", "--no-model", "--iobench", BIN,
+           "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
+    progress = tmp_path / "out" / "progress.json"
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kept = {}
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and p.poll() is None and not kept:
+        try:
+            cells = json.loads(progress.read_text())["cells"]
+            kept = {(c, r): x["ended"] for c, rounds in cells.items() for r, x in rounds.items()
+                    if x["status"] == "ok"}
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    assert kept, "no sync landed in progress.json"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "the same command resumes" in err
+    before = {(c, r): x["ended"] for c, rounds in json.loads(progress.read_text())["cells"].items()
+              for r, x in rounds.items() if x["status"] == "ok"}
+    assert 1 <= len(before) < 4
+    assert not [l for l in subprocess.run(["pgrep", "-af", "valkey-server-src"],
+                                           capture_output=True, text=True).stdout.splitlines()
+                if str(tmp_path) in l or "iobench-knee-" in l], "a server outlived the interrupt"
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    after = json.loads(progress.read_text())["cells"]
+    for (c, r), ended in before.items():
+        assert after[c][r]["ended"] == ended, f"{c} round {r} synced again"
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert all(len(c["real"]) == 2 for c in doc["cells"]) and doc["failures"] == []

@@ -1,0 +1,176 @@
+"""The experiment kernel: a scenario's cells run in interleaved rounds, each (cell, round) once,
+retried after a failure, and every outcome saved in the scenario folder's progress file the
+moment it lands — so a scenario stopped by Ctrl-C, a crash or a lost host, started again with the
+same command, runs only what is missing and ends with the rounds it had.
+
+A scenario gives its cells (each with a unique `id`: a dataclass, or a dict with an "id" key),
+how many rounds, the order, and `run_one(cell, round, attempt)`, which returns the run's figures
+(a JSON-able dict) or raises RunFailed. The kernel owns the loop over rounds; nothing else does.
+"""
+import json
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field, is_dataclass
+
+PROGRESS = "progress.json"
+ORDERS = ("round-robin", "shuffle", "cell")
+
+
+class RunFailed(Exception):
+    """One run of a cell did not give figures; `refused` when the command line itself was
+    refused (running it again would be refused again: no retry)."""
+
+    def __init__(self, message, refused=False):
+        super().__init__(message)
+        self.refused = refused
+
+
+def cell_id(cell):
+    return cell["id"] if isinstance(cell, dict) else cell.id
+
+
+def cell_record(cell):
+    return asdict(cell) if is_dataclass(cell) else dict(cell)
+
+
+def rounds_order(n_cells, n_rounds, order, seed):
+    """The schedule: a list of rounds, each a list of cell indexes. round-robin runs every cell
+    once per round in the same order; shuffle draws each round's order from `seed`; cell runs a
+    cell's rounds back to back (one "round" holding each index n_rounds times)."""
+    if order not in ORDERS:
+        raise ValueError(f"invalid order '{order}': expected one of {', '.join(ORDERS)}")
+    if order == "cell":
+        return [[i for i in range(n_cells) for _ in range(n_rounds)]]
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n_rounds):
+        one = list(range(n_cells))
+        if order == "shuffle":
+            rng.shuffle(one)
+        out.append(one)
+    return out
+
+
+@dataclass
+class Experiment:
+    """What a scenario asks of the kernel. `out_dir` holds progress.json; `prog` names the
+    scenario in its messages."""
+    prog: str
+    out_dir: str
+    cells: list
+    rounds: int
+    run_one: object  # (cell, round, attempt) -> dict of figures; raises RunFailed
+    order: str = "round-robin"
+    seed: int = 1
+    retries: int = 1
+    backoff_s: float = 2.0
+    identity: dict = field(default_factory=dict)  # what must match for a resume (the cells' axes)
+    quiet: bool = False
+
+    def path(self):
+        return os.path.join(self.out_dir, PROGRESS)
+
+    def load(self):
+        """The runs already done, when progress.json is this scenario's (same identity and
+        cells); a different one is refused rather than mixed in."""
+        try:
+            with open(self.path()) as f:
+                old = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            sys.exit(f"{self.prog}: error: cannot read {self.path()}: {e}")
+        ids = sorted(cell_id(c) for c in self.cells)
+        if old.get("identity") != self.identity or sorted(old.get("cells", {})) != ids:
+            sys.exit(f"{self.prog}: error: {self.path()} is another scenario's progress (other "
+                     "cells or options): give another name, or remove it to start over")
+        return old["cells"]
+
+    def save(self, done, state):
+        doc = {"identity": self.identity, "rounds": self.rounds, "order": self.order,
+               "seed": self.seed, "state": state,
+               "cells": {cell_id(c): done.get(cell_id(c), {}) for c in self.cells}}
+        os.makedirs(self.out_dir, exist_ok=True)
+        tmp = self.path() + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, self.path())
+
+    def attempt(self, cell, rnd):
+        """One (cell, round): its figures and attempts, retried after a failure."""
+        attempts = []
+        for k in range(1, self.retries + 2):
+            if k > 1:
+                time.sleep(self.backoff_s * 2 ** (k - 2))
+            t0 = time.monotonic()
+            try:
+                figures = self.run_one(cell, rnd, k)
+                return {"status": "ok", "figures": figures, "attempts": attempts,
+                        "seconds": round(time.monotonic() - t0, 2), "ended": round(time.time(), 3)}
+            except RunFailed as e:
+                attempts.append({"error": str(e), "seconds": round(time.monotonic() - t0, 2)})
+                if not self.quiet:
+                    print(f"{self.prog}: {cell_id(cell)} round {rnd + 1} attempt {k} failed: {e}",
+                          file=sys.stderr)
+                if e.refused:
+                    break
+        return {"status": "failed", "error": attempts[-1]["error"], "attempts": attempts,
+                "ended": round(time.time(), 3)}
+
+    def run(self):
+        """Runs what is missing; returns {cell id: {round: record}} over every round. Ctrl-C or
+        SIGTERM saves what ran and exits 130 with the command that resumes."""
+        done = {k: {int(r): v for r, v in rounds.items()} for k, rounds in self.load().items()}
+        kept = sum(1 for rounds in done.values() for v in rounds.values() if v["status"] == "ok")
+        if kept and not self.quiet:
+            print(f"{self.prog}: resuming: {kept} run(s) already done in {self.path()}",
+                  file=sys.stderr)
+        schedule = rounds_order(len(self.cells), self.rounds, self.order, self.seed)
+        seen = {}
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            for order in schedule:
+                for idx in order:
+                    cell = self.cells[idx]
+                    cid = cell_id(cell)
+                    rnd = seen[cid] = seen.get(cid, -1) + 1  # cell order: its rounds in turn
+                    mine = done.setdefault(cid, {})
+                    if mine.get(rnd, {}).get("status") == "ok":
+                        continue
+                    mine[rnd] = self.attempt(cell, rnd)
+                    self.save(done, "running")
+                if not self.quiet and self.order != "cell":
+                    print(f"{self.prog}: round {max(seen.values()) + 1}/{self.rounds} done",
+                          file=sys.stderr)
+        except KeyboardInterrupt:
+            self.save(done, "interrupted")
+            ran = sum(1 for r in done.values() for v in r.values() if v["status"] == "ok")
+            sys.stderr.write(f"\n{self.prog}: interrupted: {ran} of "
+                             f"{len(self.cells) * self.rounds} runs done, kept in {self.path()}; "
+                             "the same command resumes\n")
+            sys.exit(130)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        self.save(done, "finished")
+        return done
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def figures_by_cell(done, key="round"):
+    """{cell id: [figures, ...]} of the runs that gave figures, each tagged with its round under
+    `key` (two cells of one round share the host's drift: compared paired)."""
+    return {cid: [dict(rec["figures"], **{key: rnd}) for rnd, rec in sorted(rounds.items())
+                  if rec["status"] == "ok"]
+            for cid, rounds in done.items()}
+
+
+def failures(done):
+    """'CELL round N: error' for every run that failed all its attempts."""
+    return [f"{cid} round {rnd}: {rec['error']}" for cid, rounds in done.items()
+            for rnd, rec in sorted(rounds.items()) if rec["status"] != "ok"]
