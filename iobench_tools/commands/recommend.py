@@ -129,16 +129,19 @@ def proto_sections(rows, tolerance):
         best = min(rs, key=sweeplib.total_cpu_per_gib)
         model, scope = sweeplib.model_for(rs, best)
         if model:
-            lines += ["", costmodel.text(model, sweeplib.size_label)[:-1] + f" ({scope})."]
-        edge, k = sweeplib.edge_of_range(rs, sweeplib.knee(rs, tolerance), tolerance)
+            lines += ["", costmodel.text(model, sweeplib.size_label, scope)]
+        v = sweeplib.decide_knee(rs, tolerance)
+        k, edge = v["knee"], v["edge"]
         lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                   f"{sweeplib.size_label(best['buf'])}.")
         if edge:
             picks[proto] = (k, edge)
             lines += ["", f"{lowest} **No knee: {edge}.**", ""]
             continue
-        sure, why, _ = sweeplib.knee_confidence(rs, k, best, tolerance)
+        sure, why = v["picked"], v["words"]
         k["reason"] = reason_of(k, best)
+        if v["picked"] and not v["sure"]:
+            k["reason"] = f"the smallest size shown within {tolerance:.0%}"
         by_model, model_words = sweeplib.model_decides(model, rs, k, best, tolerance)
         if not sure and by_model:
             sure, k["reason"] = True, "by the model"

@@ -64,7 +64,21 @@ def fit(rows, cost):
              "call": "TLS record" if any(f[1] for f, _, _ in pts) else "syscall"}
     predicted = [(buf, y, predict(model, r)) for (_, y, buf), r in zip(pts, rows)]
     model["residuals"] = {buf: (y - p) / p for buf, y, p in predicted if p > 0}
+    model["stands_aside"] = unphysical(model)
     return model
+
+
+def unphysical(model):
+    """Why a fit is no model of this host's costs (None: it may be one): a call or a GiB moved
+    cannot cost less than nothing. Such a fit (−0.73 µs per syscall, seen on a sweep whose
+    three workloads sat in two regimes) describes the noise, not the work."""
+    if model["per_call_s"] < 0:
+        return (f"its fitted cost per {model['call']} is negative "
+                f"({1e6 * model['per_call_s']:.2f} µs): no physical model")
+    if model["per_gib_s"] < 0:
+        return (f"its fitted cost per GiB moved is negative ({model['per_gib_s']:.3f} s): no "
+                "physical model")
+    return None
 
 
 def predict(model, row):
@@ -72,15 +86,19 @@ def predict(model, row):
 
 
 def holds_for(model, rows, tolerance):
-    """Does the model describe these rows to within half the tolerance (each one's residual)?"""
-    return all(r["buf"] in model["residuals"]
+    """Does the model describe these rows to within half the tolerance (each one's residual)?
+    A fit that stands aside (unphysical) describes none."""
+    return not model.get("stands_aside") and all(r["buf"] in model["residuals"]
                and abs(model["residuals"][r["buf"]]) <= tolerance / 2 for r in rows)
 
 
-def text(model, label):
+def text(model, label, scope=None):
     """'Cost model (…, a robust fit over 4 workloads): 2.40 µs per TLS record, 0.210 s per GiB;
-    residuals 1K +1.2%, …'."""
+    residuals 1K +1.2%, … (every size).', and why it stands aside when it does."""
     res = ", ".join(f"{label(b)} {100 * r:+.1f}%" for b, r in sorted(model["residuals"].items()))
+    aside = (f" It stands aside: {model['stands_aside']}."
+             if model.get("stands_aside") else "")
     return (f"Cost model (CPU per GiB from the counts, a robust fit over {model['workloads']} "
             f"workloads): {1e6 * model['per_call_s']:.2f} µs per {model['call']}, "
-            f"{model['per_gib_s']:.3f} s per GiB; residuals {res}.")
+            f"{model['per_gib_s']:.3f} s per GiB; residuals {res}"
+            f"{f' ({scope})' if scope else ''}.{aside}")

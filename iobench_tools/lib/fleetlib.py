@@ -41,11 +41,10 @@ def groups(rows):
 
 def decide(rs, tolerance):
     """(knee size or None, words), as scripts/recommend judges one sweep's protocol."""
-    best = min(rs, key=sweeplib.total_cpu_per_gib)
-    edge, k = sweeplib.edge_of_range(rs, sweeplib.knee(rs, tolerance), tolerance)
-    if edge:
-        return None, f"no knee: {edge}"
-    sure, why, _ = sweeplib.knee_confidence(rs, k, best, tolerance)
+    v = sweeplib.decide_knee(rs, tolerance)
+    if v["edge"]:
+        return None, f"no knee: {v['edge']}"
+    k, sure, why = v["knee"], v["sure"], v["words"]
     label = sweeplib.size_label(k["buf"])
     if sure:
         return k["buf"], f"**{label}** ({why})"

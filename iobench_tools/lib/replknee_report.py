@@ -1,6 +1,6 @@
 """scripts/replication-knee's judgement and report: the knee of the real writer and of iobench's
 model per protocol x mode x replicas x chunking, judged with scripts/recommend's rules
-(sweeplib: knee, edge_of_range, knee_confidence), set side by side; the patch's variants priced
+(sweeplib.decide_knee), set side by side; the patch's variants priced
 against stock at the same chunk."""
 import os
 
@@ -26,14 +26,12 @@ def judge(rows, tolerance):
     rows = [r for r in rows if r["total_cpu_runs"]]
     if not rows:
         return {"knee": None, "sure": False, "why": "no runs"}
-    k = sweeplib.knee(rows, tolerance)
-    edge, k = sweeplib.edge_of_range(rows, k, tolerance)
-    if edge:
-        return {"knee": k["buf"], "sure": False, "why": edge, "edge": True}
-    best = min(rows, key=sweeplib.total_cpu_per_gib)
-    sure, words, _ = sweeplib.knee_confidence(rows, k, best, tolerance)
-    return {"knee": k["buf"], "sure": sure,
-            "why": words or f"{k['label']} is the lowest and the smallest size tried"}
+    v = sweeplib.decide_knee(rows, tolerance)
+    k = v["knee"]
+    if v["edge"]:
+        return {"knee": k["buf"], "sure": False, "why": v["edge"], "edge": True}
+    return {"knee": k["buf"], "sure": v["sure"],
+            "why": v["words"] or f"{k['label']} is the lowest and the smallest size tried"}
 
 
 def verdict(real_rows, real, model, tolerance):

@@ -261,7 +261,7 @@ def edge_of_range(rs, k, tolerance):
     size tried while the next size down is clearly worse (its 95% interval against the largest
     lies above 1 + tolerance): then larger sizes may be better still. A next size the runs cannot
     tell from the largest (TLS above 16K writes the same 16K records) is no edge: the knee is
-    inside the range, and knee_confidence judges it. Returns (why or None, knee)."""
+    inside the range, and decide_knee judges it. Returns (why or None, knee)."""
     rows = sorted(rs, key=lambda r: r["buf"])
     if len(rows) < 2:
         return (f"only {size_label(rows[0]['buf'])} was measured: there is nothing to "
@@ -293,55 +293,70 @@ def more_runs(n, half_width, distance):
     return max(1, runs_for(n, half_width, distance) - n)
 
 
-def knee_confidence(rs, k, best, tolerance):
-    """Is the knee K sure? It is when the size just below it is above the lowest by more than
-    the tolerance beyond the noise (its 95% interval clears 1 + tolerance) and K is a step below
-    that size (K's interval against the lowest ends below the lower size's) without being
-    clearly above the tolerance itself: no larger size is shown to be worth more than the
-    tolerance. Whether K is also shown to be within the tolerance (its whole interval) is said
-    beside it. Returns (sure, words, more runs per cell that would likely tell, or None: sure,
-    or more runs will not move it)."""
-    runs = {r["buf"]: r["total_cpu_runs"] for r in rs}
-    n = min(len(v) for v in runs.values())
+def decide_knee(rs, tolerance):
+    """The knee of one protocol's rows (same_work_rows), with both sides of the claim bounded:
+    the smallest size shown within the tolerance of every other size (its ratio's 95% interval
+    against each ends at or below 1 + tolerance: so within it of the true lowest, whichever
+    size that is, not of the lowest median), and every smaller size shown above it by more than
+    the tolerance. The one verdict recommend states and --repeat auto waits for (all_decided).
+
+    Returns {"knee": the row picked, "best": the lowest median, "edge": why there is no knee
+    (edge_of_range) or None, "sure": both sides shown, "picked": the knee is shown within (sure,
+    or smaller sizes the runs cannot tell from it: it is picked over them, the same way every
+    run), "words", "more": runs per cell that would likely decide (None: sure, or more runs will
+    not move it), "apart": those smaller sizes}."""
+    best = min(rs, key=total_cpu_per_gib)
+    edge, k = edge_of_range(rs, knee(rs, tolerance), tolerance)
+    verdict = {"knee": k, "best": best, "edge": edge, "sure": False, "picked": False,
+               "words": edge or "", "more": None, "apart": []}
+    if edge:
+        return verdict
+    n = min(len(r["total_cpu_runs"]) for r in rs)
     if n < 3:
-        return False, (f"{n} run(s) per cell cannot say how sure a knee is; "
-                       f"run the sweep with --repeat 5 or more"), 5 - n
+        return dict(verdict, words=f"{n} run(s) per cell cannot say how sure a knee is; run "
+                    "the sweep with --repeat 5 or more", more=5 - n)
     bound = 1 + tolerance
-    words, sure, needed, hows = [], True, [], []
-    b = size_label(best["buf"])
-    k_high, k_ratio, k_hw = 1.0, 1.0, 0.0
-    if k is not best:
-        ratio, hw, (low, high), p, how = compare(best, k)
-        hows.append(how)
-        tells = p < 0.05 and low > 1
-        k_high, k_ratio, k_hw = high, ratio, hw
-        within = f"{b} within {100 * (1 - 1 / ratio):.1f}% ± {100 * hw:.1f}%, " + (
-            "distinguishable" if tells else "not distinguishable")
-        if high > bound:
-            within += (f"; {size_label(k['buf'])} at most {100 * (high - 1):.1f}% above it "
-                       f"(95%), so within {tolerance:.0%} is not shown")
-        words.append(within)
+    rows = sorted(rs, key=lambda r: r["buf"])
+    # Each size against every other: (other, ratio size/other, half-width, (low, high), how).
+    against = {r["buf"]: [(o, *_pick(compare(o, r))) for o in rows if o is not r] for r in rows}
+    within = [r for r in rows if all(high <= bound for _, _, _, (_, high), _ in against[r["buf"]])]
+    words, needed, hows = [], [], set()
+    if within:
+        k = within[0]
+        worst = max(against[k["buf"]], key=lambda c: c[3][1])
+        words.append(f"{size_label(k['buf'])} within {tolerance:.0%} of every size (its 95% "
+                     f"intervals end by {100 * (worst[3][1] - 1):+.1f}%, against "
+                     f"{size_label(worst[0]['buf'])})")
+    else:
+        # No size is shown within: the knee of the medians, and how far it is from being shown.
+        worst = max(against[k["buf"]], key=lambda c: c[3][1])
+        _, ratio, hw, (low, high), how = worst
+        hows.add(how)
+        words.append(f"{size_label(k['buf'])} is {100 * (ratio - 1):+.1f}% ± {100 * hw:.1f}% "
+                     f"against {size_label(worst[0]['buf'])} [{100 * (low - 1):+.1f}%.."
+                     f"{100 * (high - 1):+.1f}%]: within {tolerance:.0%} of every size is not shown")
+        needed.append(more_runs(n, hw, abs(ratio - bound)))
+    apart = []
+    for s in [r for r in rows if r["buf"] < k["buf"]][::-1]:
+        ratio, hw, (low, high), _, how = compare(k, s)
+        hows.add(how)
         if low > bound:
-            sure = False
-            needed.append(more_runs(n, hw, abs(ratio - bound)))
-    smaller = [r for r in rs if r["buf"] < k["buf"]]
-    if smaller:
-        s = max(smaller, key=lambda r: r["buf"])
-        ratio, hw, (low, high), p, how = compare(best, s)
-        hows.append(how)
-        # The bootstrap interval of a ratio is not symmetric: its ends, beside the ±.
-        words.append(f"{size_label(s['buf'])} is {100 * (ratio - 1):.1f}% ± "
-                     f"{100 * hw:.1f}% above {b} [{100 * (low - 1):+.1f}%..{100 * (high - 1):+.1f}%]")
-        if low <= bound:
-            sure = False
-            needed.append(more_runs(n, hw, abs(ratio - bound)))
-        elif k_high >= low:
-            sure = False
-            words.append(f"{size_label(k['buf'])}'s interval reaches into "
-                         f"{size_label(s['buf'])}'s: no clear step between them")
-            # The two intervals part once their half-widths together fit in the gap between
-            # the two ratios; no number of runs parts them when the knee's ratio is not lower.
-            needed.append(more_runs(n, hw + k_hw, ratio - k_ratio))
+            if not apart and s is rows[rows.index(k) - 1]:
+                # The bootstrap interval of a ratio is not symmetric: its ends, beside the ±.
+                words.append(f"{size_label(s['buf'])} is {100 * (ratio - 1):.1f}% ± {100 * hw:.1f}% "
+                             f"above {size_label(k['buf'])} [{100 * (low - 1):+.1f}%.."
+                             f"{100 * (high - 1):+.1f}%]")
+            continue
+        apart.append(s)
+        words.append(f"{size_label(s['buf'])} is not shown above {size_label(k['buf'])} by more "
+                     f"than {tolerance:.0%} ({100 * (ratio - 1):+.1f}% ± {100 * hw:.1f}% "
+                     f"[{100 * (low - 1):+.1f}%..{100 * (high - 1):+.1f}%])")
+        needed.append(more_runs(n, hw, abs(ratio - bound)))
+    sure = bool(within) and not apart
+    if within and apart:
+        words.append(f"{' and '.join(size_label(s['buf']) for s in apart[::-1])} and "
+                     f"{size_label(k['buf'])} cannot be told apart at {tolerance:.0%}: "
+                     f"{size_label(k['buf'])} is picked, the smallest size shown within")
     more = [x for x in needed if x is not None]
     if not sure:
         if not more:
@@ -354,8 +369,15 @@ def knee_confidence(rs, k, best, tolerance):
                     f"would tell")
         words.append(f"the {tolerance:.0%} tolerance lies inside that noise{tail}")
     if hows:
-        words.append(", ".join(sorted(set(hows))))
-    return sure, "; ".join(words), (max(more) if more and not sure else None)
+        words.append(", ".join(sorted(hows)))
+    return dict(verdict, knee=k, sure=sure, picked=bool(within), words="; ".join(words),
+                more=max(more) if more and not sure else None, apart=apart)
+
+
+def _pick(c):
+    """compare()'s (ratio, half-width, (low, high), p, how) without the p."""
+    ratio, hw, interval, _, how = c
+    return ratio, hw, interval, how
 
 
 # A sender busy this share of its data phase or more never waited (iobench's regime line).
@@ -397,6 +419,8 @@ def model_decides(model, rs, k, best, tolerance):
     Returns (decided, words: the model's prediction, or why it cannot decide)."""
     if model is None:
         return False, "no cost model (fewer than 3 workloads, or their calls were not counted)"
+    if model.get("stands_aside"):
+        return False, f"the cost model stands aside ({model['stands_aside']}), so the measurement decides"
     smaller = [r for r in rs if r["buf"] < k["buf"]]
     judged = [k, best] + ([max(smaller, key=lambda r: r["buf"])] if smaller else [])
     worst = max(abs(model["residuals"].get(r["buf"], 1.0)) for r in judged)
@@ -424,19 +448,17 @@ def same_work_rows(rows):
 
 def all_decided(rows, tolerance):
     """Is every one-connection knee of these rows (per placement and protocol) decided: at the
-    range's edge, sure, or where more runs will not move it? What --repeat auto stops on."""
+    range's edge, picked (decide_knee: shown within the tolerance of every size), decided by
+    the model, or where more runs will not move it? What --repeat auto stops on."""
     groups = {}
     for r in rows:
         if r["conns"] == 1 and r["group"] is None and not r.get("control_of"):
             groups.setdefault((r["placement"], r["proto"]), []).append(r)
     for rs in groups.values():
         rs = same_work_rows(rs)
-        edge, k = edge_of_range(rs, knee(rs, tolerance), tolerance)
-        if edge:
+        v = decide_knee(rs, tolerance)
+        if v["edge"] or v["picked"] or v["more"] is None:
             continue
-        best = min(rs, key=total_cpu_per_gib)
-        sure, _, more = knee_confidence(rs, k, best, tolerance)
-        if not sure and more is not None and \
-                not model_decides(model_for(rs, best)[0], rs, k, best, tolerance)[0]:
+        if not model_decides(model_for(rs, v["best"])[0], rs, v["knee"], v["best"], tolerance)[0]:
             return False
     return True

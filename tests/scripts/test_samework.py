@@ -83,11 +83,10 @@ def test_the_knee_among_the_same_work_is_the_smallest_and_decided():
         rows = tls_rows(seed)
         assert sweeplib.all_decided(rows, 0.05), seed
         rs = sweeplib.same_work_rows(rows)
-        best = min(rs, key=sweeplib.total_cpu_per_gib)
-        edge, k = sweeplib.edge_of_range(rs, sweeplib.knee(rs, 0.05), 0.05)
-        assert edge is None and k["buf"] == 16 * K and k is best, seed
-        sure, words, _ = sweeplib.knee_confidence(rs, k, best, 0.05)
-        assert sure and "8K is" in words, words
+        v = sweeplib.decide_knee(rs, 0.05)
+        k, best = v["knee"], v["best"]
+        assert v["edge"] is None and k["buf"] == 16 * K and k is best, seed
+        assert v["sure"] and "8K is" in v["words"], v["words"]
 
 
 def fanout_runs(costs, chunks):
@@ -162,6 +161,27 @@ def test_the_cost_model_recovers_per_call_and_per_byte_costs():
     assert tls["call"] == "TLS record"
 
 
+def test_a_fit_with_a_negative_cost_stands_aside_and_says_why():
+    from iobench_tools.lib import costmodel
+    # Costs that fall as the calls grow (three workloads in two regimes, as a 16K run once
+    # fitted -0.73 µs per syscall): the line fits, but no call costs less than nothing.
+    calls = {16 * K: 6400, 64 * K: 1600, 256 * K: 400}
+    falling = {16 * K: [0.78] * 12, 64 * K: [0.79] * 12, 256 * K: [0.80] * 12}
+    rows = model_rows(falling, calls)
+    m = costmodel.fit(rows, sweeplib.total_cpu_per_gib)
+    assert m["per_call_s"] < 0
+    assert m["stands_aside"].startswith("its fitted cost per syscall is negative (-")
+    assert "It stands aside: its fitted cost per syscall is negative" in costmodel.text(
+        m, sweeplib.size_label, "every size")
+    assert not costmodel.holds_for(m, rows, 0.05)
+    decided, words = sweeplib.model_decides(m, rows, rows[0], rows[0], 0.05)
+    assert not decided and "the cost model stands aside (its fitted cost per syscall is " \
+        "negative" in words, words
+    # A physical fit does not stand aside.
+    exact = {b: [(2 * n * 10.24 * 4e-6) + 0.2] * 12 for b, n in calls.items()}
+    assert costmodel.fit(model_rows(exact, calls), sweeplib.total_cpu_per_gib)["stands_aside"] is None
+
+
 def test_the_model_decides_a_knee_the_noisy_runs_cannot_where_it_holds():
     # 64K is 3.6% above 256K and 16K 18% above, by the counts; every cell's runs ±20%: measured
     # size by size, 64K's interval reaches past 5%. The model pools every size: 64K by the model.
@@ -174,7 +194,9 @@ def test_the_model_decides_a_knee_the_noisy_runs_cannot_where_it_holds():
         r["total_cpu_runs"] = [x * scale for x in r["total_cpu_runs"]]
     best = min(rows, key=sweeplib.total_cpu_per_gib)
     k = next(r for r in rows if r["buf"] == 64 * K)
-    sure, _, _ = sweeplib.knee_confidence(rows, k, best, 0.05)
+    v = sweeplib.decide_knee(rows, 0.05)
+    sure = v["sure"]
+    assert v["knee"] is k, sweeplib.size_label(v["knee"]["buf"])
     model = sweeplib.model_for(rows, best)[0]
     decided, words = sweeplib.model_decides(model, rows, k, best, 0.05)
     assert not sure and decided, words

@@ -544,23 +544,25 @@ def test_a_knee_clear_of_the_noise_is_stated_with_its_confidence(tmp_path):
     d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0), ("tcp", 16384, -1, 1.02),
                               ("tcp", 65536, -1, 1.0), ("tcp", 262144, -1, 1.01)])
     text = recommend(d)
-    assert "**Knee: 16K, by measurement** (64K within 2.0% ± " in text, text
-    assert "distinguishable; 4K is 200.0% ± " in text and "% above 64K [+" in text
+    assert "**Knee: 16K, by measurement** (16K within 5% of every size (its 95% intervals end " \
+        "by +" in text, text
+    assert "against 64K); 4K is 194.1% ± " in text and "% above 16K [+" in text
     assert "**One connection: 16K**" in text
 
 
-def test_a_knee_inside_the_noise_is_not_recommended_and_the_runs_needed_are_named(tmp_path):
-    # 8K's runs straddle the 5% tolerance above 16K: 2%..10% above.
+def test_a_knee_whose_smaller_size_is_inside_the_noise_is_picked_the_same_way_and_says_so(tmp_path):
+    # 8K's runs straddle the 5% tolerance above 16K (2%..10% above); 16K is shown within 5% of
+    # every size. 16K is picked, every run alike: the smallest size shown within; 8K may be too.
     d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0),
                               ("tcp", 8192, -1, [1.02, 1.10, 1.04, 1.08, 1.06]),
                               ("tcp", 16384, -1, 1.0), ("tcp", 65536, -1, 1.01)])
     text = recommend(d)
-    assert "The smallest buffer within 5% of it is 16K" in text
-    assert "**no knee with confidence**: 8K is 6.0% ± " in text, text
+    assert "**Knee: 16K, the smallest size shown within 5%** (16K within 5% of every size" in text
+    assert "8K is not shown above 16K by more than 5% (+6.0% ± " in text, text
+    assert "8K and 16K cannot be told apart at 5%: 16K is picked" in text
+    assert "**One connection: 16K**" in text
     assert "the 5% tolerance lies inside that noise; about " in text
     assert "more runs per cell would tell" in text
-    assert "**One connection: no default from this sweep** — TCP: the knee is inside the noise" \
-        in text
 
 
 def test_one_run_per_cell_cannot_say_how_sure(tmp_path):
@@ -626,10 +628,12 @@ def test_auto_stops_at_the_rounds_the_noise_floor_planned():
 
 
 def test_an_undecided_knee_keeps_auto_running(tmp_path):
-    # 8K's runs straddle the 5% tolerance above 16K: whether the knee is 8K or 16K is open.
-    d = fake_sweep(tmp_path, [("tcp", 4096, 0, 3.0),
-                              ("tcp", 8192, 0, [1.02, 1.10, 1.04, 1.08, 1.06]),
-                              ("tcp", 16384, 0, 1.0), ("tcp", 65536, 0, 1.01)])
+    # 16K and 64K inside ±30% noise: neither is shown within 5% of the other, so no size is
+    # picked and more rounds would tell.
+    noisy = [0.7, 1.0, 1.3, 0.8, 1.2]
+    d = fake_sweep(tmp_path, [("tcp", 4096, 0, [3.0 * x for x in noisy]),
+                              ("tcp", 16384, 0, [1.02 * x for x in noisy]),
+                              ("tcp", 65536, 0, noisy)])
     _, rows = sweeplib.load(d)
     assert not sweeplib.all_decided(rows, 0.05)
     d2 = fake_sweep(tmp_path / "b", [("tcp", 4096, 0, 3.0), ("tcp", 16384, 0, 1.2),
@@ -637,23 +641,34 @@ def test_an_undecided_knee_keeps_auto_running(tmp_path):
     assert sweeplib.all_decided(sweeplib.load(d2)[1], 0.05)
 
 
-def test_a_knee_a_clear_step_above_the_size_below_is_decided_though_not_shown_within(tmp_path):
-    """16K against 64K inside wide noise (not distinguishable), 4K far above both: the knee is
-    16K — no larger size is shown to be worth more than 5% — and the report says how far above
-    the lowest 16K may be (its interval's top), and that within 5% is not shown."""
+def test_a_knee_not_shown_within_the_tolerance_is_not_decided_however_clear_the_step_below(
+        tmp_path):
+    """16K against 64K inside wide noise, 4K far above both. The old rule called 16K decided
+    (the step below was clear and nothing asked whether 16K was within 5% of 64K); both sides
+    of the claim are bounded now: 16K is not shown within 5%, so no knee and no default."""
     noisy = [0.7, 1.0, 1.3, 0.8, 1.2]
     d = fake_sweep(tmp_path, [("tcp", 4096, 0, [3.0 * x for x in noisy]),
                               ("tcp", 16384, 0, [1.02 * x for x in noisy]),
                               ("tcp", 65536, 0, noisy)])
     text = recommend(d)
-    assert "**Knee: 16K, by measurement** (64K within 2.0% ± " in text, text
-    assert "not distinguishable; 16K at most " in text and "so within 5% is not shown" in text
-    assert "**One connection: 16K**" in text
-    # The size below must be a clear step: 8K's interval reaching into 16K's is no knee.
-    d = fake_sweep(tmp_path / "c", [("tcp", 8192, 0, [1.3 * x for x in noisy]),
-                                    ("tcp", 16384, 0, [1.02 * x for x in noisy]),
-                                    ("tcp", 65536, 0, noisy)])
-    assert "**Knee:" not in recommend(d)
+    assert "**no knee with confidence**: 16K is +2.0% ± " in text, text
+    assert "within 5% of every size is not shown" in text
+    assert "**One connection: no default from this sweep**" in text
+
+
+def test_the_lowest_median_by_noise_is_not_the_knee(tmp_path):
+    """What flipped TCP's answer between runs: 16K's median lands lowest by noise while its runs
+    spread well past 64K's. The argmin of the medians named 16K, decided; now 16K must be shown
+    within 5% of every size, which these runs cannot show."""
+    d = fake_sweep(tmp_path, [("tcp", 8192, -1, [2.0, 2.1, 1.9, 2.05, 1.95]),
+                              ("tcp", 16384, -1, [0.95, 1.0, 1.02, 1.30, 1.25]),
+                              ("tcp", 65536, -1, [1.03, 1.05, 0.97, 1.10, 1.08]),
+                              ("tcp", 262144, -1, [1.04, 1.06, 1.0, 1.07, 1.09])])
+    rs = sweeplib.same_work_rows(sweeplib.load(d)[1])
+    assert sweeplib.size_label(min(rs, key=sweeplib.total_cpu_per_gib)["buf"]) == "16K"
+    v = sweeplib.decide_knee(rs, 0.05)
+    assert not v["picked"] and not v["sure"], v["words"]
+    assert "**Knee: 16K" not in recommend(d)
 
 
 def host_idle_source(sweep_dir):
@@ -736,9 +751,9 @@ def test_a_knee_whose_interval_reaches_the_size_below_asks_for_more_runs():
              16 << 10: [1.25, 1.3, 1.2, 1.27, 1.23, 1.26, 1.24]}
     rows = [dict(row(b, sweeplib.median(v)), total_cpu_runs=v, proto="tcp", conns=1, group=None,
                  placement="--cpus 0,1", rounds=None) for b, v in cells.items()]
-    best = min(rows, key=sweeplib.total_cpu_per_gib)
-    k = next(r for r in rows if r["buf"] == 64 << 10)
-    sure, words, more = sweeplib.knee_confidence(rows, k, best, 0.05)
-    assert not sure and "no clear step" in words, words
+    v = sweeplib.decide_knee(rows, 0.05)
+    sure, words, more = v["sure"], v["words"], v["more"]
+    assert v["knee"]["buf"] == 64 << 10 and not sure, words
+    assert "within 5% of every size is not shown" in words, words
     assert more is not None and more > 0, words
     assert not sweeplib.all_decided(rows, 0.05)
