@@ -19,6 +19,7 @@ import sys
 from iobench_tools.lib import fanoutlib
 from iobench_tools.lib import costmodel
 from iobench_tools.lib import fleetlib
+from iobench_tools.lib import carryover
 from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
 from iobench_tools.lib import iobenchlib
@@ -48,7 +49,15 @@ def report(manifest, rows, tolerance):
         lines += [f"- --repeat auto ran {manifest.get('rounds_run')} rounds and stopped at "
                   f"{manifest['stopped']}"]
     lines += [""]
-    lines += noisefloor.text(manifest.get("control_pairs", []), tolerance)
+    pairs = manifest.get("control_pairs", [])
+    lines += noisefloor.text(pairs, tolerance)
+    floors = {o["placement"]: noisefloor.floor(o, t) for o, t in pairs}
+    for pl in sorted({r["placement"] for r in rows}):
+        measured = [r for r in rows if r["placement"] == pl and r["conns"] == 1
+                    and r["group"] is None] + [t for o, t in pairs if o["placement"] == pl]
+        f = floors.get(pl)
+        lines += [(f"{pl}: " if len(floors) > 1 else "") + x if x else x
+                  for x in carryover.text(measured, manifest, f["half_width"] if f else None)]
     lines += ["How sure: each knee is set against the lowest cell and the size below it, "
               "with the medians of the cells' per-run total CPU per GiB (sender + receiver of "
               "one run; with --cost host, the host's busy seconds per GiB over the sender's data "
@@ -78,6 +87,10 @@ def report(manifest, rows, tolerance):
             lines += [f"Placement: {pl}.", ""]
         picks, body = proto_sections(prs, tolerance)
         lines += body
+        unsure = noisefloor.excludes_one(floors.get(pl))
+        if unsure:
+            picks = {p: (k, unsure) for p, (k, _) in picks.items()}
+            lines += [f"**No knee above is decided**: {unsure}.", ""]
         defaults[pl], default_lines = one_connection_default(picks, prs)
         lines += ["## Recommended defaults" + (f" ({pl})" if len(placements) > 1 else ""), ""]
         lines += default_lines

@@ -13,7 +13,7 @@ lists what failed and why; running the same command again re-runs only failed or
                      [--source-window 256k|payload]  (the sender's source: a hot window, as a
                      primary sends from the buffer its serializer just filled; or the whole
                      payload once, from cold pages)
-                     [--retries 2] [--backoff 5] [--order round-robin|shuffle|cell] [--seed 1]
+                     [--retries 2] [--backoff 5] [--order balanced|round-robin|shuffle|cell] [--seed 1]
                      [--control 16k|auto|none]  (the A/A control: one cell twice per round, the
                      sweep's noise floor, printed first by scripts/recommend)
 """
@@ -120,10 +120,14 @@ def parse_args():
                     help="run a failed cell again up to this many times")
     ap.add_argument("--backoff", type=float, default=5,
                     help="seconds before the first retry, doubled for each next")
-    ap.add_argument("--order", default="round-robin", choices=["round-robin", "shuffle", "cell"],
-                    help="round-robin or shuffle: --repeat rounds of one run per cell, "
-                         "interleaved; cell: each cell's repeats back to back")
-    ap.add_argument("--seed", type=int, default=1, help="--order shuffle's seed")
+    ap.add_argument("--order", default="balanced",
+                    choices=["balanced", "round-robin", "shuffle", "cell"],
+                    help="balanced, round-robin or shuffle: --repeat rounds of one run per cell, "
+                         "interleaved (balanced: every cell in every place of a round and after "
+                         "every other cell equally often, a Williams square); cell: each cell's "
+                         "repeats back to back")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="--order balanced's relabelling and shuffle's orders")
     ap.add_argument("--where", default="loopback", choices=["loopback", "netns"],
                     help="loopback, or netns: two network namespaces joined by a veth link capped"
                          " by tbf (--netns-rate, --netns-mtu), as an EC2 link (root)")
@@ -266,7 +270,7 @@ def describe_sweep(a, placements, manifest):
         "max_repeat": a.max_repeat if a.repeat == "auto" else None,
         "syscalls": a.syscalls, "retries": a.retries, "backoff_s": a.backoff,
         "source_window": a.source_window,
-        "order": a.order, "seed": a.seed if a.order == "shuffle" else None,
+        "order": a.order, "seed": a.seed if a.order in ("shuffle", "balanced") else None,
         "control": a.control,
         "placements": [c or "unpinned" for c in placements],
         "started": manifest.get("started", now()),

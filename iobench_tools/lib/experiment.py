@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 
 PROGRESS = "progress.json"
-ORDERS = ("round-robin", "shuffle", "cell")
+ORDERS = ("balanced", "round-robin", "shuffle", "cell")
 
 
 class RunFailed(Exception):
@@ -36,15 +36,41 @@ def cell_record(cell):
     return asdict(cell) if is_dataclass(cell) else dict(cell)
 
 
+def williams_rows(n):
+    """A Williams Latin square over n cells: n rows (2n when n is odd), in which every cell
+    takes every place equally often and follows every other cell equally often (first-order
+    carry-over balanced: what ran just before a cell, and where it ran in its round, land on
+    every cell alike). Row r is the first row shifted by r: 0, 1, n-1, 2, n-2, ...; an odd n
+    adds each row reversed."""
+    if n <= 1:
+        return [list(range(n))]
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo if len(first) % 2 else hi)
+        lo, hi = (lo + 1, hi) if len(first) % 2 == 0 else (lo, hi - 1)
+    rows = [[(x + r) % n for x in first] for r in range(n)]
+    return rows + ([row[::-1] for row in rows] if n % 2 else [])
+
+
 def rounds_order(n_cells, n_rounds, order, seed):
-    """The schedule: a list of rounds, each a list of cell indexes. round-robin runs every cell
-    once per round in the same order; shuffle draws each round's order from `seed`; cell runs a
-    cell's rounds back to back (one "round" holding each index n_rounds times)."""
+    """The schedule: a list of rounds, each a list of cell indexes.
+    - balanced (the default): round k is row k of a Williams square (williams_rows) over the
+      cells, relabelled by a permutation drawn from `seed`; over a whole square (n rounds, 2n
+      for odd n) every cell takes every place and follows every other cell equally often;
+    - round-robin: every cell once per round in the same order (whatever carries over from one
+      place or predecessor to the next lands on the same cell every round: a bias);
+    - shuffle: each round's order drawn from `seed` (balanced only on average);
+    - cell: a cell's rounds back to back (one "round" holding each index n_rounds times)."""
     if order not in ORDERS:
         raise ValueError(f"invalid order '{order}': expected one of {', '.join(ORDERS)}")
     if order == "cell":
         return [[i for i in range(n_cells) for _ in range(n_rounds)]]
     rng = random.Random(seed)
+    if order == "balanced":
+        label = list(range(n_cells))
+        rng.shuffle(label)
+        rows = williams_rows(n_cells)
+        return [[label[x] for x in rows[k % len(rows)]] for k in range(n_rounds)]
     out = []
     for _ in range(n_rounds):
         one = list(range(n_cells))
@@ -63,7 +89,7 @@ class Experiment:
     cells: list
     rounds: int
     run_one: object  # (cell, round, attempt) -> dict of figures; raises RunFailed
-    order: str = "round-robin"
+    order: str = "balanced"
     seed: int = 1
     retries: int = 1
     backoff_s: float = 2.0

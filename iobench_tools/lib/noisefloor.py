@@ -30,6 +30,20 @@ def floor(original, twin):
             "runs": min(len(original["total_cpu_runs"]), len(twin["total_cpu_runs"]))}
 
 
+def excludes_one(f):
+    """Why no knee of this sweep is decided when its A/A interval excludes 1 (None: it covers
+    1, or no control ran): two runs of one command differ here by more than the runs' noise,
+    so a difference between two cells may be no more than theirs."""
+    if not f or f["low"] <= 1 <= f["high"]:
+        return None
+    return (f"the A/A control's interval excludes 1 (x{f['ratio']:.3f} [{f['low']:.3f}.."
+            f"{f['high']:.3f}], {f['how']}): two runs of one command differ in this sweep by "
+            "their place or what ran before them, so a difference between cells may be no more "
+            "than theirs. What would decide it: a sweep with --order balanced (the default: "
+            "every cell in every place and after every other equally often) whose A/A interval "
+            "covers 1, with the carry-over line above within the floor")
+
+
 def rounds_for(f, tolerance):
     """Rounds at which the A/A interval's half-width would be half the tolerance (half-widths
     fall as 1/sqrt(rounds)): the least a knee at this tolerance needs, by this host's noise."""
@@ -56,7 +70,7 @@ def text(pairs, tolerance):
             f"first [{f['low']:.3f}..{f['high']:.3f}], {f['how']}. "
             + ("**Its interval excludes 1**: two runs of one command differ by their place in "
                "the round (what ran just before them), so cells of one round are not drawn alike;"
-               " `--order shuffle` spreads that over the cells. " if f["low"] > 1 or f["high"] < 1
+               " `--order balanced` (the default) spreads that over the cells alike. " if f["low"] > 1 or f["high"] < 1
                else "")
             + (f"**The {tolerance:.0%} tolerance lies inside this noise**: two sizes within "
                f"{tolerance:.0%} of each other cannot be told apart by these runs (about "

@@ -4,12 +4,12 @@ knee decided, the rounds the A/A noise floor planned, or --max-repeat)."""
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import time
 
 from iobench_tools.lib import compact
+from iobench_tools.lib import experiment
 from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
 
@@ -56,20 +56,17 @@ def run_cell(a, cell, out_dir, command):
 
 
 def schedule(n, a):
-    """The order the cells run in. --order round-robin (the default) and shuffle run --repeat
-    rounds, each running every cell once (one measured run), so drift over a long sweep —
-    thermal, a noisy neighbour, the link — lands on every cell alike; shuffle orders each round
-    by a permutation drawn from --seed. --order cell runs each cell's repeats back to back."""
+    """The order the cells run in (the experiment kernel's schedule: experiment.rounds_order).
+    --order balanced (the default), round-robin and shuffle run --repeat rounds, each running
+    every cell once (one measured run), so drift over a long sweep — thermal, a noisy
+    neighbour, the link — lands on every cell alike; balanced also puts every cell in every place
+    of a round and after every other cell equally often (a Williams square relabelled by
+    --seed), so what carries over from one run to the next is no bias on one cell. --order cell
+    runs each cell's repeats back to back."""
     if a.order == "cell":
         return [list(range(n))]
-    rng = random.Random(a.seed)
-    rounds = []
-    for _ in range(a.max_repeat if a.repeat == "auto" else a.repeat):
-        order = list(range(n))
-        if a.order == "shuffle":
-            rng.shuffle(order)
-        rounds.append(order)
-    return rounds
+    return experiment.rounds_order(n, a.max_repeat if a.repeat == "auto" else a.repeat, a.order,
+                                   a.seed)
 
 
 def run_round(a, cell, rec, rnd, out_dir, command):
@@ -111,8 +108,9 @@ def finish_rounds(rec, rounds, out_dir):
 
 def decided_after(rnd, cells, recs, out_dir, a):
     """--repeat auto, after round `rnd`: True once every knee the recommender would state (per
-    placement and protocol, one connection) is decided — sure, or where more runs will not move
-    it — with at least MIN_AUTO_ROUNDS rounds; until then the sweep runs another round."""
+    placement and protocol, one connection) is decided — picked, or where more runs will not
+    move it — and the A/A control's interval covers 1, with at least MIN_AUTO_ROUNDS rounds (or
+    the rounds the noise floor planned); until then the sweep runs another round."""
     if rnd < MIN_AUTO_ROUNDS:
         return False
     rows = []
@@ -125,7 +123,9 @@ def decided_after(rnd, cells, recs, out_dir, a):
         rows += sweeplib.rows_of(cell, sweeplib.merge_rounds(docs))
     plan_from_noise_floor(rows, rnd, a)
     planned = (getattr(a, "noise_floor", None) or {}).get("planned_rounds")
-    a.stopped = stop_reason(rnd, sweeplib.all_decided(rows, a.tolerance), planned)
+    # While the A/A interval excludes 1 no knee is decided (recommend says so): run on.
+    trusted = noisefloor.excludes_one(getattr(a, "noise_floor", None)) is None
+    a.stopped = stop_reason(rnd, trusted and sweeplib.all_decided(rows, a.tolerance), planned)
     return a.stopped is not None
 
 

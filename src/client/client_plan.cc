@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <random>
 
+#include "payload/spec.h"
 #include "report/report.h"
-#include "util/size.h"
 
 namespace iobench {
 namespace {

@@ -490,7 +490,8 @@ def test_a_refused_command_line_is_not_retried(tmp_path):
 
 
 def test_rounds_interleave_the_cells_and_merge_into_one_summary(tmp_path):
-    sweep(tmp_path, "rr", "--proto", "tcp", "--bufs", "4k,16k", "--repeat", "3", check=0)
+    sweep(tmp_path, "rr", "--proto", "tcp", "--bufs", "4k,16k", "--repeat", "3",
+          "--order", "round-robin", check=0)
     d = tmp_path / "rr"
     m = json.loads((d / "manifest.json").read_text())
     ids = ["tcp-blocking-c1-4k", "tcp-blocking-c1-16k"]
@@ -757,3 +758,40 @@ def test_a_knee_whose_interval_reaches_the_size_below_asks_for_more_runs():
     assert "within 5% of every size is not shown" in words, words
     assert more is not None and more > 0, words
     assert not sweeplib.all_decided(rows, 0.05)
+
+
+def test_no_knee_is_decided_while_the_aa_control_differs_from_itself(tmp_path):
+    """The twin of the A/A control costs x0.7 of its original (as the committed reference's did,
+    last in every round): the knees stand in the tables, but none is decided and no default is
+    given; the text says what would decide it."""
+    d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0), ("tcp", 16384, -1, 1.0),
+                              ("tcp", 65536, -1, 1.01), ("tcp", 16384, -1, 0.7)])
+    m = json.loads((d / "manifest.json").read_text())
+    twin = m["cells"][-1]
+    twin.update(id=m["cells"][1]["id"] + "-aa", control_of=m["cells"][1]["id"])
+    (d / "manifest.json").write_text(json.dumps(m))
+    text = recommend(d)
+    assert "**Its interval excludes 1**" in text
+    assert "**No knee above is decided**: the A/A control's interval excludes 1 (x0.700" in text
+    assert "What would decide it: a sweep with --order balanced" in text
+    assert "**One connection: no default from this sweep** — TCP: the A/A control's" in text
+    assert "Carry-over (order" in text
+
+
+def test_a_balanced_sweep_runs_each_round_in_its_williams_order(tmp_path):
+    sweep(tmp_path, "bal", "--proto", "tcp", "--bufs", "4k,16k,64k", "--repeat", "6",
+          "--control", "none", "--bytes", "1M", check=0)
+    d = tmp_path / "bal"
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["order"] == "balanced" and m["seed"] == 1 and len(m["schedule"]) == 6
+    after = {}
+    for order in m["schedule"]:
+        assert sorted(order) == sorted(c["id"] for c in m["cells"])
+        for a, b in zip(order, order[1:]):
+            after[(a, b)] = after.get((a, b), 0) + 1
+    assert len(after) == 6 and set(after.values()) == {2}, after  # 3 cells: a 6-round square
+    # Each round ran in its planned order.
+    when = sorted((r["ended"], c["id"], int(n)) for c in m["cells"] for n, r in c["rounds"].items())
+    assert [c for _, c, _ in when] == [c for order in m["schedule"] for c in order]
+    text = recommend(d)
+    assert "Carry-over (order balanced; each run over its cell's median" in text, text

@@ -1,0 +1,95 @@
+"""The experiment kernel's schedule (iobench_tools/lib/experiment.py) and what carries over
+inside a round (lib/carryover.py): a balanced schedule puts every cell in every place and after
+every other cell equally often, and the analysis finds a place or predecessor effect planted in
+synthetic runs under it, and says it cannot under round-robin."""
+import itertools
+import math
+import random
+
+import pytest
+
+from iobench_tools.lib import carryover, experiment
+
+
+@pytest.mark.parametrize("n", range(2, 14))
+def test_a_williams_square_balances_place_and_predecessor(n):
+    rows = experiment.williams_rows(n)
+    assert len(rows) == (n if n % 2 == 0 else 2 * n)
+    assert all(sorted(r) == list(range(n)) for r in rows)
+    places = {(c, p): 0 for c in range(n) for p in range(n)}
+    after = {(a, b): 0 for a, b in itertools.permutations(range(n), 2)}
+    for r in rows:
+        for p, c in enumerate(r):
+            places[(c, p)] += 1
+        for a, b in zip(r, r[1:]):
+            after[(a, b)] += 1
+    assert len(set(places.values())) == 1, "a cell holds one place more often than another"
+    assert len(set(after.values())) == 1, "a cell follows one cell more often than another"
+
+
+def test_the_balanced_order_is_relabelled_by_the_seed_and_keeps_its_balance():
+    a = experiment.rounds_order(5, 10, "balanced", 1)
+    b = experiment.rounds_order(5, 10, "balanced", 2)
+    assert a != b and a == experiment.rounds_order(5, 10, "balanced", 1)
+    counts = {}
+    for r in a:
+        for x, y in zip(r, r[1:]):
+            counts[(x, y)] = counts.get((x, y), 0) + 1
+    assert set(counts.values()) == {2} and len(counts) == 20
+    assert experiment.rounds_order(3, 2, "round-robin", 1) == [[0, 1, 2], [0, 1, 2]]
+    assert experiment.rounds_order(2, 3, "cell", 1) == [[0, 0, 0, 1, 1, 1]]
+    with pytest.raises(ValueError, match="invalid order 'random'"):
+        experiment.rounds_order(2, 2, "random", 1)
+
+
+def synthetic(schedule, cost_of, noise=0.02, seed=3):
+    """Rows as sweeplib gives them: each cell's runs over the rounds, costed by
+    cost_of(cell, place, predecessor, round)."""
+    rng = random.Random(seed)
+    runs = {}
+    for rnd, order in enumerate(schedule, 1):
+        for i, cid in enumerate(order):
+            c = cost_of(cid, i + 1, order[i - 1] if i else None, rnd)
+            runs.setdefault(cid, []).append((rnd, c * rng.uniform(1 - noise, 1 + noise)))
+    return [{"cell_id": cid, "rounds": [r for r, _ in xs], "total_cpu_runs": [c for _, c in xs]}
+            for cid, xs in runs.items()]
+
+
+def ids(n):
+    return [f"c{i}" for i in range(n)]
+
+
+def test_a_planted_last_place_discount_is_found_under_a_balanced_schedule():
+    names = ids(6)
+    schedule = [[names[i] for i in r] for r in experiment.rounds_order(6, 12, "balanced", 1)]
+    level = {c: 1.0 + 0.3 * i for i, c in enumerate(names)}
+    rows = synthetic(schedule, lambda c, place, prev, rnd: level[c] * (0.8 if place == 6 else 1.0)
+                     * (1 + 0.01 * rnd))
+    e = carryover.effects(rows, schedule)
+    assert e["estimable"]
+    last = e["place"][-1]
+    assert last[0] == 6 and 0.75 < last[1] < 0.88 and last[2][1] < 0.95, last
+    assert all(0.95 < g[1] < 1.1 for g in e["place"][:-1]), e["place"]
+    text = carryover.text(rows, {"schedule": schedule, "order": "balanced"}, 0.05)[0]
+    assert "**1 group(s) carry over beyond the floor**: place 6 x0.8" in text, text
+
+
+def test_a_planted_predecessor_effect_is_found_and_none_when_there_is_none():
+    names = ids(5)
+    schedule = [[names[i] for i in r] for r in experiment.rounds_order(5, 10, "balanced", 4)]
+    rows = synthetic(schedule, lambda c, place, prev, rnd: 2.0 * (1.25 if prev == "c3" else 1.0))
+    e = carryover.effects(rows, schedule)
+    worst = max(e["after"], key=lambda g: g[1])
+    assert worst[0] == "c3" and worst[1] > 1.15 and worst[2][0] > 1.05, e["after"]
+    quiet = synthetic(schedule, lambda c, place, prev, rnd: 2.0)
+    text = carryover.text(quiet, {"schedule": schedule, "order": "balanced"}, 0.05)[0]
+    assert text.endswith("Both effects are within the floor."), text
+
+
+def test_round_robin_cannot_tell_place_from_cell():
+    names = ids(4)
+    schedule = [list(names)] * 6
+    rows = synthetic(schedule, lambda c, place, prev, rnd: 1.0 if place < 4 else 0.7)
+    assert not carryover.effects(rows, schedule)["estimable"]
+    text = carryover.text(rows, {"schedule": schedule, "order": "round-robin"}, 0.1)[0]
+    assert "not estimated: every cell ran in the same place" in text
