@@ -8,7 +8,7 @@ one BGSAVE for all of them — over TCP or TLS, disk-based, diskless or dual-cha
 watched by `iobench watch`. Beside each round's real syncs, the model: `iobench --fanout` with the
 same chunk, N, protocol and placement (the dual-channel child is the connset shape, a main thread
 forwarding to N non-blocking sockets the event-loop shape). Every cell once per round, in a
-shuffled order, --rounds rounds.
+balanced order (a Williams square relabelled by --seed), --rounds rounds.
 
 The knee (the smallest chunk within --tolerance of the lowest writer CPU per GiB delivered) and
 how sure it is are judged as scripts/recommend judges a sweep's, on the real writer and on the
@@ -104,7 +104,7 @@ def model_run(c, a, nbytes, work):
 
 
 def run_rounds(a, todo, dataset, nbytes, certs, tmp, identity):
-    """Every cell once per round in a shuffled order, through the experiment kernel: a sync
+    """Every cell once per round in a balanced order, through the experiment kernel: a sync
     that fails is tried again (--retries), one that keeps failing is recorded and the study goes
     on, and a study stopped (Ctrl-C, a lost machine) and started again with the same command
     runs only the syncs it lacks (progress.json in --out)."""
@@ -124,7 +124,7 @@ def run_rounds(a, todo, dataset, nbytes, certs, tmp, identity):
         return {"real": real, "model": model}
 
     cells_with_id = [dict(c, id=cell_id(c)) for c in todo]
-    done = experiment.Experiment(PROG, a.out, cells_with_id, a.rounds, run_one, order="shuffle",
+    done = experiment.Experiment(PROG, a.out, cells_with_id, a.rounds, run_one, order="balanced",
                                  seed=a.seed, retries=a.retries, identity=identity).run()
     runs = {}
     for cid, figs in experiment.figures_by_cell(done).items():

@@ -103,7 +103,7 @@ def report_md(doc):
              f"- server: {doc['server']} (Debian's source, TLS, iobench's chunk patch: "
              "docs/valkey-patch.md)",
              f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "
-             f"rounds, every cell once per round in a shuffled order; placement --cpus "
+             f"rounds, every cell once per round in a balanced order (a Williams square); placement --cpus "
              f"{doc['cpus']} (primary, replicas); "
              + (f"the emulated fleet: each replica its own namespace and veth, tbf {doc['link']['rate']}, "
                 f"MTU {doc['link']['mtu']}" if doc.get("link") else "loopback"),
