@@ -51,7 +51,10 @@ struct SizePlan {
   RunConns runs;                   // warm-ups and measured runs
   std::optional<RunConns> counting;  // --syscalls auto: this size's counting run
   std::vector<RunStep> steps;
-  const RunConns& conns_for(const RunStep& s) const { return s.counting ? *counting : runs; }
+  // The counting step is planned only with its connections (plan_client).
+  const RunConns& conns_for(const RunStep& s) const {
+    return s.counting && counting ? *counting : runs;
+  }
 };
 
 // How every connection reaches its server and waits on it.
