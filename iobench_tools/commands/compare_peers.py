@@ -39,6 +39,7 @@ import time
 from iobench_tools.lib import cgroup_cpu
 from iobench_tools.lib.iobenchlib import GiB, ROOT, fmt_stat, free_port, stat
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import runs as iobench_runs
 
 OPENSSL_CONF = """openssl_conf = openssl_init
 [openssl_init]
@@ -101,14 +102,14 @@ def measured(fn):
 
 
 def iobench(a, size, nbytes, proto):
-    extra = ["--proto", "tls", "--cipher", "AES-128-GCM"] if proto == "tls" else []
-    extra += ["--no-nodelay"] if a.nagle else []
-    if SIDES:
-        extra += ["--cpus", f"{SIDES[0]},{SIDES[1]}"]
-    if a.iobench_window != "payload":
-        extra += ["--source-window", a.iobench_window]
-    argv = [a.iobench, "--buf", str(size), "--bytes", str(nbytes // a.iobench_runs),
-            "--repeat", str(a.iobench_runs), "--syscalls", "off", "--json", "-", "-q", *extra]
+    tls = proto == "tls"
+    argv = iobench_runs.ClientRun(
+        buf=str(size), bytes=str(nbytes // a.iobench_runs), repeat=a.iobench_runs,
+        syscalls="off", json="-", proto="tls" if tls else None,
+        cipher="AES-128-GCM" if tls else None, no_nodelay=a.nagle,
+        cpus=f"{SIDES[0]},{SIDES[1]}" if SIDES else None,
+        source_window=a.iobench_window if a.iobench_window != "payload" else None,
+    ).argv(a.iobench)
 
     def go(g):
         p = g.run(argv, capture_output=True, text=True, timeout=600)
@@ -375,7 +376,7 @@ def measure(a, protos, sizes, nbytes, placements):
                else parse_size(a.iobench_window))
         for size, out in ((own, os.path.join(tmp, "run.zst")),
                           (nbytes, payload_file)):
-            subprocess.run([a.iobench, "payload", "--bytes", str(size), "--out", out],
+            subprocess.run(iobench_runs.PayloadRun(bytes=size, out=out).argv(a.iobench),
                            check=True, capture_output=True)
         os.unlink(os.path.join(tmp, "run.zst"))
         pem, env = prepare_tls(tmp) if "tls" in protos else (None, None)

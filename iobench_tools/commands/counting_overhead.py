@@ -4,10 +4,11 @@ import sys
 
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import runs as iobench_runs
 
 
 def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):
-    doc = run_json(["--buf", size, "--bytes", nbytes, "--syscalls", syscalls, "--proto", proto],
+    doc = run_json(iobench_runs.ClientRun(buf=size, bytes=nbytes, syscalls=syscalls, proto=proto),
                    "counting-overhead", iobench=iobench, cpus=cpus, timeout=300)
     size = doc["results"][0]
     run = size["runs"][0]

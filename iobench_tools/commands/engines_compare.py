@@ -16,6 +16,7 @@ import sys
 
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, median, require_binary, run_json, stat
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import runs as iobench_runs
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
 
 
@@ -47,8 +48,8 @@ def main():
     figures = {}
     for rnd in range(a.rounds):
         for label, args in setups:
-            doc = run_json([*args, "--buf", a.bufs, "--bytes", a.bytes], f"engines-compare: {label}",
-                           iobench=a.iobench, cpus=a.cpus)
+            doc = run_json(iobench_runs.ClientRun(buf=a.bufs, bytes=a.bytes, extra=tuple(args)),
+                           f"engines-compare: {label}", iobench=a.iobench, cpus=a.cpus)
             if a.out:
                 with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
                     json.dump(doc, f, indent=1)

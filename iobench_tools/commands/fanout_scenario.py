@@ -36,6 +36,7 @@ from iobench_tools.lib import fanoutlib
 from iobench_tools.lib.fanoutlib import cell_id
 from iobench_tools.lib.iobenchlib import ROOT, require_binary
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import runs as iobench_runs
 
 TOLERANCE = 0.05
 
@@ -106,20 +107,28 @@ def cells(a):
             for s in a.shapes for p in a.protos for n in a.replicas for b in a.bufs]
 
 
-def command(a, c, out, extra):
-    engine = ["--engine", "blocking"] if c["shape"] == "connset" else ["--send-engine", "epoll"]
-    where = [] if a.where == "loopback" else [
-        os.path.join(ROOT, "scripts", "netns-link"), "--replicas", str(c["replicas"]),
-        "--rate", a.rate, "--"]
+def cell_run(a, c, out, extra):
+    """The cell's iobench run (lib/runs.py spells it): one writer, N replicas."""
+    connset = c["shape"] == "connset"
+    connect = tls_ca = None
     if a.connect:  # the servers' TCP ports, or the TLS ones beside them
         shift = 1 if c["proto"] == "tls" else 0
-        where = [a.iobench, "client", "--connect",
-                 ",".join(f"{h}:{p + shift}" for h, p in a.servers),
-                 *(["--tls-ca", a.tls_ca] if c["proto"] == "tls" else [])]
-    return [*where, *([] if where else [a.iobench]), "--fanout", c["shape"], *engine, "--proto", c["proto"],
-            "--conns", str(c["replicas"]), "--buf", c["buf"],
-            *(["--budget", a.budget] if c["buf"] == "adaptive" else []), "--bytes", a.bytes, "--timeout", a.timeout, "--syscalls", "off", "-q",
-            "--json", out, *extra]
+        connect = ",".join(f"{h}:{p + shift}" for h, p in a.servers)
+        tls_ca = a.tls_ca if c["proto"] == "tls" else None
+    return iobench_runs.ClientRun(
+        connect=connect, tls_ca=tls_ca, fanout=c["shape"],
+        engine="blocking" if connset else None, send_engine=None if connset else "epoll",
+        proto=c["proto"], conns=c["replicas"], buf=c["buf"],
+        budget=a.budget if c["buf"] == "adaptive" else None, bytes=a.bytes, timeout=a.timeout,
+        syscalls="off", json=out, extra=tuple(extra))
+
+
+def command(a, c, out, extra):
+    argv = cell_run(a, c, out, extra).argv(a.iobench)
+    if a.where == "loopback":
+        return argv
+    return [os.path.join(ROOT, "scripts", "netns-link"), "--replicas", str(c["replicas"]),
+            "--rate", a.rate, "--", *argv[1:]]
 
 
 def example(a, extra):
@@ -156,8 +165,7 @@ def run_rounds(a, extra, out_dir):
     def run_one(c, k, attempt):
         out = os.path.join(out_dir, "raw", f"{cell_id(c)}.round{k}.json")
         try:
-            p = subprocess.run(command(a, c, out, extra), capture_output=True, text=True,
-                               timeout=600)
+            p = experiment.run_child(command(a, c, out, extra), timeout=600)
         except subprocess.TimeoutExpired:
             raise experiment.RunFailed("ran past 600 s") from None
         fig = None

@@ -21,6 +21,7 @@ Writes OUT/results.json (every sync's figures), OUT/report.md and OUT/plots/*.pn
 matplotlib). Root is not needed on loopback. Every server it starts is stopped, also on Ctrl-C.
 """
 import json
+from dataclasses import replace
 import os
 import shutil
 import signal
@@ -35,6 +36,7 @@ from iobench_tools.lib.iobenchlib import ROOT, parse_size_list
 from iobench_tools.lib import replsynclib
 from iobench_tools.lib import realsync
 from iobench_tools.lib import replknee_report
+from iobench_tools.lib import runs as iobench_runs
 
 PROG = replsynclib.PROG = "replication-knee"
 VALKEY = os.environ.get("IOBENCH_VALKEY_SRC",
@@ -82,25 +84,26 @@ def model_run(c, a, nbytes, work):
     """iobench's one writer to N replicas at the cell's chunk: the writer's CPU per GiB."""
     buf = "adaptive" if c["chunking"] == "adaptive" else str(c["chunk"])
     shape = SHAPE[c["mode"]]
-    engine = ["--engine", "blocking"] if shape == "connset" else ["--send-engine", "epoll"]
-    args = ["--fanout", shape, *engine, "--proto", c["proto"], "--conns", str(c["replicas"]),
-            "--buf", buf, "--bytes", str(nbytes), "--syscalls", "off", "-q"]
-    if a.cpus != "none":
-        args += ["--cpus", a.cpus]
     out = os.path.join(work, "model.json")
-    head = [replsynclib.IOBENCH]
+    model = iobench_runs.ClientRun(
+        fanout=shape, engine="blocking" if shape == "connset" else None,
+        send_engine=None if shape == "connset" else "epoll", proto=c["proto"],
+        conns=c["replicas"], buf=buf, bytes=str(nbytes), syscalls="off",
+        cpus=a.cpus if a.cpus != "none" else None, json=out, cache_dir=a.cache_dir)
+    argv = model.argv(replsynclib.IOBENCH)
     if a.fleet:  # the same emulated fleet: scripts/netns-link's, N replicas on their own links
-        head = [os.path.join(ROOT, "scripts", "netns-link"), "--replicas", str(c["replicas"]),
-                "--rate", a.rate, "--mtu", str(a.mtu), "--name", "iobkm", "--"]
+        argv = [os.path.join(ROOT, "scripts", "netns-link"), "--replicas", str(c["replicas"]),
+                "--rate", a.rate, "--mtu", str(a.mtu), "--name", "iobkm", "--", *argv[1:]]
     env = dict(os.environ, IOBENCH_BIN=replsynclib.IOBENCH, IOBENCH_CACHE_DIR=a.cache_dir)
-    p = subprocess.run([*head, *args, "--json", out, "--cache-dir", a.cache_dir],
-                       capture_output=True, text=True, timeout=600, env=env)
+    p = experiment.run_child(argv, env=env, timeout=600)
     if p.returncode != 0:
         fail(f"the model run failed: {p.stderr.strip()}")
     run = json.load(open(out))["results"][0]["runs"][0]
     f = run["group"]["fanout"]
+    shown = replace(model, json=None, cache_dir=None).shown()
     return {"writer_cpu_s_per_gib": f["writer_cpu_s_per_gib_delivered"],
-            "command": ("scripts/netns-link ... -- " if a.fleet else "./iobench ") + " ".join(args)}
+            "command": shown.replace("./iobench ", "scripts/netns-link ... -- ", 1)
+            if a.fleet else shown}
 
 
 def run_rounds(a, todo, dataset, nbytes, certs, tmp, identity):

@@ -16,6 +16,7 @@ of the socket writer, time) and names every gap larger than 10%.
 Writes OUT/results.json, OUT/results.csv, OUT/report.md and OUT/plots/*.png.
 """
 import json
+from dataclasses import replace
 import os
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ from iobench_tools.lib.replsync_report import compare, median_real, plots, repor
 from iobench_tools.lib import replsynclib
 from iobench_tools.lib.replsynclib import (NetLink, Node, Place, Watch, figures, load_dataset, log_span,
                          set_mode)
+from iobench_tools.lib import runs as iobench_runs
 
 IOBENCH = replsynclib.IOBENCH = iobenchlib.binary()
 replsynclib.PROG = "replication-sync"
@@ -74,9 +76,10 @@ LINK = []  # netns: scripts/netns-link's options, so the model crosses the same 
 def model(proto, nbytes, chunk, repeat, cache, pattern=None):
     """iobench streaming the same bytes at the primary's chunk size (or writing the real
     writer's sizes, `pattern`: an `iobench watch` report): the sender's figures."""
-    shape = ["--proto", proto, "--buf", str(chunk), "--bytes", str(nbytes), "--repeat", str(repeat)]
-    args = [IOBENCH, *shape, *(["--write-pattern", "@" + pattern] if pattern else []),
-            "--cache-dir", cache, "--json", "-", "-q"]
+    run = iobench_runs.ClientRun(proto=proto, buf=str(chunk), bytes=str(nbytes), repeat=repeat,
+                         write_pattern="@" + pattern if pattern else None, cache_dir=cache,
+                         json="-")
+    args = run.argv(IOBENCH)
     env = dict(os.environ, IOBENCH_BIN=IOBENCH, IOBENCH_CACHE_DIR=cache)
     if LINK:
         args = [os.path.join(ROOT, "scripts", "netns-link"), *LINK, "--", *args[1:]]
@@ -85,8 +88,9 @@ def model(proto, nbytes, chunk, repeat, cache, pattern=None):
         sys.exit(f"replication-sync: error: the model run failed: {p.stderr.strip()}")
     runs = [r["sender"] for r in json.loads(p.stdout)["results"][0]["runs"]]
     med = lambda k: median(r[k] for r in runs)  # noqa: E731
-    shown = ["./iobench", *shape] + (["--write-pattern", "@watch.json"] if pattern else [])
-    return {"command": " ".join(shown), "writes": med("io_calls"),
+    shown = replace(run, cache_dir=None,
+                    write_pattern="@watch.json" if pattern else None).shown()
+    return {"command": shown, "writes": med("io_calls"),
             "segments_out": median(r["segments"]["out"] for r in runs),
             "bytes_per_write": med("bytes_per_call"), "writer_cpu_s_per_gib": med("cpu_s_per_gib"),
             "transfer_s": med("duration_ns") / 1e9}

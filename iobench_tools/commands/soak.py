@@ -22,6 +22,7 @@ import time
 
 from iobench_tools.lib.iobenchlib import ROOT, require_binary
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import runs as iobench_runs
 
 KINDS = [("tcp", False), ("tcp", True), ("tls", False), ("tls", True)]  # (proto, --reverse)
 SIZES = ["1k", "4k", "16k", "64k"]
@@ -40,9 +41,9 @@ def server_figures(pid):
 class SoakServer:
     def __init__(self, iobench, certs, cache):
         self.proc = subprocess.Popen(
-            [iobench, "server", "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0",
-             "--tls-cert", f"{certs}/server.crt", "--tls-key", f"{certs}/server.key",
-             "--handshake-timeout", "2", "--idle-timeout", "10", "--cache-dir", cache],
+            iobench_runs.ServerRun(listen="127.0.0.1:0", tls_listen="127.0.0.1:0",
+                           tls_cert=f"{certs}/server.crt", tls_key=f"{certs}/server.key",
+                           handshake_timeout=2, idle_timeout=10, cache_dir=cache).argv(iobench),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on \S+:(\d+) \(tcp\) and \S+:(\d+) \(tls", line)
@@ -109,13 +110,11 @@ def worker(a, server, cache, certs, index, plan, results):
             results.append(("hostile", 1, 0))
             continue
         bufs = ",".join(rng.sample(SIZES, 2))
-        cmd = [a.iobench, "client", "--connect", f"127.0.0.1:{server.port[proto]}",
-               "--proto", proto, "--buf", bufs, "--repeat", str(a.per_client // 2),
-               "--bytes", a.bytes, "--syscalls", "off", "--cache-dir", cache, "-q"]
-        if proto == "tls":
-            cmd += ["--tls-ca", f"{certs}/ca.crt"]
-        if reverse:
-            cmd.append("--reverse")
+        cmd = iobench_runs.ClientRun(
+            connect=f"127.0.0.1:{server.port[proto]}", proto=proto, buf=bufs,
+            repeat=a.per_client // 2, bytes=a.bytes, syscalls="off", cache_dir=cache,
+            tls_ca=f"{certs}/ca.crt" if proto == "tls" else None, reverse=reverse,
+        ).argv(a.iobench)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         sessions = 2 * (a.per_client // 2)
         results.append(("client", sessions, p.returncode))

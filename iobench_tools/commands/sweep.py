@@ -20,6 +20,7 @@ lists what failed and why; running the same command again re-runs only failed or
 import contextlib
 import datetime
 import json
+from dataclasses import replace
 import os
 import shlex
 import shutil
@@ -33,6 +34,7 @@ from iobench_tools.lib import sweeprun
 from iobench_tools.lib.iobenchlib import ROOT, parse_size
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib.remoteserver import RemoteServer, RunningServer
+from iobench_tools.lib import runs as iobench_runs
 
 
 def now():
@@ -54,29 +56,30 @@ def git_commit(iobench):
     return v.split("(commit ")[1].split()[0].rstrip(",)") if "(commit " in v else "unknown"
 
 
+def cell_run(a, cell, out):
+    """The cell's iobench run (lib/runs.py spells it)."""
+    grouped = cell["conns"] > 1 or cell["buf"] == "adaptive"
+    return iobench_runs.ClientRun(
+        proto=cell["proto"], buf=cell["buf"], engine=cell["engine"], bytes=a.bytes,
+        repeat=a.repeat, warmup=a.warmup, syscalls=a.syscalls, json=out,
+        source_window=a.source_window if a.source_window != "payload" else None,
+        conns=cell["conns"] if grouped else None,
+        bytes_spread=a.bytes_spread if grouped else None,
+        stagger=a.stagger if cell["conns"] > 1 else None,
+        budget=a.budget if cell["buf"] == "adaptive" else None, cpus=cell["cpus"] or None)
+
+
 def cell_command(a, cell, out, tls_dir, remote):
-    args = ["--proto", cell["proto"], "--buf", cell["buf"], "--engine", cell["engine"],
-            "--bytes", a.bytes, "--repeat", str(a.repeat), "--warmup", str(a.warmup),
-            "--syscalls", a.syscalls, "--json", out, "-q"]
-    if a.source_window != "payload":
-        args += ["--source-window", a.source_window]
-    if cell["conns"] > 1 or cell["buf"] == "adaptive":
-        args += ["--conns", str(cell["conns"]), "--bytes-spread", a.bytes_spread]
-        if cell["conns"] > 1:
-            args += ["--stagger", a.stagger]
-    if cell["buf"] == "adaptive":
-        args += ["--budget", a.budget]
-    if cell["cpus"]:
-        args += ["--cpus", cell["cpus"]]
+    run = cell_run(a, cell, out)
     if a.where == "netns":
         link = [os.path.join(ROOT, "scripts", "netns-link"), "--rate", a.netns_rate,
                 "--mtu", str(a.netns_mtu), "--"]
-        return link + args, dict(os.environ, IOBENCH_BIN=a.iobench)
+        return link + run.argv()[1:], dict(os.environ, IOBENCH_BIN=a.iobench)
     if remote:
-        extra = ["--tls-ca", remote.ca(tls_dir)] if cell["proto"] == "tls" else []
-        where = f"{remote.host}:{remote.ports[cell['proto']]}"
-        return [a.iobench, "client", "--connect", where, *args, *extra], remote.env
-    return [a.iobench, *args], None
+        run = replace(run, connect=f"{remote.host}:{remote.ports[cell['proto']]}",
+                      tls_ca=remote.ca(tls_dir) if cell["proto"] == "tls" else None)
+        return run.argv(a.iobench), remote.env
+    return run.argv(a.iobench), None
 
 
 def parse_args():

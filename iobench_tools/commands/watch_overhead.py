@@ -11,6 +11,7 @@ import sys
 
 from iobench_tools.lib.iobenchlib import binary, stat
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import runs as iobench_runs
 
 IOBENCH = binary()
 
@@ -18,14 +19,14 @@ IOBENCH = binary()
 def one_run(a, watched):
     """The run's sender and receiver CPU per GiB; with a watch on the client (and so on the
     server it forks) from before it starts."""
-    cmd = [IOBENCH, "--buf", a.buf, "--bytes", a.bytes, "--cpus", a.cpus, "--json", "-", "-q"]
+    cmd = iobench_runs.ClientRun(buf=a.buf, bytes=a.bytes, cpus=a.cpus, json="-").argv(IOBENCH)
     # The run waits for a line on stdin, so the watch attaches before its first syscall counts.
     run = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh", *cmd], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watch = None
     if watched:
-        watch = subprocess.Popen([IOBENCH, "watch", "--pid", str(run.pid), "--until-exit",
-                                  str(run.pid), "--json", os.devnull],
+        watch = subprocess.Popen(iobench_runs.WatchRun(pid=(run.pid,), until_exit=run.pid,
+                                               json=os.devnull).argv(IOBENCH),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # Its start line comes once the programs are attached.
         if "iobench: watching" not in watch.stderr.readline():

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
@@ -186,6 +187,26 @@ class Experiment:
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def run_child(cmd, env=None, timeout=600, grace_s=15):
+    """subprocess.run(cmd, capture_output=True, text=True) that stops its child cleanly when this
+    process is interrupted: SIGINT first, as Ctrl-C would (scripts/netns-link removes its
+    namespaces and server, iobench writes its partial report), SIGKILL only after `grace_s`.
+    subprocess.run SIGKILLs at once, and a child killed so leaves what it built behind."""
+    child = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except BaseException:  # an interrupt, or the timeout
+        child.send_signal(signal.SIGINT)
+        try:
+            child.communicate(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, child.returncode, out, err)
 
 
 def figures_by_cell(done, key="round"):

@@ -45,17 +45,60 @@ def same_chunks(runs, shape, proto, n, fixed):
 
 def adaptive_row(cell, best, same_as, near, mem, tolerance):
     """Adaptive against the best fixed size at one N: measured, or, when its chunks are a fixed
-    size's (same_as), that size's standing ("by mechanism")."""
+    size's (same_as), that size's standing ("by mechanism"); and against the memory frontier:
+    the best fixed size that used no more memory than adaptive did (frontier_of)."""
     lo, hi = sweeplib.compare(cell[best], cell["adaptive"])[2]
     memory, best_memory = sweeplib.median(mem["adaptive"]), sweeplib.median(mem[best])
     ratio = (sweeplib.median(cell["adaptive"]["total_cpu_runs"])
              / sweeplib.median(cell[best]["total_cpu_runs"]))
     row = {"ratio": ratio, "ci": [lo, hi], "within": hi <= 1 + tolerance,
            "outside": lo > 1 + tolerance, "memory_bytes": memory,
-           "best_memory_bytes": best_memory, "no_more_memory": memory <= best_memory}
+           "best_memory_bytes": best_memory, "no_more_memory": memory <= best_memory,
+           "memory_saved_bytes": max(0, best_memory - memory)}
     if same_as:
         row.update(same_as=same_as, within=same_as in near, outside=same_as not in near)
+    row.update(frontier_of(cell, mem, memory, tolerance))
     return row
+
+
+def frontier_of(cell, mem, memory, tolerance):
+    """The fair comparison where memory binds: the fixed size with the lowest median cost among
+    those whose peak memory was no more than adaptive's, and adaptive's ratio to it with its 95%
+    interval ("frontier": None when every fixed size used more memory than adaptive did)."""
+    fits = [b for b in cell if b != "adaptive" and cell[b]["total_cpu_runs"] and mem.get(b)
+            and sweeplib.median(mem[b]) <= memory]
+    if not fits:
+        return {"frontier": None}
+    f = min(fits, key=lambda b: sweeplib.median(cell[b]["total_cpu_runs"]))
+    ratio, _, (lo, hi), _, _ = sweeplib.compare(cell[f], cell["adaptive"])
+    return {"frontier": f, "frontier_memory_bytes": sweeplib.median(mem[f]),
+            "frontier_ratio": ratio, "frontier_ci": [lo, hi],
+            "within_frontier": hi <= 1 + tolerance, "outside_frontier": lo > 1 + tolerance}
+
+
+def frontier_text(ada, pct):
+    """Adaptive against the memory frontier at each N, and the memory it saves against the best
+    fixed size overall."""
+    parts, within = [], 0
+    for r in ada:
+        a = r["adaptive"]
+        saved = (f", {sweeplib.size_label(int(a['memory_saved_bytes']))} less than the best "
+                 "fixed size" if a["memory_saved_bytes"] else "")
+        if a.get("frontier") is None:
+            parts.append(f"N={r['replicas']}: less memory than any fixed size "
+                         f"({sweeplib.size_label(int(a['memory_bytes']))}{saved})")
+            continue
+        within += a["within_frontier"]
+        parts.append(f"N={r['replicas']}: x{a['frontier_ratio']:.3f} [{a['frontier_ci'][0]:.3f}, "
+                     f"{a['frontier_ci'][1]:.3f}] of {a['frontier']} "
+                     f"({sweeplib.size_label(int(a['frontier_memory_bytes']))} against "
+                     f"{sweeplib.size_label(int(a['memory_bytes']))}{saved})"
+                     + ("" if a["within_frontier"] else
+                        " — above it by more than " + pct if a["outside_frontier"] else
+                        " — not shown within " + pct))
+    judged = sum(1 for r in ada if r["adaptive"].get("frontier") is not None)
+    return (f" Against the memory frontier (the best fixed size that used no more memory than "
+            f"adaptive did): within {pct} at {within} of {judged} N; " + "; ".join(parts) + ".")
 
 
 def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per_gib",
@@ -171,6 +214,7 @@ def answer_text(v):
                      f"it is at {len(good)} of {len(ada)} ({len(unsure)} undecided: the interval "
                      f"reaches past {pct}; {len(above)} clearly above it; {len(more)} with more "
                      f"memory); {_adaptive_detail(ada)}.")
+        text += frontier_text(ada, pct)
     return f"**{v['shape']}, {v['proto']}.** {text}"
 
 
@@ -195,6 +239,14 @@ def recommendation(v):
         size = v["one_size_for_every_n"][0]
         return (f"{v['shape']}, {v['proto']}: a fixed {size} {noun} (the smallest size within "
                 f"{v['tolerance'] * 100:g}% of the best at every N measured).")
+    judged = [r for r in ada if r["adaptive"].get("frontier") is not None]
+    if ada and judged and all(r["adaptive"]["within_frontier"] for r in judged):
+        saved = max(r["adaptive"]["memory_saved_bytes"] for r in ada)
+        return (f"{v['shape']}, {v['proto']}: size the {noun} by the number of {many} "
+                f"(adaptive) where memory binds: within {v['tolerance'] * 100:g}% of the best "
+                f"fixed size that fits in its memory at every N"
+                + (f", saving up to {sweeplib.size_label(int(saved))} against the best fixed "
+                   "size overall" if saved else "") + ".")
     return (f"{v['shape']}, {v['proto']}: no fixed size is best at every N; {v['minimax']} "
             f"loses least at its worst N (x{v['minimax_worst_ratio']:.3f}), and the best size "
             "moves with N: " + ", ".join(f"N={r['replicas']}: {r['best']}" for r in v["per_n"])

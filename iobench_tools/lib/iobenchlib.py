@@ -2,6 +2,7 @@
 iobench spells them, and the median [min-max] every table prints. The scripts read iobench's
 JSON only; nothing here knows its internals."""
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -141,10 +142,11 @@ def command(args, iobench=None, cpus=""):
     return [*pin, iobench or binary(), *args]
 
 
-def run_json(args, prog, iobench=None, cpus="", env=None, timeout=600):
-    """Runs iobench with `args` plus `--json - -q` and returns its JSON document; a failed run
-    stops `prog` with iobench's own error line."""
-    cmd = command([*args, "--json", "-", "-q"], iobench, cpus)
+def run_json(run, prog, iobench=None, cpus="", env=None, timeout=600):
+    """Runs a client run (lib/runs.py's ClientRun) with its JSON on stdout and returns the
+    document; a failed run stops `prog` with iobench's own error line."""
+    cmd = command(dataclasses.replace(run, json="-", quiet=True).argv("iobench")[1:], iobench,
+                  cpus)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -12,6 +12,7 @@ LEASE_S (`iobench server --stdin-lease`). Its start-up is bounded (START_S) and 
 logs (warnings, the pre-auth summaries) is shown on the sweep's stderr.
 Also the server a sweep finds already running (--connect), which it neither starts nor stops."""
 import os
+from dataclasses import replace
 import queue
 import secrets
 import shlex
@@ -19,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from iobench_tools.lib import runs as iobench_runs
 
 # ssh never prompts, gives up connecting after 10 s and declares the link dead after 3 unanswered
 # keepalives 5 s apart.
@@ -72,13 +75,14 @@ class RemoteServer:
         self.env = dict(os.environ, IOBENCH_AUTH_TOKEN=token)
         # The server reads the heartbeats from the stdin it inherits (the rest of ssh's, after
         # the token and the TLS files).
-        args = [iobench, "server", "--listen", f"{self.bind}:{port}", "--quiet",
-                "--kernel-counter", kernel_counter, "--stdin-lease", str(lease_s)]
+        server = iobench_runs.ServerRun(listen=f"{self.bind}:{port}", quiet=True,
+                                kernel_counter=kernel_counter, stdin_lease=lease_s)
         files = ["", ""]
         if tls_dir:
-            args += ["--tls-listen", f"{self.bind}:{port + 1}", "--tls-cert", "server.crt",
-                     "--tls-key", "server.key"]
+            server = replace(server, tls_listen=f"{self.bind}:{port + 1}", tls_cert="server.crt",
+                             tls_key="server.key")
             files = [open(os.path.join(tls_dir, f)).read() for f in ("server.crt", "server.key")]
+        args = server.argv(iobench)
         remote = shlex.join(["sh", "-c", REMOTE, "iobench-sweep-server", *args])
         self.proc = subprocess.Popen([*self.ssh, target, remote], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -11,6 +11,7 @@ import time
 
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib.iobenchlib import free_port
+from iobench_tools.lib import runs as iobench_runs
 
 PROG = "replication"  # the script's name in its error lines (set by the script)
 IOBENCH = "iobench"   # the iobench binary (set by the script)
@@ -168,8 +169,8 @@ class Watch:
 
     def __init__(self, pids, path):
         self.path = path
-        self.proc = subprocess.Popen([IOBENCH, "watch", *sum((["--pid", str(p)] for p in pids), []),
-                                      "--json", path], stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(iobench_runs.WatchRun(pid=tuple(pids), json=path).argv(IOBENCH),
+                                     stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         if "watching" not in self.proc.stderr.readline():
             sys.exit(f"{PROG}: error: iobench watch: {self.proc.communicate()[1].strip()}")
@@ -195,8 +196,8 @@ def load_dataset(node, target, cache, workdir):
     rdb = os.path.join(node.dir, "dump.rdb")
     for seed in range(1, 257):
         out = os.path.join(workdir, "payload.zst")
-        subprocess.run([IOBENCH, "payload", "--bytes", str(chunk), "--seed", str(seed), "--out",
-                        out, "--cache-dir", cache, "-q"], check=True, capture_output=True)
+        subprocess.run(iobench_runs.PayloadRun(bytes=chunk, seed=seed, out=out, cache_dir=cache,
+                                       quiet=True).argv(IOBENCH), check=True, capture_output=True)
         pipe = subprocess.run(f"zstd -dc {out} | {' '.join(node.cli_args())} --pipe", shell=True,
                               capture_output=True, text=True, timeout=600)
         if pipe.returncode != 0 or "errors: 0" not in pipe.stdout:

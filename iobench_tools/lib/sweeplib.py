@@ -448,8 +448,8 @@ def same_work_rows(rows):
 
 def all_decided(rows, tolerance):
     """Is every one-connection knee of these rows (per placement and protocol) decided: at the
-    range's edge, picked (decide_knee: shown within the tolerance of every size), decided by
-    the model, or where more runs will not move it? What --repeat auto stops on."""
+    range's edge, sure (decide_knee: both sides shown), decided by the model, or where more runs
+    will not move it? What --repeat auto stops on."""
     groups = {}
     for r in rows:
         if r["conns"] == 1 and r["group"] is None and not r.get("control_of"):
@@ -457,7 +457,9 @@ def all_decided(rows, tolerance):
     for rs in groups.values():
         rs = same_work_rows(rs)
         v = decide_knee(rs, tolerance)
-        if v["edge"] or v["picked"] or v["more"] is None:
+        # A pick over smaller sizes it cannot tell apart is no decision yet: more rounds may show
+        # a smaller size within (the pick would move down), so they run while they can tell.
+        if v["edge"] or v["sure"] or v["more"] is None:
             continue
         if not model_decides(model_for(rs, v["best"])[0], rs, v["knee"], v["best"], tolerance)[0]:
             return False

@@ -4,7 +4,6 @@ knee decided, the rounds the A/A noise floor planned, or --max-repeat)."""
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -36,7 +35,7 @@ def run_cell(a, cell, out_dir, command):
             time.sleep(a.backoff * 2 ** (attempt - 2))
         cmd, env = command(path + ".tmp")
         t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        p = experiment.run_child(cmd, env=env, timeout=None)
         seconds = round(time.monotonic() - t0, 2)
         if p.returncode == 0 and os.path.exists(path + ".tmp"):
             os.replace(path + ".tmp", path)

@@ -795,3 +795,24 @@ def test_a_balanced_sweep_runs_each_round_in_its_williams_order(tmp_path):
     assert [c for _, c, _ in when] == [c for order in m["schedule"] for c in order]
     text = recommend(d)
     assert "Carry-over (order balanced; each run over its cell's median" in text, text
+
+
+@needs_root
+def test_a_sweep_stopped_by_sigterm_leaves_no_namespace_or_server(tmp_path):
+    """A supervisor's `kill` reaches the sweep alone, not its netns-link: the child is stopped as
+    Ctrl-C would stop it (it removes its namespaces and server), not SIGKILLed mid-run."""
+    p = subprocess.Popen([str(SCRIPTS / "sweep"), "term", "--results", str(tmp_path), "--iobench",
+                          BIN, "--where", "netns", "--proto", "tcp", "--bufs", "64", "--bytes",
+                          "64M", "--repeat", "3", "--control", "none"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not [n for n in netns_list().split() if n.startswith("iobnet")]:
+        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert not [n for n in netns_list().split() if n.startswith("iobnet")], netns_list()
+    left = subprocess.run(["pgrep", "-f", f"iobench server --listen 10.231"], capture_output=True)
+    assert left.returncode != 0, "the sweep's server outlived it"
