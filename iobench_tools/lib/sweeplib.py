@@ -304,11 +304,12 @@ def decide_knee(rs, tolerance):
     (edge_of_range) or None, "sure": both sides shown, "picked": the knee is shown within (sure,
     or smaller sizes the runs cannot tell from it: it is picked over them, the same way every
     run), "words", "more": runs per cell that would likely decide (None: sure, or more runs will
-    not move it), "apart": those smaller sizes}."""
+    not move it), "apart": those smaller sizes, "by_count": when no size is shown within, the
+    size with the fewest calls per GiB among those the runs cannot tell from the lowest}."""
     best = min(rs, key=total_cpu_per_gib)
     edge, k = edge_of_range(rs, knee(rs, tolerance), tolerance)
     verdict = {"knee": k, "best": best, "edge": edge, "sure": False, "picked": False,
-               "words": edge or "", "more": None, "apart": []}
+               "words": edge or "", "more": None, "apart": [], "by_count": None}
     if edge:
         return verdict
     n = min(len(r["total_cpu_runs"]) for r in rs)
@@ -353,6 +354,17 @@ def decide_knee(rs, tolerance):
                      f"[{100 * (low - 1):+.1f}%..{100 * (high - 1):+.1f}%])")
         needed.append(more_runs(n, hw, abs(ratio - bound)))
     sure = bool(within) and not apart
+    by_count = None
+    if not within:
+        # The sizes not shown above the lowest by more than the tolerance cannot be told apart
+        # by these runs; of those, the one that makes the fewest calls per GiB is the pick by
+        # count (the same statement every run while the runs cannot part them).
+        apart_set = [r for r in rows if r is best or compare(best, r)[2][0] <= bound]
+        by_count = max(apart_set, key=lambda r: r["buf"])
+        if len(apart_set) > 1:
+            words.append(f"{_and(size_label(r['buf']) for r in apart_set)} cannot be told apart "
+                         f"at {tolerance:.0%}; by count, {size_label(by_count['buf'])} (the fewest "
+                         "calls per GiB)")
     if within and apart:
         words.append(f"{' and '.join(size_label(s['buf']) for s in apart[::-1])} and "
                      f"{size_label(k['buf'])} cannot be told apart at {tolerance:.0%}: "
@@ -371,7 +383,12 @@ def decide_knee(rs, tolerance):
     if hows:
         words.append(", ".join(sorted(hows)))
     return dict(verdict, knee=k, sure=sure, picked=bool(within), words="; ".join(words),
-                more=max(more) if more and not sure else None, apart=apart)
+                more=max(more) if more and not sure else None, apart=apart, by_count=by_count)
+
+
+def _and(names):
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _pick(c):

@@ -670,6 +670,10 @@ def test_the_lowest_median_by_noise_is_not_the_knee(tmp_path):
     v = sweeplib.decide_knee(rs, 0.05)
     assert not v["picked"] and not v["sure"], v["words"]
     assert "**Knee: 16K" not in recommend(d)
+    # What every such run says the same way: the sizes it cannot part, and the pick by count.
+    assert "16K, 64K and 256K cannot be told apart at 5%; by count, 256K (the fewest calls per " \
+        "GiB)" in v["words"], v["words"]
+    assert v["by_count"]["buf"] == 262144
 
 
 def host_idle_source(sweep_dir):
