@@ -8,6 +8,7 @@ build runs, never flags: tests/scripts/test_runs.py holds them to it.
   PayloadRun  `iobench payload --bytes ... --out OUT`
 """
 from dataclasses import dataclass, field, fields, replace
+from typing import ClassVar
 
 
 def _flag(name):
@@ -76,8 +77,17 @@ class ClientRun:
         return " ".join(["./iobench" if not self.connect else "iobench", *plain.argv("x")[1:]])
 
 
+class _Subcommand:
+    """A run of one iobench subcommand: `iobench SUBCOMMAND --option value ...`."""
+    SUBCOMMAND: ClassVar[str] = ""
+
+    def argv(self, iobench="iobench"):
+        return [iobench, self.SUBCOMMAND, *_options(self)]
+
+
 @dataclass(frozen=True)
-class ServerRun:
+class ServerRun(_Subcommand):
+    SUBCOMMAND: ClassVar[str] = "server"
     listen: str = None
     tls_listen: str = None
     tls_cert: str = None
@@ -89,27 +99,20 @@ class ServerRun:
     idle_timeout: object = None
     cache_dir: str = None
 
-    def argv(self, iobench="iobench"):
-        return [iobench, "server", *_options(self)]
-
 
 @dataclass(frozen=True)
-class WatchRun:
+class WatchRun(_Subcommand):
+    SUBCOMMAND: ClassVar[str] = "watch"
     pid: tuple = ()              # one --pid each
     until_exit: object = None
     json: str = None
 
-    def argv(self, iobench="iobench"):
-        return [iobench, "watch", *_options(self)]
-
 
 @dataclass(frozen=True)
-class PayloadRun:
+class PayloadRun(_Subcommand):
+    SUBCOMMAND: ClassVar[str] = "payload"
     bytes: object = None
     seed: object = None
     out: str = None
     cache_dir: str = None
     quiet: bool = _field("-q", default=False)
-
-    def argv(self, iobench="iobench"):
-        return [iobench, "payload", *_options(self)]

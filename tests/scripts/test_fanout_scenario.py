@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 from iobench_tools.lib import fanoutlib
+from kernel_progress import finished, wait_for_first_run
 
 ENV = dict(os.environ, IOBENCH_BIN=BIN)
 
@@ -186,18 +187,7 @@ def test_a_scenario_stopped_mid_run_resumes_with_the_rounds_it_had(tmp_path):
            "--shapes", "connset"]
     progress = tmp_path / "fan" / "progress.json"
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    kept = {}
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and p.poll() is None:
-        try:
-            cells = json.loads(progress.read_text())["cells"]
-            kept = {(c, r): x["ended"] for c, rounds in cells.items() for r, x in rounds.items()
-                    if x["status"] == "ok"}
-        except (OSError, ValueError, KeyError):
-            pass
-        if len(kept) >= 1:
-            break
-        time.sleep(0.05)
+    kept = wait_for_first_run(progress, p, 120)
     assert kept, "no run landed in progress.json"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
@@ -205,8 +195,7 @@ def test_a_scenario_stopped_mid_run_resumes_with_the_rounds_it_had(tmp_path):
     assert "interrupted:" in err and "the same command resumes" in err
     state = json.loads(progress.read_text())
     assert state["state"] == "interrupted"
-    ran_before = {(c, r): x["ended"] for c, rounds in state["cells"].items()
-                  for r, x in rounds.items() if x["status"] == "ok"}
+    ran_before = finished(progress)
     assert len(ran_before) < 8, "the interrupt came after the last run"
 
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kernel_progress import finished, wait_for_first_run
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 SCRIPT = str(ROOT / "scripts" / "replication-knee")
@@ -141,23 +143,13 @@ def test_a_study_stopped_mid_run_resumes_with_the_syncs_it_had(tmp_path):
            "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
     progress = tmp_path / "out" / "progress.json"
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    kept = {}
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and p.poll() is None and not kept:
-        try:
-            cells = json.loads(progress.read_text())["cells"]
-            kept = {(c, r): x["ended"] for c, rounds in cells.items() for r, x in rounds.items()
-                    if x["status"] == "ok"}
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.05)
+    kept = wait_for_first_run(progress, p, 300)
     assert kept, "no sync landed in progress.json"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
     assert "the same command resumes" in err
-    before = {(c, r): x["ended"] for c, rounds in json.loads(progress.read_text())["cells"].items()
-              for r, x in rounds.items() if x["status"] == "ok"}
+    before = finished(progress)
     assert 1 <= len(before) < 4
     assert not [l for l in subprocess.run(["pgrep", "-af", "valkey-server-src"],
                                            capture_output=True, text=True).stdout.splitlines()
