@@ -318,19 +318,31 @@ def decide_knee(rs, tolerance):
                     "the sweep with --repeat 5 or more", more=5 - n)
     bound = 1 + tolerance
     rows = sorted(rs, key=lambda r: r["buf"])
-    # Each size against every other: (other, ratio size/other, half-width, (low, high), how).
-    against = {r["buf"]: [(o, *_pick(compare(o, r))) for o in rows if o is not r] for r in rows}
-    within = [r for r in rows if all(high <= bound for _, _, _, (_, high), _ in against[r["buf"]])]
+    # Each comparison is a bootstrap: made once, when first asked (the scan below stops at a
+    # size's first interval past the bound, and the smallest size shown within ends it).
+    made = {}
+
+    def vs(o, r):
+        if (o["buf"], r["buf"]) not in made:
+            made[(o["buf"], r["buf"])] = compare(o, r)
+        return made[(o["buf"], r["buf"])]
+
+    def against(r):
+        """r against every other size: (other, ratio r/other, half-width, (low, high), how)."""
+        return [(o, *_pick(vs(o, r))) for o in rows if o is not r]
+
+    within = next((r for r in rows if all(vs(o, r)[2][1] <= bound for o in rows if o is not r)),
+                  None)
     words, needed, hows = [], [], set()
-    if within:
-        k = within[0]
-        worst = max(against[k["buf"]], key=lambda c: c[3][1])
+    if within is not None:
+        k = within
+        worst = max(against(k), key=lambda c: c[3][1])
         words.append(f"{size_label(k['buf'])} within {tolerance:.0%} of every size (its 95% "
                      f"intervals end by {100 * (worst[3][1] - 1):+.1f}%, against "
                      f"{size_label(worst[0]['buf'])})")
     else:
         # No size is shown within: the knee of the medians, and how far it is from being shown.
-        worst = max(against[k["buf"]], key=lambda c: c[3][1])
+        worst = max(against(k), key=lambda c: c[3][1])
         _, ratio, hw, (low, high), how = worst
         hows.add(how)
         words.append(f"{size_label(k['buf'])} is {100 * (ratio - 1):+.1f}% ± {100 * hw:.1f}% "
@@ -339,7 +351,7 @@ def decide_knee(rs, tolerance):
         needed.append(more_runs(n, hw, abs(ratio - bound)))
     apart = []
     for s in [r for r in rows if r["buf"] < k["buf"]][::-1]:
-        ratio, hw, (low, high), _, how = compare(k, s)
+        ratio, hw, (low, high), _, how = vs(k, s)
         hows.add(how)
         if low > bound:
             if not apart and s is rows[rows.index(k) - 1]:
@@ -353,19 +365,19 @@ def decide_knee(rs, tolerance):
                      f"than {tolerance:.0%} ({100 * (ratio - 1):+.1f}% ± {100 * hw:.1f}% "
                      f"[{100 * (low - 1):+.1f}%..{100 * (high - 1):+.1f}%])")
         needed.append(more_runs(n, hw, abs(ratio - bound)))
-    sure = bool(within) and not apart
+    sure = within is not None and not apart
     by_count = None
-    if not within:
+    if within is None:
         # The sizes not shown above the lowest by more than the tolerance cannot be told apart
         # by these runs; of those, the one that makes the fewest calls per GiB is the pick by
         # count (the same statement every run while the runs cannot part them).
-        apart_set = [r for r in rows if r is best or compare(best, r)[2][0] <= bound]
+        apart_set = [r for r in rows if r is best or vs(best, r)[2][0] <= bound]
         by_count = max(apart_set, key=lambda r: r["buf"])
         if len(apart_set) > 1:
             words.append(f"{_and(size_label(r['buf']) for r in apart_set)} cannot be told apart "
                          f"at {tolerance:.0%}; by count, {size_label(by_count['buf'])} (the fewest "
                          "calls per GiB)")
-    if within and apart:
+    if within is not None and apart:
         words.append(f"{' and '.join(size_label(s['buf']) for s in apart[::-1])} and "
                      f"{size_label(k['buf'])} cannot be told apart at {tolerance:.0%}: "
                      f"{size_label(k['buf'])} is picked, the smallest size shown within")
@@ -382,7 +394,7 @@ def decide_knee(rs, tolerance):
         words.append(f"the {tolerance:.0%} tolerance lies inside that noise{tail}")
     if hows:
         words.append(", ".join(sorted(hows)))
-    return dict(verdict, knee=k, sure=sure, picked=bool(within), words="; ".join(words),
+    return dict(verdict, knee=k, sure=sure, picked=within is not None, words="; ".join(words),
                 more=max(more) if more and not sure else None, apart=apart, by_count=by_count)
 
 
