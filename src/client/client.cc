@@ -291,27 +291,22 @@ int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> rep
   const int sig = interrupt::received();
   if (!report) {
     fmt::print(stderr, "iobench: error: {}\n", report.error().message);
-    return sig ? 128 + sig : 1;
+    return interrupt::exit_code(1, sig);
   }
   if (sig) report->interrupted = interrupt::name(sig);
   int rc = report->sizes.empty() ? 0 : emit_report(o, files, *report);
   if (!error.empty()) {
     fmt::print(stderr, "iobench: error: {}\n", error);
-    return sig ? 128 + sig : 1;
+    return interrupt::exit_code(1, sig);
   }
-  return sig ? 128 + sig : rc;
+  return interrupt::exit_code(rc, sig);
 }
 
 namespace {
 
-int exit_code(int otherwise) {
-  const int sig = interrupt::received();
-  return sig ? 128 + sig : otherwise;
-}
-
 int error_exit(const std::string& message, int code) {
   fmt::print(stderr, "iobench: error: {}\n", message);
-  return exit_code(code);
+  return interrupt::exit_code(code);
 }
 
 // The report's header: where the run went and what the sender streamed.

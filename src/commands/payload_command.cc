@@ -65,7 +65,7 @@ int run_payload_command(const PayloadCommand& c) {
   auto p = load_payload_shown(c.payload, c.quiet);
   if (!p) {
     fmt::print(stderr, "iobench: error: {}\n", p.error().message);
-    return interrupt::received() ? 128 + interrupt::received() : 1;
+    return interrupt::exit_code(1);
   }
   const auto bytes = p->bytes();
   if (auto st = out->write({reinterpret_cast<const char*>(bytes.data()), bytes.size()}); !st) {

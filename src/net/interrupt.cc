@@ -35,6 +35,8 @@ void install(std::initializer_list<int> signals) {
 
 int received() { return first_signal.load(); }
 
+int exit_code(int otherwise, int sig) { return sig ? 128 + sig : otherwise; }
+
 const char* name(int sig) {
   switch (sig) {
     case SIGINT:

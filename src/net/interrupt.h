@@ -12,6 +12,9 @@ namespace iobench::interrupt {
 void install(std::initializer_list<int> signals);
 // The first signal received since install(), or 0.
 int received();
+// A command's exit status: 128 + `sig` when a signal was received (the shell's convention for a
+// process a signal ended), else `otherwise`.
+int exit_code(int otherwise, int sig = received());
 const char* name(int sig);  // "SIGINT"
 
 // Registers a socket for shutdown on a signal, for as long as it lives: destroy it before the
