@@ -50,8 +50,9 @@ def report(manifest, rows, tolerance):
                   f"{manifest['stopped']}"]
     lines += [""]
     pairs = manifest.get("control_pairs", [])
-    lines += noisefloor.text(pairs, tolerance)
-    floors = {o["placement"]: noisefloor.floor(o, t) for o, t in pairs}
+    measured_floors = [noisefloor.floor(o, t) for o, t in pairs]
+    lines += noisefloor.text(pairs, tolerance, measured_floors)
+    floors = {o["placement"]: f for (o, _), f in zip(pairs, measured_floors)}
     for pl in sorted({r["placement"] for r in rows}):
         measured = [r for r in rows if r["placement"] == pl and r["conns"] == 1
                     and r["group"] is None] + [t for o, t in pairs if o["placement"] == pl]

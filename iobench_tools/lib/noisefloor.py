@@ -52,16 +52,15 @@ def rounds_for(f, tolerance):
     return max(f["runs"], sweeplib.runs_for(f["runs"], f["half_width"], tolerance / 2))
 
 
-def text(pairs, tolerance):
+def text(pairs, tolerance, floors=None):
     """The recommendation's first lines: each control's interval, and whether the tolerance
-    lies inside it."""
+    lies inside it. `floors`: each pair's floor() when the caller has them (a bootstrap each)."""
     if not pairs:
         return ["Noise floor: this sweep ran no A/A control (scripts/sweep --control SIZE runs "
                 "one cell twice per round under two names); the intervals below are the only "
                 "measure of its noise.", ""]
     lines = []
-    for original, twin in pairs:
-        f = floor(original, twin)
+    for (original, twin), f in zip(pairs, floors or [floor(o, t) for o, t in pairs]):
         inside = f["low"] < 1 - tolerance or f["high"] > 1 + tolerance
         lines.append(
             f"Noise floor (A/A control, {original['placement']}): "

@@ -107,8 +107,8 @@ def finish_rounds(rec, rounds, out_dir):
 
 def decided_after(rnd, cells, recs, out_dir, a):
     """--repeat auto, after round `rnd`: True once every knee the recommender would state (per
-    placement and protocol, one connection) is decided — picked, or where more runs will not
-    move it — and the A/A control's interval covers 1, with at least MIN_AUTO_ROUNDS rounds (or
+    placement and protocol, one connection) is decided — sure, by the model, or where more runs
+    will not move it — and the A/A control's interval covers 1, with at least MIN_AUTO_ROUNDS rounds (or
     the rounds the noise floor planned); until then the sweep runs another round."""
     if rnd < MIN_AUTO_ROUNDS:
         return False
