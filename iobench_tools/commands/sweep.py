@@ -30,6 +30,7 @@ import sys
 import tempfile
 
 from iobench_tools.lib import noisefloor
+from iobench_tools.lib import experiment
 from iobench_tools.lib import sweeprun
 from iobench_tools.lib.iobenchlib import ROOT, parse_size
 from iobench_tools.lib import iobenchlib
@@ -360,11 +361,7 @@ def main():
 
     remote, tls_dir = start_server(a, out_dir)
     interrupted = False
-
-    def on_signal(signum, _):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGTERM, experiment.raise_interrupt)
     rounds = sweeprun.schedule(len(cells), a)
     recs, skipped = sweeprun.resume_records(cells, previous, out_dir, a.order != "cell")
     manifest["cells"] = [recs[c["id"]] for c in cells]

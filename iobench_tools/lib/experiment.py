@@ -151,13 +151,13 @@ class Experiment:
         """Runs what is missing; returns {cell id: {round: record}} over every round. Ctrl-C or
         SIGTERM saves what ran and exits 130 with the command that resumes."""
         done = {k: {int(r): v for r, v in rounds.items()} for k, rounds in self.load().items()}
-        kept = sum(1 for rounds in done.values() for v in rounds.values() if v["status"] == "ok")
+        kept = _ok_runs(done)
         if kept and not self.quiet:
             print(f"{self.prog}: resuming: {kept} run(s) already done in {self.path()}",
                   file=sys.stderr)
         schedule = rounds_order(len(self.cells), self.rounds, self.order, self.seed)
         seen = {}
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        previous = signal.signal(signal.SIGTERM, raise_interrupt)
         try:
             for order in schedule:
                 for idx in order:
@@ -174,8 +174,7 @@ class Experiment:
                           file=sys.stderr)
         except KeyboardInterrupt:
             self.save(done, "interrupted")
-            ran = sum(1 for r in done.values() for v in r.values() if v["status"] == "ok")
-            sys.stderr.write(f"\n{self.prog}: interrupted: {ran} of "
+            sys.stderr.write(f"\n{self.prog}: interrupted: {_ok_runs(done)} of "
                              f"{len(self.cells) * self.rounds} runs done, kept in {self.path()}; "
                              "the same command resumes\n")
             sys.exit(130)
@@ -185,7 +184,12 @@ class Experiment:
         return done
 
 
-def _raise_interrupt(signum, frame):
+def _ok_runs(done):
+    return sum(1 for rounds in done.values() for rec in rounds.values() if rec["status"] == "ok")
+
+
+def raise_interrupt(signum, frame):
+    """A SIGTERM handler: a supervisor's kill ends a scenario as Ctrl-C does (saved, resumable)."""
     raise KeyboardInterrupt
 
 
