@@ -218,7 +218,8 @@ Result<std::optional<tls::Context>> client_tls(const ClientPlan& p, const tls::I
 
 Result<Report> run_all(const ClientPlan& plan, const Payload* payload, const tls::Identity* pinned,
                        pid_t local_server, Report report, std::string& error) {
-  auto engine = make_engine(plan.engine, plan.engine_options);
+  const SidePlan& first = plan.first_side();
+  auto engine = make_engine(first.engine, first.engine_options);
   if (!engine) return std::unexpected(engine.error());
   auto tls_ctx = client_tls(plan, pinned);
   if (!tls_ctx) return std::unexpected(tls_ctx.error());

@@ -170,9 +170,6 @@ ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
     s.steps = plan_steps(o, i, p.counting_run);
     p.sizes.push_back(std::move(s));
   }
-  const SidePlan& first = p.sizes.front().runs.conns.front().side;
-  p.engine = first.engine;
-  p.engine_options = first.engine_options;
   p.servers = std::move(servers);
   p.repeat_auto = o.repeat_auto;
   p.target_ci = o.target_ci;

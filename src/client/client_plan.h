@@ -78,9 +78,6 @@ struct GroupShape {
 struct ClientPlan {
   std::vector<HostPort> servers;  // connection i of a group reaches servers[conn.server]
   ClientAccess access;
-  // The lone connections' engine, made once for the whole series.
-  EngineKind engine = EngineKind::kBlocking;
-  EngineOptions engine_options;
   std::optional<tls::TlsOptions> tls;  // the client's TLS context (absent: TCP)
   GroupShape group;
   std::vector<SizePlan> sizes;
@@ -89,6 +86,9 @@ struct ClientPlan {
   double target_ci = 0.02;
   int last_measured_step = 0;  // --repeat auto skips to the step after this one
   uint64_t run_bytes = 0;      // one run's bytes over every connection (the live line's total)
+
+  // The lone connections' engine is made once for the whole series, as the first run plans it.
+  const SidePlan& first_side() const { return sizes.front().runs.conns.front().side; }
 };
 
 // The plan for `o` against `servers` (two-host: o.servers; loopback: its private server).
