@@ -127,8 +127,7 @@ def command(a, c, out, extra):
     argv = cell_run(a, c, out, extra).argv(a.iobench)
     if a.where == "loopback":
         return argv
-    return [os.path.join(ROOT, "scripts", "netns-link"), "--replicas", str(c["replicas"]),
-            "--rate", a.rate, "--", *argv[1:]]
+    return iobenchlib.through_netns_link(argv, ["--replicas", str(c["replicas"]), "--rate", a.rate])
 
 
 def example(a, extra):

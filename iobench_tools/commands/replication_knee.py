@@ -92,8 +92,8 @@ def model_run(c, a, nbytes, work):
         cpus=a.cpus if a.cpus != "none" else None, json=out, cache_dir=a.cache_dir)
     argv = model.argv(replsynclib.IOBENCH)
     if a.fleet:  # the same emulated fleet: scripts/netns-link's, N replicas on their own links
-        argv = [os.path.join(ROOT, "scripts", "netns-link"), "--replicas", str(c["replicas"]),
-                "--rate", a.rate, "--mtu", str(a.mtu), "--name", "iobkm", "--", *argv[1:]]
+        argv = iobenchlib.through_netns_link(argv, ["--replicas", str(c["replicas"]), "--rate",
+                                                    a.rate, "--mtu", str(a.mtu), "--name", "iobkm"])
     env = dict(os.environ, IOBENCH_BIN=replsynclib.IOBENCH, IOBENCH_CACHE_DIR=a.cache_dir)
     p = experiment.run_child(argv, env=env, timeout=600)
     if p.returncode != 0:

@@ -82,7 +82,7 @@ def model(proto, nbytes, chunk, repeat, cache, pattern=None):
     args = run.argv(IOBENCH)
     env = dict(os.environ, IOBENCH_BIN=IOBENCH, IOBENCH_CACHE_DIR=cache)
     if LINK:
-        args = [os.path.join(ROOT, "scripts", "netns-link"), *LINK, "--", *args[1:]]
+        args = iobenchlib.through_netns_link(args, LINK)
     p = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
     if p.returncode != 0:
         sys.exit(f"replication-sync: error: the model run failed: {p.stderr.strip()}")

@@ -73,9 +73,9 @@ def cell_run(a, cell, out):
 def cell_command(a, cell, out, tls_dir, remote):
     run = cell_run(a, cell, out)
     if a.where == "netns":
-        link = [os.path.join(ROOT, "scripts", "netns-link"), "--rate", a.netns_rate,
-                "--mtu", str(a.netns_mtu), "--"]
-        return link + run.argv()[1:], dict(os.environ, IOBENCH_BIN=a.iobench)
+        return (iobenchlib.through_netns_link(
+                    run.argv(), ["--rate", a.netns_rate, "--mtu", str(a.netns_mtu)]),
+                dict(os.environ, IOBENCH_BIN=a.iobench))
     if remote:
         run = replace(run, connect=f"{remote.host}:{remote.ports[cell['proto']]}",
                       tls_ca=remote.ca(tls_dir) if cell["proto"] == "tls" else None)

@@ -136,6 +136,13 @@ def recorded_command(script):
     return " ".join([f"scripts/{script}", *args])
 
 
+def through_netns_link(argv, link_options):
+    """An iobench run (`argv`, the binary first) run by scripts/netns-link between the namespaces
+    it makes, with its own options (--rate, --mtu, --replicas, --name); the link finds iobench
+    through IOBENCH_BIN, which the caller's environment sets."""
+    return [os.path.join(ROOT, "scripts", "netns-link"), *link_options, "--", *argv[1:]]
+
+
 def command(args, iobench=None, cpus=""):
     """iobench's argv for `args`, under `taskset -c CPUS` when given."""
     pin = ["taskset", "-c", cpus] if cpus else []
