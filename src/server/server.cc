@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "engine/engine.h"
 #include "net/interrupt.h"
@@ -26,6 +28,7 @@
 #include "proto/fields.h"
 #include "server/server.h"
 #include "server/server_state.h"
+#include "server/session_slot.h"
 #include "session/group.h"
 #include "session/plan.h"
 #include "session/session.h"
@@ -210,8 +213,8 @@ Status authenticate(const proto::Hello& h, ServerSession& s) {
 }
 
 // Authorise: the token before anything else about the request is looked at or answered in
-// detail; then the transport, the request's bounds and this server's capacity (the sessions
-// already authenticated: a flood of unauthenticated connections cannot make a valid one busy).
+// detail; then the transport and the request's bounds. This server's capacity is the last
+// question (admit: a SessionSlot).
 Status authorise(const proto::Hello& h, ServerSession& s, ServerState& state) {
   const ServerOptions& o = s.cfg.options;
   if (auto st = authenticate(h, s); !st) {
@@ -225,9 +228,6 @@ Status authorise(const proto::Hello& h, ServerSession& s, ServerState& state) {
     return fail(
         fmt::format("HELLO asks for proto '{}' on a {} connection", h.proto, name_of(transport)));
   if (auto st = validate_hello(h, o); !st) return st;
-  if (state.authenticated.load() >= o.max_conns)
-    return fail(fmt::format("server busy: {} sessions at once (--max-conns {})",
-                            state.authenticated.load(), o.max_conns));
   if (h.tuning.zerocopy && transport != Proto::kTcp) return fail("zerocopy needs proto tcp");
   return {};
 }
@@ -335,40 +335,44 @@ class ResetIfStopping {
   int fd_;
 };
 
-// Counts a session as authenticated for as long as it lives.
-class Authenticated {
- public:
-  explicit Authenticated(std::atomic<uint32_t>& n) : n_(n) { ++n_; }
-  Authenticated(const Authenticated&) = delete;
-  Authenticated& operator=(const Authenticated&) = delete;
-  ~Authenticated() { --n_; }
-
- private:
-  std::atomic<uint32_t>& n_;
+// An authorised client: its HELLO and its session slot.
+struct Admitted {
+  proto::Hello hello;
+  SessionSlot slot;
 };
+
+// Authorise, then a session slot (the sessions already authenticated against --max-conns).
+Result<SessionSlot> authorise_and_claim(const proto::Hello& h, ServerSession& s,
+                                        ServerState& state) {
+  if (auto st = authorise(h, s, state); !st) return std::unexpected(st.error());
+  const uint32_t max = s.cfg.options.max_conns;
+  if (auto slot = SessionSlot::claim(state.authenticated, max, s.hello_deadline_ns))
+    return std::move(*slot);
+  return fail(fmt::format("server busy: {} sessions at once (--max-conns {})",
+                          state.authenticated.load(), max));
+}
 
 // Accept and authorise, under the gate: the HELLO of an authorised client, or nothing (one
 // line logged: the refusal, or the gate's cut whatever the cut made the reads see; the reason
 // sent when the stream is up; the gate's summary when due).
-std::optional<proto::Hello> admit(ServerSession& s, PreAuthGate::Ticket& ticket,
-                                  ServerState& state) {
+std::optional<Admitted> admit(ServerSession& s, PreAuthGate::Ticket& ticket, ServerState& state) {
   Result<proto::Hello> hello = greet(s);
-  Status ok;
+  Result<SessionSlot> slot = fail("cut");  // a connection cut before authorise: replaced below
   if (!hello)
-    ok = std::unexpected(hello.error());
+    slot = std::unexpected(hello.error());
   else if (ticket.cut() == PreAuthCut::kNone)
-    ok = authorise(*hello, s, state);
+    slot = authorise_and_claim(*hello, s, state);
   // The cut, if the watchdog made one, explains whatever the reads saw; a connection released
   // uncut is never cut after. One the reads' own deadline beat the watchdog to counts as cut.
   if (const PreAuthCut cut = ticket.release(); cut != PreAuthCut::kNone)
-    ok = fail(cut_reason(cut, s.cfg.options));
+    slot = fail(cut_reason(cut, s.cfg.options));  // a slot claimed is given back here
   else if (!hello && hello.error().kind == ErrorKind::kTimedOut && state.preauth)
     state.preauth->count_late();
-  if (!ok && s.stream) s.reject(ok.error().message);
-  if (!ok && !s.stream) s.log("rejected: " + ok.error().message);
+  if (!slot && s.stream) s.reject(slot.error().message);
+  if (!slot && !s.stream) s.log("rejected: " + slot.error().message);
   log_preauth_summary(s.cfg, state);
-  if (!ok) return std::nullopt;
-  return std::move(*hello);
+  if (!slot) return std::nullopt;
+  return Admitted{std::move(*hello), std::move(*slot)};
 }
 
 }  // namespace
@@ -381,10 +385,10 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   interrupt::Registration on_signal(fd.get());  // SIGTERM aborts the session at once
   const ResetIfStopping reset_if_stopping{fd.get()};
   ServerSession s{cfg, peer, fd.get(), nullptr};
-  const std::optional<proto::Hello> hello = admit(s, ticket, state);
-  if (!hello) return;
-  const Authenticated counted(state.authenticated);
-  auto prepared = prepare(*hello, s, state);
+  const std::optional<Admitted> admitted = admit(s, ticket, state);
+  if (!admitted) return;
+  const proto::Hello& hello = admitted->hello;
+  auto prepared = prepare(hello, s, state);
   if (!prepared) return s.reject(prepared.error().message);
   Prepared& p = *prepared;
   let_ended_sessions_finish(p.plan.data, state);
@@ -392,12 +396,13 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
     return s.log("failed: " + st.error().message);
   if (auto st = set_io_timeout(s.fd, cfg.options.idle_timeout_s); !st)
     return s.log("failed: " + st.error().message);
-  const std::unique_ptr<Stream> stalling = server_fault(*s.stream, hello->conn_index);
+  const std::unique_ptr<Stream> stalling = server_fault(*s.stream, hello.conn_index);
   const SideOutcome ended = run_side(stalling ? *stalling : *s.stream, *s.stream, *p.engine, p.plan,
-                                     p.group.get(), hello->conn_index);
+                                     p.group.get(), hello.conn_index);
   // Every connection of a group gets the server side's figures once the last one has ended.
   if (p.group && ended.session.error.empty())
     (void)send_message(*s.stream, p.group->wait(cfg.options.idle_timeout_s));
+  server_slow_end();
   s.stream->close();
   log_outcome(s, p.plan, ended);
 }

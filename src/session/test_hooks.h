@@ -3,6 +3,8 @@
 //    BYTES have been written, as if its peer had vanished mid-stream.
 //  - IOBENCH_TEST_STALL_CONN=INDEX:BYTES:SECONDS (server): connection INDEX stops reading for
 //    SECONDS once BYTES have been read, as a replica that stops draining its socket.
+//  - IOBENCH_TEST_SLOW_END=SECONDS (server): every session lingers SECONDS after its last
+//    message before it closes and ends, as a handler thread descheduled on a loaded host.
 #pragma once
 
 #include <cstdint>
@@ -16,5 +18,7 @@ namespace iobench {
 std::unique_ptr<Stream> client_fault(Stream& inner, uint32_t index);
 // The stream a server's session for connection `index` reads through: `inner`, or a wrapper.
 std::unique_ptr<Stream> server_fault(Stream& inner, uint32_t index);
+// Sleeps IOBENCH_TEST_SLOW_END seconds when it is set (a server session's end).
+void server_slow_end();
 
 }  // namespace iobench

@@ -151,6 +151,39 @@ def test_server_max_conns_refuses_before_anything_starts(cache_dir):
         s.stop()
 
 
+def slow_ending_server(monkeypatch, cache_dir, seconds):
+    """A --max-conns 2 server whose sessions linger `seconds` after their client's last figures."""
+    monkeypatch.setenv("IOBENCH_TEST_SLOW_END", str(seconds))
+    try:
+        return Server("--max-conns", "2", cache=cache_dir)
+    finally:
+        monkeypatch.delenv("IOBENCH_TEST_SLOW_END")
+
+
+def test_the_next_run_waits_for_a_slot_its_last_run_is_giving_back(cache_dir, monkeypatch):
+    # The client's next run (each repeat, then the counting run) connects as soon as it has the
+    # last run's figures, while that run's sessions still hold their slots: a full server waits
+    # for them (CI once saw "server busy" here, a session descheduled while it closed).
+    s = slow_ending_server(monkeypatch, cache_dir, 0.4)
+    try:
+        run("client", "--connect", s.addr, "--conns", "2", "--repeat", "2", "--bytes", "1M", "-q",
+            cache=cache_dir, check=0)
+    finally:
+        s.stop()
+
+
+def test_a_server_that_stays_full_still_says_busy(cache_dir, monkeypatch):
+    # The wait is bounded (2 s): sessions that stay past it are sessions, and the run is refused.
+    s = slow_ending_server(monkeypatch, cache_dir, 6)
+    try:
+        p = run("client", "--connect", s.addr, "--conns", "2", "--bytes", "1M", "-q",
+                cache=cache_dir)
+        assert p.returncode == 1
+        assert "server busy: 2 sessions at once (--max-conns 2)" in p.stderr
+    finally:
+        s.stop()
+
+
 def test_conns_above_the_descriptor_limit(cache_dir):
     def low():
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
