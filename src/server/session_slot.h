@@ -52,7 +52,7 @@ class SessionSlot {
 
  private:
   explicit SessionSlot(std::atomic<uint32_t>& taken) : taken_(&taken) {}
-  std::atomic<uint32_t>* taken_;
+  std::atomic<uint32_t>* taken_ = nullptr;
 };
 
 }  // namespace iobench

@@ -27,14 +27,12 @@ TEST(SessionSlot, ClaimsUpToTheBoundAndGivesBackOnDestruction) {
 TEST(SessionSlot, MovedSlotIsGivenBackOnce) {
   std::atomic<uint32_t> taken{0};
   {
-    auto a = SessionSlot::claim(taken, 1, kFar, 0);
-    ASSERT_TRUE(a);
-    SessionSlot moved = std::move(*a);
-    a.reset();
+    SessionSlot first = *SessionSlot::claim(taken, 2, kFar, 0);
+    SessionSlot moved = std::move(first);  // `first` gives back nothing when it ends
     EXPECT_EQ(taken.load(), 1u);
-    auto other = SessionSlot::claim(taken, 2, kFar, 0);
-    ASSERT_TRUE(other);
-    moved = std::move(*other);  // gives back what `moved` held, takes `other`'s
+    SessionSlot other = *SessionSlot::claim(taken, 2, kFar, 0);
+    EXPECT_EQ(taken.load(), 2u);
+    moved = std::move(other);  // gives back what `moved` held, takes `other`'s
     EXPECT_EQ(taken.load(), 1u);
   }
   EXPECT_EQ(taken.load(), 0u);

@@ -1,0 +1,200 @@
+"""The Valkey pull requests of patches/upstream/NAME/, checked as a maintainer would check them.
+
+For each PR (all by default): its commit applies with `patch --fuzz=0` to pristine Valkey 9.1.2
+(Debian's source, pinned by hash) on the PRs it names; the C and C++ files it writes are clean
+by Valkey's .clang-format (clang-format-19); and, unless --static, the tree builds with TLS and
+the PR's own test passes with its change and fails with its test alone (the change left out).
+
+  scripts/valkey-pr [--prs NAME,...] [--static] [--keep] [--out DIR]
+
+Each check runs in a temporary tree that is removed when it ends (--keep keeps it and says
+where), bounded by --timeout. Writes OUT/checks.json and OUT/checks.md: per PR its patch's
+SHA-256, each step's verdict and time, and the test's last lines where it did not do what it
+should. Exit 1 when any PR fails a check, 2 on bad input.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from iobench_tools.lib import valkeypr
+from iobench_tools.lib.iobenchlib import ROOT, command_parser, recorded_command
+
+PROG = "valkey-pr"
+CLANG_FORMAT = "clang-format-19"
+
+
+def fail(msg, code=2):
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def parse_args(argv):
+    ap = command_parser(__doc__, prog=PROG)
+    ap.add_argument("--prs", default="", help="the PRs to check, by folder name (every one)")
+    ap.add_argument("--static", action="store_true",
+                    help="only apply and format-check, no build and no test (off)")
+    ap.add_argument("--keep", action="store_true", help="keep each check's tree (off)")
+    ap.add_argument("--timeout", type=int, default=1800,
+                    help="seconds one build and test may take before it is stopped (1800)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream-9.1", "pr-checks"),
+                    help="the folder checks.json and checks.md go to (results/upstream-9.1/"
+                         "pr-checks)")
+    a = ap.parse_args(argv)
+    known = valkeypr.names()
+    a.prs = [p for p in a.prs.split(",") if p] or known
+    bad = [p for p in a.prs if p not in known]
+    if bad:
+        ap.error(f"invalid --prs: '{bad[0]}' (expected one of: {', '.join(known) or 'none'})")
+    if not 60 <= a.timeout <= 7200:
+        ap.error(f"invalid --timeout {a.timeout}: expected 60..7200 seconds")
+    return a
+
+
+def run(cmd, cwd, timeout, log):
+    """Runs `cmd` in `cwd` with its output to `log`; (exit code or 'timeout', seconds)."""
+    t0 = time.monotonic()
+    with open(log, "a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.wait()
+            rc = "timeout"
+    return rc, round(time.monotonic() - t0, 1)
+
+
+def tail(log, n=12):
+    with open(log, errors="replace") as f:
+        return "".join(f.readlines()[-n:])
+
+
+def build_and_test(tree, test, timeout, log):
+    """Builds what the PR's test needs and runs it: ('passed'|'failed'|'build failed'|'timeout',
+    build seconds, test seconds)."""
+    jobs = str(os.cpu_count() or 1)
+    if test["kind"] != "unit":
+        raise valkeypr.PrError(f"test kind '{test['kind']}' is not one this script runs")
+    # Only the PR's own test files and the runner's main are compiled: the rest of the unit
+    # suite is scripts/valkey-tests' to run.
+    unit = os.path.join(tree, "src", "unit")
+    keep = set(test["files"]) | {"main.cpp"}
+    for f in os.listdir(unit):
+        if f.endswith(".cpp") and f.startswith("test_") and f not in keep:
+            os.remove(os.path.join(unit, f))
+    rc, build_s = run(["make", "-C", "src", f"-j{jobs}", "BUILD_TLS=yes", "MALLOC=libc",
+                       "valkey-unit-gtests"], tree, timeout, log)
+    if rc != 0:
+        return ("timeout" if rc == "timeout" else "build failed"), build_s, 0.0
+    binary = os.path.join(unit, "valkey-unit-gtests")
+    rc, test_s = run([binary, f"--gtest_filter={test['filter']}"], tree, timeout, log)
+    return ("timeout" if rc == "timeout" else "passed" if rc == 0 else "failed"), build_s, test_s
+
+
+def check(name, a, work):
+    """One PR's checks: a dict of verdicts (True is good) and figures."""
+    pr = valkeypr.load(name)
+    with open(pr["patch"]) as f:
+        text = f.read()
+    out = {"name": name, "title": pr["title"], "needs": pr["needs"], "test": pr["test"],
+           "patch": os.path.relpath(pr["patch"], ROOT), "patch_sha256": valkeypr.sha256(pr["patch"]),
+           "files": valkeypr.changed_files(text)}
+    with_change = os.path.join(work, f"{name}-with-change")
+    try:
+        valkeypr.prepare(with_change, name)
+        out["applies"] = True
+    except valkeypr.PrError as e:
+        out.update(applies=False, why=str(e))
+        return out
+    if shutil.which(CLANG_FORMAT):
+        out["format_unclean"] = valkeypr.format_problems(with_change, out["files"], CLANG_FORMAT)
+    else:
+        out["format_unclean"] = None
+        out["format_why"] = f"{CLANG_FORMAT} not found"
+    test_alone = os.path.join(work, f"{name}-test-alone")
+    try:
+        valkeypr.prepare(test_alone, name, with_change=False)
+        out["test_applies_alone"] = True
+    except valkeypr.PrError as e:
+        out.update(test_applies_alone=False, why=str(e))
+        return out
+    if a.static:
+        return out
+    for tree, key, want in ((with_change, "with_change", "passed"),
+                            (test_alone, "without_change", "failed")):
+        log = os.path.join(work, f"{name}-{key}.log")
+        verdict, build_s, test_s = build_and_test(tree, pr["test"], a.timeout, log)
+        out[key] = {"test": verdict, "build_s": build_s, "test_s": test_s}
+        if verdict != want:
+            out[key]["log_tail"] = tail(log)
+    return out
+
+
+def good(c):
+    return (c.get("applies") and c.get("test_applies_alone") and not c.get("format_unclean")
+            and c.get("with_change", {"test": "passed"})["test"] == "passed"
+            and c.get("without_change", {"test": "failed"})["test"] == "failed")
+
+
+def report_md(doc):
+    lines = [f"# The Valkey pull requests, checked on Valkey {valkeypr.BASE}", "",
+             f"`{doc['command']}`", "",
+             "| PR | applies (fuzz 0) | test alone applies | clang-format | own test with the "
+             "change | without it | patch SHA-256 |", "|---|---|---|---|---|---|---|"]
+    for c in doc["prs"]:
+        fmt = ("not checked: " + c.get("format_why", "")) if c.get("format_unclean") is None \
+            else ("clean" if not c["format_unclean"] else "unclean: " + ", ".join(c["format_unclean"]))
+        def test(key):
+            t = c.get(key)
+            return f"{t['test']} (build {t['build_s']} s, test {t['test_s']} s)" if t else "-"
+        lines.append(f"| {c['name']} | {'yes' if c.get('applies') else 'no'} | "
+                     f"{'yes' if c.get('test_applies_alone') else '-'} | {fmt} | "
+                     f"{test('with_change')} | {test('without_change')} | "
+                     f"`{c['patch_sha256'][:12]}` |")
+    for c in doc["prs"]:
+        if c.get("why"):
+            lines += ["", f"{c['name']}: {c['why']}"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    work = tempfile.mkdtemp(prefix="valkey-pr-")
+    checks = []
+    try:
+        for name in a.prs:
+            print(f"{PROG}: {name}: checking", flush=True)
+            try:
+                c = check(name, a, work)
+            except valkeypr.PrError as e:
+                fail(str(e), 1)
+            checks.append(c)
+            print(f"{PROG}: {name}: {'ok' if good(c) else 'FAILED'}", flush=True)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; the trees are removed", file=sys.stderr)
+        return 130
+    finally:
+        if a.keep:
+            print(f"{PROG}: the trees are kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    doc = {"command": recorded_command(PROG), "base": valkeypr.BASE, "static": a.static,
+           "prs": checks}
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "checks.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(os.path.join(a.out, "checks.md"), "w") as f:
+        f.write(report_md(doc))
+    print(report_md(doc), end="")
+    return 0 if all(good(c) for c in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

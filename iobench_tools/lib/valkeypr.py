@@ -1,0 +1,160 @@
+"""The Valkey pull requests of patches/upstream/NAME/: each a folder with its commit (NAME.patch,
+`git format-patch` form), its description (PR.md) and pr.json (its title, the PRs it builds on,
+its own test); and a Valkey 9.1.2 source tree with some of them applied (scripts/valkey-pr).
+
+A PR's commit holds its change and its test; `split_patch` separates the two (a file under
+src/unit/ or tests/ is a test), so a check can apply the test alone and see it fail."""
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import subprocess
+
+from iobench_tools.lib.iobenchlib import ROOT
+
+BASE = "9.1.2"
+PRS = os.path.join(ROOT, "patches", "upstream")
+TEST_DIRS = ("src/unit/", "tests/")
+# Valkey's CI formats *.c, *.h, *.cpp and *.hpp with clang-format 18; Debian bookworm has 19
+# (and 14, too old for its .clang-format), whose output matches on these files.
+FORMATTED = re.compile(r"\.(c|h|cpp|hpp)$")
+
+
+class PrError(Exception):
+    """Bad input about a PR (missing, malformed, a patch that does not apply): one line."""
+
+
+def names():
+    """Every PR folder, in its name's order (they are numbered in the order they land)."""
+    if not os.path.isdir(PRS):
+        return []
+    return sorted(d for d in os.listdir(PRS)
+                  if os.path.isfile(os.path.join(PRS, d, "pr.json")))
+
+
+def load(name):
+    """A PR's pr.json, with its folder, commit and description checked to be there."""
+    folder = os.path.join(PRS, name)
+    meta = os.path.join(folder, "pr.json")
+    if not os.path.isfile(meta):
+        raise PrError(f"no PR '{name}' (expected one of: {', '.join(names()) or 'none'})")
+    try:
+        with open(meta) as f:
+            pr = json.load(f)
+    except ValueError as e:
+        raise PrError(f"{os.path.relpath(meta, ROOT)}: not JSON ({e})") from None
+    for key in ("title", "needs", "test"):
+        if key not in pr:
+            raise PrError(f"{os.path.relpath(meta, ROOT)}: no '{key}'")
+    pr["name"] = name
+    pr["patch"] = os.path.join(folder, f"{name}.patch")
+    pr["description"] = os.path.join(folder, "PR.md")
+    for path in (pr["patch"], pr["description"]):
+        if not os.path.isfile(path):
+            raise PrError(f"PR '{name}' has no {os.path.relpath(path, ROOT)}")
+    for need in pr["needs"]:
+        if need not in names():
+            raise PrError(f"PR '{name}' needs '{need}', which is not a PR here")
+    return pr
+
+
+def chain(name):
+    """The PRs `name` builds on, in the order they apply, then `name` itself."""
+    out = []
+
+    def visit(n, seen):
+        if n in seen:
+            raise PrError(f"PR '{n}' needs itself (through {' -> '.join(seen)})")
+        for need in load(n)["needs"]:
+            visit(need, seen + [n])
+        if n not in out:
+            out.append(n)
+    visit(name, [])
+    return out
+
+
+def split_patch(text):
+    """(change, test): the commit's file diffs that are not tests, and those that are; each a
+    patch `patch -p1` applies (the commit message stays with the change)."""
+    parts = re.split(r"(?m)^(?=diff --git )", text)
+    head, files = parts[0], parts[1:]
+    change, test = [head], []
+    for diff in files:
+        path = re.match(r"diff --git a/(\S+)", diff).group(1)
+        (test if path.startswith(TEST_DIRS) else change).append(diff)
+    return "".join(change), "".join(test)
+
+
+def changed_files(text):
+    """The paths a patch writes (the b/ side of each file diff)."""
+    return re.findall(r"(?m)^\+\+\+ b/(\S+)", text)
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def fetch_base():
+    """The pinned 9.1.2 tarball (scripts/build-valkey-source --fetch): its path, or PrError."""
+    p = subprocess.run([os.path.join(ROOT, "scripts", "build-valkey-source"), "--fetch", BASE],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0 or not p.stdout.strip():
+        said = (p.stderr.strip() or "no output").splitlines()[-1]
+        raise PrError(f"Valkey {BASE}'s source is not available: {said}")
+    return p.stdout.strip().splitlines()[-1]
+
+
+def extract(tarball, dest):
+    """Valkey's tree from `tarball` into `dest` (its top folder stripped)."""
+    os.makedirs(dest, exist_ok=True)
+    subprocess.run(["tar", "-C", dest, "--strip-components=1", "-xf", tarball], check=True,
+                   capture_output=True, timeout=300)
+
+
+def apply(tree, text, what):
+    """Applies a patch's text to `tree` with no fuzz; PrError naming `what` when it does not."""
+    p = subprocess.run(["patch", "-d", tree, "-p1", "--forward", "--batch", "--fuzz=0"],
+                       input=text, capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        said = next((line for line in p.stdout.splitlines()
+                     if re.search(r"fail|reject|malformed|garbage|only garbage", line, re.I)),
+                    p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "patch failed")
+        raise PrError(f"{what} does not apply to Valkey {BASE} with --fuzz=0: {said}")
+
+
+def prepare(tree, name, with_change=True):
+    """A pristine 9.1.2 tree at `tree` with `name`'s chain applied; `with_change` False applies
+    the PRs it needs and only `name`'s test (to see the test fail without the change)."""
+    extract(fetch_base(), tree)
+    for n in chain(name):
+        pr = load(n)
+        with open(pr["patch"]) as f:
+            text = f.read()
+        if n == name and not with_change:
+            apply(tree, split_patch(text)[1], f"{n}'s test")
+        else:
+            apply(tree, text, f"{os.path.relpath(pr['patch'], ROOT)}")
+
+
+def format_problems(tree, paths, clang_format):
+    """The files among `paths` that Valkey's .clang-format would change (its ignore list
+    honoured): a list of paths, empty when clean."""
+    ignore = os.path.join(tree, "src", ".clang-format-ignore")
+    ignored = []
+    if os.path.isfile(ignore):
+        with open(ignore) as f:
+            ignored = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    bad = []
+    for path in paths:
+        if not FORMATTED.search(path) or not os.path.isfile(os.path.join(tree, path)):
+            continue
+        rel_src = os.path.relpath(path, "src")
+        if any(fnmatch.fnmatch(rel_src, pattern) for pattern in ignored):
+            continue
+        p = subprocess.run([clang_format, "--dry-run", "-Werror", path], cwd=tree,
+                           capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            bad.append(path)
+    return bad

@@ -1,0 +1,117 @@
+"""The Valkey pull requests (patches/upstream/NAME/) and scripts/valkey-pr: every PR applies with
+no fuzz to pristine Valkey 9.1.2 on the PRs it names and is clean by Valkey's .clang-format, its
+test separates from its change, and bad input stops with one line and leaves no tree behind.
+The builds and the tests with and without each change run in scripts/valkey-pr (their results:
+results/upstream-9.1/pr-checks/)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iobench_tools.lib import valkeypr
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "valkey-pr"
+TARBALL = ROOT / "build" / "valkey-src" / "valkey_9.1.2.orig.tar.gz"
+needs_base = pytest.mark.skipif(not TARBALL.exists(),
+                                reason=f"{TARBALL} missing (scripts/setup fetches it with "
+                                       "scripts/build-valkey-source --fetch 9.1.2)")
+needs_format = pytest.mark.skipif(not shutil.which("clang-format-19"),
+                                  reason="clang-format-19 missing (scripts/setup installs it)")
+
+
+def test_every_pr_folder_has_its_commit_description_and_test():
+    assert valkeypr.names(), "no PR folder under patches/upstream/"
+    for name in valkeypr.names():
+        pr = valkeypr.load(name)
+        text = Path(pr["patch"]).read_text()
+        assert text.startswith("From "), f"{name}: not in git format-patch form"
+        change, test = valkeypr.split_patch(text)
+        assert "diff --git" in change and "diff --git" in test, f"{name}: a change and a test"
+        assert "Signed-off-by" not in text, f"{name}: the sender signs off, not the project"
+        assert pr["test"]["kind"] in ("unit", "tcl")
+
+
+def test_a_commit_splits_into_its_change_and_its_test():
+    text = ("From abc\nSubject: [PATCH] x\n\nbody\n---\n"
+            "diff --git a/src/rio.c b/src/rio.c\n--- a/src/rio.c\n+++ b/src/rio.c\n@@ -1 +1 @@\n-a\n+b\n"
+            "diff --git a/src/unit/test_rio.cpp b/src/unit/test_rio.cpp\n--- /dev/null\n"
+            "+++ b/src/unit/test_rio.cpp\n@@ -0,0 +1 @@\n+t\n"
+            "diff --git a/tests/unit/x.tcl b/tests/unit/x.tcl\n--- a/tests/unit/x.tcl\n"
+            "+++ b/tests/unit/x.tcl\n@@ -1 +1 @@\n-c\n+d\n")
+    change, test = valkeypr.split_patch(text)
+    assert change.startswith("From abc") and "src/rio.c" in change and "test_rio" not in change
+    assert "src/unit/test_rio.cpp" in test and "tests/unit/x.tcl" in test and "rio.c b/" not in test
+    assert valkeypr.changed_files(text) == ["src/rio.c", "src/unit/test_rio.cpp", "tests/unit/x.tcl"]
+
+
+@needs_base
+@needs_format
+def test_every_pr_applies_with_no_fuzz_and_is_formatted(tmp_path):
+    p = subprocess.run([sys.executable, str(SCRIPT), "--static", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads((tmp_path / "checks.json").read_text())
+    assert [c["name"] for c in doc["prs"]] == valkeypr.names()
+    for c in doc["prs"]:
+        assert c["applies"] and c["test_applies_alone"] and c["format_unclean"] == []
+
+
+@needs_base
+@needs_format
+def test_the_format_check_sees_a_badly_formatted_file(tmp_path):
+    tree = tmp_path / "tree"
+    valkeypr.extract(str(TARBALL), str(tree))
+    rio = tree / "src" / "rio.c"
+    rio.write_text(rio.read_text().replace("static size_t rioConnsetWrite(rio *r,",
+                                           "static size_t rioConnsetWrite(rio *r  ,"))
+    assert valkeypr.format_problems(str(tree), ["src/rio.c", "src/sha1.c", "README.md"],
+                                    "clang-format-19") == ["src/rio.c"]
+
+
+def test_bad_input_stops_with_one_line():
+    for args, said in ((["--prs", "99-nope"], "invalid --prs: '99-nope'"),
+                       (["--timeout", "5"], "invalid --timeout 5")):
+        p = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                           timeout=60)
+        # argparse's usage, then one error line naming the bad value
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.strip().splitlines()[-1].startswith(f"valkey-pr: error: {said}")
+
+
+@needs_base
+def test_a_pr_that_does_not_apply_says_so_in_one_line_and_leaves_no_tree(tmp_path, monkeypatch):
+    prs = tmp_path / "prs"
+    (prs / "01-broken").mkdir(parents=True)
+    (prs / "01-broken" / "01-broken.patch").write_text(
+        "From x\n---\ndiff --git a/src/rio.c b/src/rio.c\n--- a/src/rio.c\n+++ b/src/rio.c\n"
+        "@@ -1,1 +1,1 @@\n-no such line\n+nor this\n")
+    (prs / "01-broken" / "PR.md").write_text("# broken\n")
+    (prs / "01-broken" / "pr.json").write_text(json.dumps(
+        {"title": "broken", "needs": [], "test": {"kind": "unit", "files": [], "filter": "x"}}))
+    monkeypatch.setattr(valkeypr, "PRS", str(prs))
+    with pytest.raises(valkeypr.PrError, match=r"01-broken.patch does not apply to Valkey 9.1.2 "
+                                                r"with --fuzz=0"):
+        valkeypr.prepare(str(tmp_path / "tree"), "01-broken")
+    (prs / "01-broken" / "pr.json").write_text(json.dumps(
+        {"title": "broken", "needs": ["02-missing"], "test": {}}))
+    with pytest.raises(valkeypr.PrError, match="needs '02-missing', which is not a PR here"):
+        valkeypr.load("01-broken")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    code = ("import sys; from iobench_tools.lib import valkeypr; "
+            f"valkeypr.PRS = {str(prs)!r}; "
+            "from iobench_tools.commands import valkey_pr; "
+            f"sys.exit(valkey_pr.main(['--static', '--out', {str(tmp_path / 'out')!r}]))")
+    (prs / "01-broken" / "pr.json").write_text(json.dumps(
+        {"title": "broken", "needs": [], "test": {"kind": "unit", "files": [], "filter": "x"}}))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "01-broken: FAILED" in p.stdout and "does not apply" in p.stdout
+    assert not list(tmp.iterdir()), "the tree was left behind"
