@@ -14,6 +14,7 @@ should. Exit 1 when any PR fails a check, 2 on bad input.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,6 +77,17 @@ def tail(log, n=12):
         return "".join(f.readlines()[-n:])
 
 
+def gtest_cases(log):
+    """Each test case's verdict in a GoogleTest run's output: {name: 'ok' | 'failed'}."""
+    cases = {}
+    with open(log, errors="replace") as f:
+        for line in f:
+            m = re.match(r"\[\s+(OK|FAILED)\s+\] (\S+\.\S+) \(", line)
+            if m:
+                cases[m.group(2)] = m.group(1).lower()
+    return cases
+
+
 def build_and_test(tree, test, timeout, log):
     """Builds what the PR's test needs and runs it: ('passed'|'failed'|'build failed'|'timeout',
     build seconds, test seconds)."""
@@ -131,7 +143,8 @@ def check(name, a, work):
                             (test_alone, "without_change", "failed")):
         log = os.path.join(work, f"{name}-{key}.log")
         verdict, build_s, test_s = build_and_test(tree, pr["test"], a.timeout, log)
-        out[key] = {"test": verdict, "build_s": build_s, "test_s": test_s}
+        out[key] = {"test": verdict, "build_s": build_s, "test_s": test_s,
+                    "cases": gtest_cases(log)}
         if verdict != want:
             out[key]["log_tail"] = tail(log)
     return out
@@ -161,6 +174,11 @@ def report_md(doc):
     for c in doc["prs"]:
         if c.get("why"):
             lines += ["", f"{c['name']}: {c['why']}"]
+        for key, says in (("with_change", "with the change"), ("without_change", "test alone")):
+            cases = c.get(key, {}).get("cases")
+            if cases:
+                lines += ["", f"{c['name']}, {says}: " + ", ".join(
+                    f"{name} {verdict}" for name, verdict in sorted(cases.items()))]
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+         *sorted((ROOT / "patches" / "upstream").glob("*/PR.md"))]
 MARKER = re.compile(r"^<!-- figures: (.+?) -->$")
 # A decimal (not a version: no second dot, no letter before it) or a number with thousands
 # separators.
