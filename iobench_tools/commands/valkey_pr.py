@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from iobench_tools.lib import valkeypr
+from iobench_tools.lib import valkeypr, valkeytests
 from iobench_tools.lib.iobenchlib import ROOT, command_parser, recorded_command
 
 PROG = "valkey-pr"
@@ -90,24 +90,58 @@ def gtest_cases(log):
 
 def build_and_test(tree, test, timeout, log):
     """Builds what the PR's test needs and runs it: ('passed'|'failed'|'build failed'|'timeout',
-    build seconds, test seconds)."""
-    jobs = str(os.cpu_count() or 1)
-    if test["kind"] != "unit":
-        raise valkeypr.PrError(f"test kind '{test['kind']}' is not one this script runs")
-    # Only the PR's own test files and the runner's main are compiled: the rest of the unit
-    # suite is scripts/valkey-tests' to run.
+    build seconds, test seconds, {case: verdict}, the Tcl unit's figures or None)."""
+    if test["kind"] == "unit":
+        return unit_test(tree, test, timeout, log)
+    if test["kind"] == "tcl":
+        return tcl_test(tree, test, timeout, log)
+    raise valkeypr.PrError(f"test kind '{test['kind']}' is not one this script runs")
+
+
+def make(tree, target, timeout, log):
+    return run(["make", "-C", "src", f"-j{os.cpu_count() or 1}", "BUILD_TLS=yes", "MALLOC=libc",
+                *([target] if target else [])], tree, timeout, log)
+
+
+def unit_test(tree, test, timeout, log):
+    """A GoogleTest filter of src/unit: only the PR's own test files and the runner's main are
+    compiled (the rest of the unit suite is scripts/valkey-tests' to run)."""
     unit = os.path.join(tree, "src", "unit")
     keep = set(test["files"]) | {"main.cpp"}
     for f in os.listdir(unit):
         if f.endswith(".cpp") and f.startswith("test_") and f not in keep:
             os.remove(os.path.join(unit, f))
-    rc, build_s = run(["make", "-C", "src", f"-j{jobs}", "BUILD_TLS=yes", "MALLOC=libc",
-                       "valkey-unit-gtests"], tree, timeout, log)
+    rc, build_s = make(tree, "valkey-unit-gtests", timeout, log)
     if rc != 0:
-        return ("timeout" if rc == "timeout" else "build failed"), build_s, 0.0
+        return ("timeout" if rc == "timeout" else "build failed"), build_s, 0.0, {}, None
     binary = os.path.join(unit, "valkey-unit-gtests")
     rc, test_s = run([binary, f"--gtest_filter={test['filter']}"], tree, timeout, log)
-    return ("timeout" if rc == "timeout" else "passed" if rc == 0 else "failed"), build_s, test_s
+    verdict = "timeout" if rc == "timeout" else "passed" if rc == 0 else "failed"
+    return verdict, build_s, test_s, gtest_cases(log), None
+
+
+def tcl_test(tree, test, timeout, log):
+    """The PR's test case in its Tcl unit, the whole unit run over TCP (in a private copy of the
+    suite, every server it started killed at its end): the case's verdict, and the unit's."""
+    rc, build_s = make(tree, "", timeout, log)
+    if rc != 0:
+        return ("timeout" if rc == "timeout" else "build failed"), build_s, 0.0, {}, None
+    suite = tree + "-suite"
+    os.makedirs(suite)
+    for part in ("tests", "utils"):
+        shutil.copytree(os.path.join(tree, part), os.path.join(suite, part), symlinks=True)
+    shutil.copy(os.path.join(tree, "runtest"), suite)
+    runner = valkeytests.Runner(suite, os.path.join(tree, "src", "valkey-server"),
+                                os.path.dirname(tree), timeout, 1)
+    res = runner.run(os.path.join(tree, "src", "valkey-server"), "tcp", test["unit"])
+    with open(log, "a") as f:
+        f.write("\n".join(res["tail"]) + "\n")
+    case = test["case"]
+    verdict = ("passed" if case in res["passed"] else "failed" if case in res["failed"]
+               else res["status"])
+    unit = {"unit": test["unit"], "status": res["status"], "seconds": res["seconds"],
+            "passed": len(res["passed"]), "failed": res["failed"], "exception": res["exception"]}
+    return verdict, build_s, res["seconds"], {case: verdict}, unit
 
 
 def check(name, a, work):
@@ -142,9 +176,10 @@ def check(name, a, work):
     for tree, key, want in ((with_change, "with_change", "passed"),
                             (test_alone, "without_change", "failed")):
         log = os.path.join(work, f"{name}-{key}.log")
-        verdict, build_s, test_s = build_and_test(tree, pr["test"], a.timeout, log)
-        out[key] = {"test": verdict, "build_s": build_s, "test_s": test_s,
-                    "cases": gtest_cases(log)}
+        verdict, build_s, test_s, cases, unit = build_and_test(tree, pr["test"], a.timeout, log)
+        out[key] = {"test": verdict, "build_s": build_s, "test_s": test_s, "cases": cases}
+        if unit:
+            out[key]["tcl_unit"] = unit
         if verdict != want:
             out[key]["log_tail"] = tail(log)
     return out
@@ -179,6 +214,10 @@ def report_md(doc):
             if cases:
                 lines += ["", f"{c['name']}, {says}: " + ", ".join(
                     f"{name} {verdict}" for name, verdict in sorted(cases.items()))]
+            unit = c.get(key, {}).get("tcl_unit")
+            if unit:
+                lines[-1] += (f"; its unit {unit['unit']}: {unit['status']} in {unit['seconds']} s, "
+                              f"{unit['passed']} passed, failed: {', '.join(unit['failed']) or 'none'}")
     return "\n".join(lines) + "\n"
 
 
