@@ -143,7 +143,7 @@ OTHER_PROGRAMS_OPTIONS = {
     "--bounding-set": "setpriv", "--dont-clean": "Valkey's runtest", "--install": "cmake",
     "--now": "systemctl", "--offline": "ansible-galaxy", "--pipe": "redis-cli",
     "--strategy": "aws ec2", "--strict-markers": "pytest", "--no-": "a prefix, not an option",
-    "--diff": "ansible-playbook",
+    "--diff": "ansible-playbook", "--amend": "git commit",
     "--dual-channel-replication-enabled": "valkey-server", "--enable-debug-command":
     "valkey-server", "--rdbcompression": "valkey-server", "--repl-diskless-sync":
     "valkey-server", "--repl-diskless-sync-delay": "valkey-server", "--save": "valkey-server",
