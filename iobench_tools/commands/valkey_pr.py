@@ -185,6 +185,22 @@ def check(name, a, work):
     return out
 
 
+def series_applies():
+    """Whether every PR applies, in order, to one pristine tree (the series a release would
+    take): True, or the line saying where it does not."""
+    tree = tempfile.mkdtemp(prefix="valkey-pr-series-")
+    try:
+        valkeypr.extract(valkeypr.fetch_base(), tree)
+        for p in valkeypr.patches_of(valkeypr.SERIES):
+            with open(p) as f:
+                valkeypr.apply(tree, f.read(), os.path.relpath(p, ROOT))
+        return True
+    except valkeypr.PrError as e:
+        return str(e)
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
 def good(c):
     return (c.get("applies") and c.get("test_applies_alone") and not c.get("format_unclean")
             and c.get("with_change", {"test": "passed"})["test"] == "passed"
@@ -206,6 +222,9 @@ def report_md(doc):
                      f"{'yes' if c.get('test_applies_alone') else '-'} | {fmt} | "
                      f"{test('with_change')} | {test('without_change')} | "
                      f"`{c['patch_sha256'][:12]}` |")
+    series = doc["series_applies"]
+    lines += ["", "The whole series, every PR in order on one tree: " +
+              ("applies with no fuzz." if series is True else f"does not apply: {series}")]
     for c in doc["prs"]:
         if c.get("why"):
             lines += ["", f"{c['name']}: {c['why']}"]
@@ -243,14 +262,14 @@ def main(argv=None):
         else:
             shutil.rmtree(work, ignore_errors=True)
     doc = {"command": recorded_command(PROG), "base": valkeypr.BASE, "static": a.static,
-           "prs": checks}
+           "prs": checks, "series_applies": series_applies()}
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "checks.json"), "w") as f:
         json.dump(doc, f, indent=1)
     with open(os.path.join(a.out, "checks.md"), "w") as f:
         f.write(report_md(doc))
     print(report_md(doc), end="")
-    return 0 if all(good(c) for c in checks) else 1
+    return 0 if all(good(c) for c in checks) and doc["series_applies"] is True else 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ passes. A test a patched build fails that stock passed is run again (its unit, o
 tell a flaky test from a broken one.
 
   scripts/valkey-tests [--builds stock,0001,0002,0003,0004] [--proto tcp,tls] [--units ...]
+  scripts/valkey-tests --base 9.1.2 [--builds stock,01-fail-fast,...,series]
+
+With --base 9.1.2 the builds are Valkey 9.1.2 stock, each pull request of patches/upstream/NAME/
+(with the PRs it needs) and the whole series (scripts/valkey-pr; built on first use), and the
+suite is the series' own (the PRs' new tests included, so stock shows which of them it fails).
 
 Each unit runs in its own copy of the suite (its own ports, its own servers, `--clients 1`),
 --jobs at a time, bounded by --unit-timeout; every server a unit started is killed when it ends,
@@ -16,6 +21,7 @@ OUT/results.json and OUT/report.md. Needs tclsh (Debian's tcl) and, for TLS, tcl
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,7 +30,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from iobench_tools.lib import upstreamlib, valkeytests
+from iobench_tools.lib import upstreamlib, valkeypr, valkeytests
 from iobench_tools.lib.iobenchlib import ROOT, command_parser, recorded_command
 
 PROG = "valkey-tests"
@@ -42,10 +48,14 @@ def fail(msg, code=1):
     sys.exit(code)
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = command_parser(__doc__)
-    ap.add_argument("--builds", default="stock,0001,0002,0003,0004",
-                    help="stock and the patch levels to test (stock,0001,0002,0003,0004)")
+    ap.add_argument("--base", default="8.1.1", choices=("8.1.1", "9.1.2"),
+                    help="the Valkey release: 8.1.1 and the 0001..0004 series, or 9.1.2 and the "
+                         "pull requests of patches/upstream/NAME/ (8.1.1)")
+    ap.add_argument("--builds", default=None,
+                    help="stock and the builds to test (8.1.1: stock,0001,0002,0003,0004; "
+                         "9.1.2: stock,series)")
     ap.add_argument("--proto", default="tcp,tls", help="tcp, tls (tcp,tls)")
     ap.add_argument("--units", default=",".join(REPLICATION_UNITS),
                     help="the suite's units, as runtest's --single names them (the replication "
@@ -53,17 +63,24 @@ def parse_args():
     ap.add_argument("--jobs", type=int, default=2, help="units run at once (2)")
     ap.add_argument("--unit-timeout", type=int, default=1200,
                     help="seconds a unit may take before it is killed and counted failed (1200)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream", "valkey-tests"),
+    ap.add_argument("--out", default=None,
                     help="the folder results.json and report.md go to "
-                         "(results/upstream/valkey-tests)")
-    a = ap.parse_args()
-    a.builds = a.builds.split(",")
+                         "(results/upstream/valkey-tests; 9.1.2: results/upstream-9.1/valkey-tests)")
+    a = ap.parse_args(argv)
+    if a.base == "9.1.2":
+        known = valkeypr.build_names()
+        a.builds = (a.builds or "stock,series").split(",")
+        a.out = a.out or os.path.join(ROOT, "results", "upstream-9.1", "valkey-tests")
+    else:
+        known = ["stock", *sorted(p[:4] for p in os.listdir(os.path.join(ROOT, "patches", "upstream"))
+                                 if re.match(r"\d{4}-", p))]
+        a.builds = (a.builds or "stock,0001,0002,0003,0004").split(",")
+        a.out = a.out or os.path.join(ROOT, "results", "upstream", "valkey-tests")
     if "stock" not in a.builds:
         ap.error(f"invalid --builds '{','.join(a.builds)}': stock is the reference, include it")
-    levels = sorted(p[:4] for p in os.listdir(os.path.join(ROOT, "patches", "upstream")))
-    bad = [b for b in a.builds if b != "stock" and b not in levels]
+    bad = [b for b in a.builds if b not in known]
     if bad:
-        ap.error(f"invalid --builds: '{bad[0]}' (expected stock or one of {', '.join(levels)})")
+        ap.error(f"invalid --builds: '{bad[0]}' (expected one of {', '.join(known)})")
     a.proto = a.proto.split(",")
     if not a.proto or any(p not in ("tcp", "tls") for p in a.proto):
         ap.error(f"invalid --proto '{','.join(a.proto)}': expected tcp, tls or tcp,tls")
@@ -75,6 +92,28 @@ def parse_args():
     if not 10 <= a.unit_timeout <= 7200:
         ap.error(f"invalid --unit-timeout {a.unit_timeout}: expected 10..7200 seconds")
     return a
+
+
+def builds_and_suite(a):
+    """Each build's valkey-server, and the suite the units run from; fails with one line when a
+    build cannot be had."""
+    a.patches = {}
+    if a.base == "9.1.2":
+        try:
+            servers = {}
+            for b in a.builds:
+                print(f"{PROG}: Valkey 9.1.2 {b}: building (once; cached)", flush=True)
+                servers[b] = os.path.join(valkeypr.build(b), "valkey-server")
+                a.patches[b] = {os.path.relpath(p, ROOT): valkeypr.sha256(p)
+                                for p in valkeypr.patches_of(b)}
+            return servers, valkeypr.build(valkeypr.SERIES)
+        except valkeypr.PrError as e:
+            fail(str(e))
+    try:
+        servers = {b: upstreamlib.server_of(b) for b in a.builds}
+    except upstreamlib.BuildMissing as e:
+        fail(str(e))
+    return servers, os.path.join(upstreamlib.UPSTREAM, "tests")
 
 
 def check_tools(a):
@@ -90,14 +129,10 @@ def check_tools(a):
         fail("openssl not found: the TLS units need its certificates")
 
 
-def main():
-    a = parse_args()
+def main(argv=None):
+    a = parse_args(argv)
     check_tools(a)
-    try:
-        servers = {b: upstreamlib.server_of(b) for b in a.builds}
-    except upstreamlib.BuildMissing as e:
-        fail(str(e))
-    suite = os.path.join(upstreamlib.UPSTREAM, "tests")
+    servers, suite = builds_and_suite(a)
     known = valkeytests.units_of(suite)
     bad = [u for u in a.units if u not in known]
     if bad:
@@ -134,4 +169,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

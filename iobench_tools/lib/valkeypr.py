@@ -9,7 +9,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 
 from iobench_tools.lib.iobenchlib import ROOT
 
@@ -158,3 +160,79 @@ def format_problems(tree, paths, clang_format):
         if p.returncode != 0:
             bad.append(path)
     return bad
+
+
+BUILDS = os.path.join(ROOT, "build", "valkey", "9.1")
+SERIES = "series"
+
+
+def build_names():
+    """What can be built: stock 9.1.2, each PR (with the PRs it needs), and the whole series."""
+    return ["stock", *names(), SERIES]
+
+
+def patches_of(build):
+    """The commits a build applies, in order."""
+    if build == "stock":
+        return []
+    order = names() if build == SERIES else chain(build)
+    return [load(n)["patch"] for n in order]
+
+
+def build(name, timeout=3600, log=None):
+    """Valkey 9.1.2 built with TLS (Valkey's own allocator, as it ships), stock or with a PR's
+    chain or the whole series applied: the folder holding its valkey-server, valkey-cli,
+    valkey-benchmark and its own Tcl suite (tests/, runtest, utils/), cached by the hash of what
+    went into it under build/valkey-src/ and linked as build/valkey/9.1/NAME. PrError says why
+    one cannot be had (the source, a patch, the build)."""
+    if name not in build_names():
+        raise PrError(f"no build '{name}' (expected one of: {', '.join(build_names())})")
+    patches = patches_of(name)
+    h = hashlib.sha256(f"{BASE} BUILD_TLS=yes".encode())
+    for p in patches:
+        with open(p, "rb") as f:
+            h.update(f.read())
+    dest = os.path.join(ROOT, "build", "valkey-src", f"{BASE}-{name}-{h.hexdigest()[:12]}")
+    link = os.path.join(BUILDS, name)
+    if not os.access(os.path.join(dest, "valkey-server"), os.X_OK):
+        _build_into(dest, name, patches, timeout, log)
+    os.makedirs(BUILDS, exist_ok=True)
+    tmp_link = link + ".new"
+    if os.path.lexists(tmp_link):
+        os.remove(tmp_link)
+    os.symlink(os.path.relpath(dest, BUILDS), tmp_link)
+    os.replace(tmp_link, link)
+    return link
+
+
+def _build_into(dest, name, patches, timeout, log):
+    work = tempfile.mkdtemp(prefix="valkey-build-")
+    try:
+        tree = os.path.join(work, "tree")
+        extract(fetch_base(), tree)
+        for p in patches:
+            with open(p) as f:
+                apply(tree, f.read(), os.path.relpath(p, ROOT))
+        out = open(log, "a") if log else subprocess.DEVNULL
+        try:
+            p = subprocess.run(["make", f"-j{os.cpu_count() or 1}", "BUILD_TLS=yes"], cwd=tree,
+                               stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise PrError(f"the {name} build took longer than {timeout} s") from None
+        finally:
+            if log:
+                out.close()
+        if p.returncode != 0:
+            raise PrError(f"the {name} build of Valkey {BASE} failed (make exit {p.returncode})")
+        staged = dest + ".new"
+        shutil.rmtree(staged, ignore_errors=True)
+        os.makedirs(staged)
+        for binary in ("valkey-server", "valkey-cli", "valkey-benchmark"):
+            shutil.copy2(os.path.join(tree, "src", binary), staged)
+        for part in ("tests", "utils"):
+            shutil.copytree(os.path.join(tree, part), os.path.join(staged, part), symlinks=True)
+        shutil.copy2(os.path.join(tree, "runtest"), staged)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(staged, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -180,7 +180,11 @@ def document(a, runs, retried, seconds, servers, command):
     version = {b: subprocess.run([s, "--version"], capture_output=True, text=True).stdout.strip()
                for b, s in servers.items()}
     doc = {"tool": "iobench", "kind": "valkey-tests", "command": command,
-           "suite": "Valkey 8.1.1's tests/ (Debian's source tarball, unpatched)",
+           "base": getattr(a, "base", "8.1.1"),
+           "suite": ("Valkey 9.1.2's tests/ with the new tests of the series "
+                     "(patches/upstream/*/)" if getattr(a, "base", "8.1.1") == "9.1.2" else
+                     "Valkey 8.1.1's tests/ (Debian's source tarball, unpatched)"),
+           "patches": getattr(a, "patches", {}),
            "builds": a.builds, "versions": version, "proto": a.proto, "units": a.units,
            "jobs": a.jobs, "unit_timeout_s": a.unit_timeout, "seconds": round(seconds),
            "runs": [], "retries": [], "verdicts": {}}

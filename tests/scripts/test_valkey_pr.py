@@ -59,6 +59,7 @@ def test_every_pr_applies_with_no_fuzz_and_is_formatted(tmp_path):
     assert [c["name"] for c in doc["prs"]] == valkeypr.names()
     for c in doc["prs"]:
         assert c["applies"] and c["test_applies_alone"] and c["format_unclean"] == []
+    assert doc["series_applies"] is True
 
 
 @needs_base
@@ -115,3 +116,17 @@ def test_a_pr_that_does_not_apply_says_so_in_one_line_and_leaves_no_tree(tmp_pat
     assert p.returncode == 1, p.stdout + p.stderr
     assert "01-broken: FAILED" in p.stdout and "does not apply" in p.stdout
     assert not list(tmp.iterdir()), "the tree was left behind"
+
+
+def test_valkey_tests_on_9_1_2_names_its_builds_and_refuses_others():
+    script = str(ROOT / "scripts" / "valkey-tests")
+    for args, said in ((["--base", "9.1.2", "--builds", "stock,0004"], "invalid --builds: '0004'"),
+                       (["--base", "9.1.2", "--builds", "series"], "stock is the reference"),
+                       (["--base", "9.2"], "invalid choice: '9.2'")):
+        p = subprocess.run([script, *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and said in p.stderr, (args, p.stderr)
+    assert valkeypr.build_names() == ["stock", *valkeypr.names(), "series"]
+    assert [Path(p).name for p in valkeypr.patches_of("series")] == \
+        [f"{n}.patch" for n in valkeypr.names()]
+    for name in valkeypr.names():
+        assert Path(valkeypr.patches_of(name)[-1]).name == f"{name}.patch"
