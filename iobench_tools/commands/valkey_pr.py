@@ -14,7 +14,6 @@ should. Exit 1 when any PR fails a check, 2 on bad input.
 """
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -78,14 +77,8 @@ def tail(log, n=12):
 
 
 def gtest_cases(log):
-    """Each test case's verdict in a GoogleTest run's output: {name: 'ok' | 'failed'}."""
-    cases = {}
     with open(log, errors="replace") as f:
-        for line in f:
-            m = re.match(r"\[\s+(OK|FAILED)\s+\] (\S+\.\S+) \(", line)
-            if m:
-                cases[m.group(2)] = m.group(1).lower()
-    return cases
+        return valkeypr.gtest_cases(f.read())
 
 
 def build_and_test(tree, test, timeout, log):

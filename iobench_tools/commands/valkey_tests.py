@@ -94,6 +94,18 @@ def parse_args(argv=None):
     return a
 
 
+def run_gtests(a, servers):
+    """On 9.1.2, each build's GoogleTest suite (src/unit), one build at a time: {build: its
+    figures}; nothing on 8.1.1, whose release has none."""
+    if a.base != "9.1.2":
+        return {}
+    out = {}
+    for b, server in servers.items():
+        print(f"{PROG}: {b}: Valkey's GoogleTest suite", flush=True)
+        out[b] = valkeypr.run_gtests(os.path.dirname(server), timeout=a.unit_timeout)
+    return out
+
+
 def builds_and_suite(a):
     """Each build's valkey-server, and the suite the units run from; fails with one line when a
     build cannot be had."""
@@ -139,6 +151,7 @@ def main(argv=None):
         fail(f"invalid --units: '{bad[0]}' is not a unit of Valkey's suite "
              f"(e.g. {', '.join(sorted(known)[:4])})", 2)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    gtests = run_gtests(a, servers)
     tmp = tempfile.mkdtemp(prefix="iobench-valkey-tests-")
     runner = valkeytests.Runner(suite, servers["stock"], tmp, a.unit_timeout, a.jobs)
     todo = [(b, p, u) for b in a.builds for p in a.proto for u in a.units]
@@ -157,6 +170,8 @@ def main(argv=None):
         shutil.rmtree(tmp, ignore_errors=True)
     command = recorded_command("valkey-tests")
     doc = valkeytests.document(a, runs, retried, time.monotonic() - t0, servers, command)
+    if gtests:
+        doc["gtest"] = gtests
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(doc, f, indent=1)
@@ -164,8 +179,13 @@ def main(argv=None):
         f.write(valkeytests.report_md(doc))
     for line in valkeytests.verdict_lines(doc):
         print(f"{PROG}: {line}")
+    for build, g in gtests.items():
+        print(f"{PROG}: {build}'s GoogleTest suite: {g['status']}, {g['passed']} passed, "
+              f"failed: {', '.join(g['failed']) or 'none'} ({g['seconds']} s)")
     print(f"{PROG}: {os.path.relpath(os.path.join(a.out, 'report.md'), ROOT)}")
-    return 0 if all(v["passes_stock"] for v in doc["verdicts"].values()) else 1
+    gtests_hold = all(set(g["failed"]) <= set(gtests["stock"]["failed"]) and g["status"] != "timeout"
+                      for g in gtests.values()) if gtests else True
+    return 0 if all(v["passes_stock"] for v in doc["verdicts"].values()) and gtests_hold else 1
 
 
 if __name__ == "__main__":

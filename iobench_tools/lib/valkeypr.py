@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 from iobench_tools.lib.iobenchlib import ROOT
 
@@ -182,13 +183,14 @@ def patches_of(build):
 def build(name, timeout=3600, log=None):
     """Valkey 9.1.2 built with TLS (Valkey's own allocator, as it ships), stock or with a PR's
     chain or the whole series applied: the folder holding its valkey-server, valkey-cli,
-    valkey-benchmark and its own Tcl suite (tests/, runtest, utils/), cached by the hash of what
+    valkey-benchmark, valkey-unit-gtests (its GoogleTest suite) and its own Tcl suite (tests/,
+    runtest, utils/), cached by the hash of what
     went into it under build/valkey-src/ and linked as build/valkey/9.1/NAME. PrError says why
     one cannot be had (the source, a patch, the build)."""
     if name not in build_names():
         raise PrError(f"no build '{name}' (expected one of: {', '.join(build_names())})")
     patches = patches_of(name)
-    h = hashlib.sha256(f"{BASE} BUILD_TLS=yes".encode())
+    h = hashlib.sha256(f"{BASE} BUILD_TLS=yes valkey-unit-gtests".encode())
     for p in patches:
         with open(p, "rb") as f:
             h.update(f.read())
@@ -224,10 +226,25 @@ def _build_into(dest, name, patches, timeout, log):
                 out.close()
         if p.returncode != 0:
             raise PrError(f"the {name} build of Valkey {BASE} failed (make exit {p.returncode})")
+        # Valkey's GoogleTest suite (src/unit), built against this tree.
+        out = open(log, "a") if log else subprocess.DEVNULL
+        try:
+            p = subprocess.run(["make", "-C", "src", f"-j{os.cpu_count() or 1}", "BUILD_TLS=yes",
+                                "valkey-unit-gtests"], cwd=tree, stdout=out,
+                               stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise PrError(f"the {name} unit tests' build took longer than {timeout} s") from None
+        finally:
+            if log:
+                out.close()
+        if p.returncode != 0:
+            raise PrError(f"the {name} build of Valkey {BASE}'s unit tests failed (make exit "
+                          f"{p.returncode}; libgtest-dev and libgmock-dev?)")
         staged = dest + ".new"
         shutil.rmtree(staged, ignore_errors=True)
         os.makedirs(staged)
-        for binary in ("valkey-server", "valkey-cli", "valkey-benchmark"):
+        for binary in ("valkey-server", "valkey-cli", "valkey-benchmark",
+                       os.path.join("unit", "valkey-unit-gtests")):
             shutil.copy2(os.path.join(tree, "src", binary), staged)
         for part in ("tests", "utils"):
             shutil.copytree(os.path.join(tree, part), os.path.join(staged, part), symlinks=True)
@@ -236,3 +253,35 @@ def _build_into(dest, name, patches, timeout, log):
         os.replace(staged, dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def gtest_cases(text):
+    """Each test case's verdict in a GoogleTest run's output: {name: 'ok' | 'failed'}."""
+    cases = {}
+    for line in text.splitlines():
+        m = re.match(r"\[\s+(OK|FAILED)\s+\] (\S+\.\S+) \(", line)
+        if m:
+            cases[m.group(2)] = m.group(1).lower()
+    return cases
+
+
+def run_gtests(build_dir, timeout=1800):
+    """A build's GoogleTest suite (valkey-unit-gtests), run in a temporary directory of its own:
+    its status ('passed', 'failed', 'timeout'), seconds, the cases passed and failed."""
+    binary = os.path.join(build_dir, "valkey-unit-gtests")
+    cwd = tempfile.mkdtemp(prefix="valkey-gtests-")
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run([binary], cwd=cwd, capture_output=True, text=True, errors="replace",
+                           timeout=timeout)
+        status = "passed" if p.returncode == 0 else "failed"
+        text = p.stdout + p.stderr
+    except subprocess.TimeoutExpired as e:
+        status, text = "timeout", (e.stdout or b"").decode(errors="replace")
+    finally:
+        shutil.rmtree(cwd, ignore_errors=True)
+    cases = gtest_cases(text)
+    return {"status": status, "seconds": round(time.monotonic() - t0, 1),
+            "passed": sum(v == "ok" for v in cases.values()),
+            "failed": sorted(k for k, v in cases.items() if v == "failed"),
+            "tail": [] if status == "passed" else text.splitlines()[-15:]}

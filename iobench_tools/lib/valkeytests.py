@@ -265,4 +265,13 @@ def report_md(doc):
         out += [f"- re-run {r['build']} {r['proto'].upper()} {r['unit']}: it {r['retry_status']}, "
                 f"stock {r['stock_retry_status']}; still lost: "
                 f"{', '.join(r['still_lost']) or 'none'}" for r in doc["retries"]]
+    if doc.get("gtest"):
+        out += ["", "## Valkey's GoogleTest suite (src/unit)", "",
+                "| build | status | passed | failed | seconds |", "|---|---|---|---|---|"]
+        out += [f"| {b} | {g['status']} | {g['passed']} | {', '.join(g['failed']) or 'none'} | "
+                f"{g['seconds']} |" for b, g in doc["gtest"].items()]
+    if doc.get("patches"):
+        out += ["", "## The patches of each build (SHA-256)", ""]
+        out += [f"- {b}: " + (", ".join(f"`{os.path.basename(p)}` {h[:12]}" for p, h in ps.items())
+                              or "none (stock)") for b, ps in doc["patches"].items()]
     return "\n".join(out) + "\n"
