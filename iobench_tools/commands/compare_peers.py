@@ -309,7 +309,7 @@ def placements_of(a):
     return out
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.epilog = __doc__.split("\n\n", 1)[1]  # how each tool is run
     ap.add_argument("--proto", default="tcp,tls", help="tcp, tls or tcp,tls")
@@ -339,7 +339,7 @@ def parse_args():
     ap.add_argument("--nagle", action="store_true",
                     help="all tools leave Nagle on (default: all set TCP_NODELAY, as iobench and "
                          "Valkey's replication link do)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.iobench_runs is None:
         a.iobench_runs = 10 if a.iobench_window == "payload" else 1
     return a
@@ -424,8 +424,8 @@ def print_report(a, how, protos, sizes, placements, results, crypto):
               "encrypt + one decrypt")
 
 
-def main():
-    a = parse_args()
+def main(argv=None):
+    a = parse_args(argv)
     protos = a.proto.split(",")
     how = check_tools(a, protos)
     placements = placements_of(a)

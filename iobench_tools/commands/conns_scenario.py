@@ -29,7 +29,7 @@ def answer(rows):
                      + [f"- {fanoutlib.recommendation(v)}" for v in verdicts]) + "\n"
 
 
-def main():
+def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("name",
                     help="the scenario's name: its sweep goes to RESULTS/NAME/")
@@ -55,7 +55,7 @@ def main():
                     help="iobench --stagger: the delay between connections' starts")
     ap.add_argument("--results", default=os.path.join(ROOT, "results"),
                     help="the folder the scenario's folder NAME goes under")
-    a, rest = ap.parse_known_args()
+    a, rest = ap.parse_known_args(argv)
     cmd = [os.path.join(ROOT, "scripts", "sweep"), a.name, "--conns", a.conns, "--bufs", a.bufs,
            "--budget", a.budget, "--bytes", a.bytes, "--repeat", a.repeat, "--warmup", a.warmup,
            "--proto", a.proto, "--engine", a.engine, "--bytes-spread", a.bytes_spread,

@@ -20,7 +20,7 @@ def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):
     return (s["cpu_s"] + r["cpu_s"]) / (s["bytes"] / GiB)
 
 
-def main():
+def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--sizes", default="1k,64k",
                     help="buffer sizes, a list")
@@ -38,7 +38,7 @@ def main():
                          "in a run of its own, so its on/off is what the default costs the "
                          "measured runs")
     iobenchlib.add_binary_option(ap)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     require_binary("counting-overhead", a.iobench)
     print(f"{a.proto}, {a.bytes} per run, {a.pairs} interleaved pairs, counter {a.counter}"
           f"{', pinned to CPUs ' + a.cpus if a.cpus else ''}; cpu s/GiB medians [min-max]")

@@ -20,7 +20,7 @@ from iobench_tools.lib import runs as iobench_runs
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
 
 
-def main():
+def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("setups", nargs="*", help="LABEL=ARGS (iobench options)")
     ap.add_argument("--rounds", type=int, default=5,
@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--out", help="keep every run's JSON here")
     ap.add_argument("--cpus", default="", help="run both sides under taskset -c CPUS (e.g. 0)")
     iobenchlib.add_binary_option(ap)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     require_binary("engines-compare", a.iobench)
     if a.rounds < 1:
         sys.exit(f"engines-compare: invalid --rounds '{a.rounds}': expected 1 or more")

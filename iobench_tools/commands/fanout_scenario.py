@@ -41,7 +41,7 @@ from iobench_tools.lib import runs as iobench_runs
 TOLERANCE = 0.05
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("name",
                     help="the scenario's name: fanout.json, fanout.md and the runs go to "
@@ -76,7 +76,7 @@ def parse_args():
                     help="the folder the scenario's folder NAME goes under")
     ap.add_argument("--report", action="store_true",
                     help="rewrite fanout.md (and the verdicts) from fanout.json without running")
-    a, extra = ap.parse_known_args()
+    a, extra = ap.parse_known_args(argv)
     extra = [x for x in extra if x != "--"]
     if a.rounds < 1 or a.rounds > 50:
         ap.error(f"invalid --rounds '{a.rounds}': expected 1..50")
@@ -243,8 +243,8 @@ def write_report(out_dir, doc):
     print("\n".join(text))
 
 
-def main():
-    a, extra = parse_args()
+def main(argv=None):
+    a, extra = parse_args(argv)
     out_dir = os.path.join(a.results, a.name)
     if a.report:
         try:

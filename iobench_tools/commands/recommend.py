@@ -298,7 +298,7 @@ def fanout_report(doc, tolerance):
     return "\n".join(lines) + "\n"
 
 
-def main():
+def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("sweep_dir",
                     help="a sweep's folder (results/NAME), a fan-out scenario's or a fleet's")
@@ -312,7 +312,7 @@ def main():
                     help="what the knee is judged on: the two processes' CPU per GiB (default) "
                          "or the host's busy time per GiB over the data phase (all CPUs, "
                          "softirqs wherever they land)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if not 0 <= a.tolerance < 1:
         sys.exit(f"recommend: invalid --tolerance {a.tolerance}: expected 0..1")
     if os.path.exists(os.path.join(a.sweep_dir, "fleet.json")):

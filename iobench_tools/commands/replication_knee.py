@@ -136,7 +136,7 @@ def run_rounds(a, todo, dataset, nbytes, certs, tmp, identity):
     return runs, experiment.failures(done)
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--chunks", default="4k,16k,64k,256k", help="fixed chunk sizes (1k..1m)")
     ap.add_argument("--proto", default="tcp,tls", help="tcp, tls")
@@ -154,7 +154,7 @@ def parse_args():
     replsynclib.add_sync_options(ap, "primary's CPU,replicas' CPU (the model's --cpus too), "
                                      "or none")
     iobenchlib.add_binary_option(ap)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     try:
         a.chunks = parse_size_list(a.chunks)
     except ValueError as e:
@@ -171,8 +171,8 @@ def parse_args():
     return a
 
 
-def main():
-    a = parse_args()
+def main(argv=None):
+    a = parse_args(argv)
     plt = needs.module("matplotlib.pyplot", PROG, "python3-matplotlib")
     replsynclib.IOBENCH = a.iobench
     iobenchlib.require_binary(PROG, a.iobench)

@@ -169,7 +169,7 @@ def run_server(name, binary, version, a, certs, tmp, skipped, places):
     return cells
 
 
-def main():
+def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--servers", default="redis,valkey", help="redis, valkey (comma-separated)")
     ap.add_argument("--modes", default="disk,diskless,dual", help="disk, diskless, dual")
@@ -188,7 +188,7 @@ def main():
                     help="loopback, or the emulated EC2 link of scripts/netns-link (root)")
     ap.add_argument("--netns-rate", default="5gbit", help="--where netns: the tbf rate (5gbit)")
     ap.add_argument("--netns-mtu", type=int, default=9001, help="--where netns: the MTU (9001)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     globals()["IOBENCH"] = replsynclib.IOBENCH = a.iobench
     plt = needs.module("matplotlib.pyplot", "replication-sync", "python3-matplotlib")
     for opt, value, allowed in [("--servers", a.servers, {"redis", "valkey"}),

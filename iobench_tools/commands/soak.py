@@ -154,7 +154,7 @@ def settle(server, expected_lines, timeout=30):
     time.sleep(0.5)  # the last session threads exit after logging
 
 
-def main():
+def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--sessions", type=int, default=5000,
                     help="sessions the long-lived server serves in all")
@@ -168,7 +168,7 @@ def main():
                     help="RSS growth allowed after the warm-up")
     ap.add_argument("--json", help="write the figures here")
     iobenchlib.add_binary_option(ap)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     for name in ("sessions", "clients", "per_client"):
         if getattr(a, name) < (2 if name == "per_client" else 1):
             sys.exit(f"soak: error: invalid --{name.replace('_', '-')} '{getattr(a, name)}'")

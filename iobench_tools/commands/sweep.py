@@ -83,7 +83,7 @@ def cell_command(a, cell, out, tls_dir, remote):
     return run.argv(a.iobench), None
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("name",
                     help="the sweep's name: its runs and manifest go to RESULTS/NAME/ (run again "
@@ -168,7 +168,7 @@ def parse_args():
                          "twice per round under two names, the sweep's noise floor (auto: 16k "
                          "if swept, else the largest fixed size; none: no control)")
     iobenchlib.add_binary_option(ap)
-    return ap.parse_args()
+    return ap.parse_args(argv)
 
 
 def check_args(a):
@@ -343,8 +343,8 @@ def print_outcome(a, cells, recs, skipped, out_dir, manifest):
     return failed
 
 
-def main():
-    a = parse_args()
+def main(argv=None):
+    a = parse_args(argv)
     placements = check_args(a)
     out_dir = os.path.join(a.results, a.name)
     os.makedirs(os.path.join(out_dir, "cells"), exist_ok=True)

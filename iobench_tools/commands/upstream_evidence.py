@@ -37,7 +37,7 @@ def fail(msg):
     sys.exit(f"{PROG}: error: {msg}")
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--patches", default=",".join(upstreamlib.PATCHES),
                     help="the comparisons: " + ", ".join(upstreamlib.PATCHES))
@@ -50,7 +50,7 @@ def parse_args():
                     help="the folder results.json and report.md go to")
     replsynclib.add_sync_options(ap)
     iobenchlib.add_binary_option(ap)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     replsynclib.check_sync_args(ap, a, {"patches": tuple(upstreamlib.PATCHES),
                                         "proto": ("tcp", "tls"),
                                         "modes": ("dual", "diskless", "disk")})
@@ -85,8 +85,8 @@ def run(a, todo, servers, dataset, certs, tmp):
     return runs, traced
 
 
-def main():
-    a = parse_args()
+def main(argv=None):
+    a = parse_args(argv)
     replsynclib.IOBENCH = a.iobench
     iobenchlib.require_binary(PROG, a.iobench)
     if not shutil.which("redis-cli"):

@@ -42,7 +42,7 @@ def one_run(a, watched):
     return r["sender"]["cpu_s_per_gib"], r["receiver"]["cpu_s_per_gib"]
 
 
-def main():
+def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--rounds", type=int, default=5,
                     help="interleaved rounds of a watched and an unwatched run")
@@ -53,7 +53,7 @@ def main():
     ap.add_argument("--cpus", default="0,1",
                     help="iobench --cpus: sender CPU, receiver CPU")
     ap.add_argument("--json", help="also write the figures here")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if not 1 <= a.rounds <= 100:
         ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
     runs = {False: [], True: []}

@@ -5,6 +5,7 @@ description that ends its sentence, every option with help text and its default.
 import argparse
 import ast
 import importlib
+import inspect
 import pkgutil
 import re
 import sys
@@ -144,3 +145,13 @@ def test_every_library_is_on_the_page_and_imports_only_lower_floors():
             if other in floors and other != lib and floors[other] >= floors[lib]:
                 upward.append(f"{lib} (floor {floors[lib]}) imports {other} (floor {floors[other]})")
     assert not upward, "\n".join(upward)
+
+
+@pytest.mark.parametrize("command", sorted(listed_commands()))
+def test_every_command_takes_its_arguments_as_main_argv(command):
+    """`main(argv=None)`: a command runs from Python with its own arguments, as from its
+    launcher with the process's (docs/architecture.md)."""
+    module = importlib.import_module(f"iobench_tools.commands.{listed_commands()[command]}")
+    params = inspect.signature(module.main).parameters
+    assert list(params) == ["argv"] and params["argv"].default is None, \
+        f"{command}: main{inspect.signature(module.main)}, not main(argv=None)"
