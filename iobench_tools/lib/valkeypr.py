@@ -165,24 +165,31 @@ def format_problems(tree, paths, clang_format):
 
 BUILDS = os.path.join(ROOT, "build", "valkey", "9.1")
 SERIES = "series"
+SERIES_ASAN = "series-asan"  # the whole series built with SANITIZER=address
 
 
 def build_names():
-    """What can be built: stock 9.1.2, each PR (with the PRs it needs), and the whole series."""
-    return ["stock", *names(), SERIES]
+    """What can be built: stock 9.1.2, each PR (with the PRs it needs), the whole series, and
+    the series under AddressSanitizer."""
+    return ["stock", *names(), SERIES, SERIES_ASAN]
 
 
 def patches_of(build):
     """The commits a build applies, in order."""
     if build == "stock":
         return []
-    order = names() if build == SERIES else chain(build)
+    order = names() if build in (SERIES, SERIES_ASAN) else chain(build)
     return [load(n)["patch"] for n in order]
 
 
+def make_flags(build):
+    """The make variables of a build: TLS always; AddressSanitizer for series-asan."""
+    return ["BUILD_TLS=yes", *(["SANITIZER=address"] if build == SERIES_ASAN else [])]
+
+
 def build(name, timeout=3600, log=None):
-    """Valkey 9.1.2 built with TLS (Valkey's own allocator, as it ships), stock or with a PR's
-    chain or the whole series applied: the folder holding its valkey-server, valkey-cli,
+    """Valkey 9.1.2 built with TLS (Valkey's own allocator, as it ships; series-asan with
+    AddressSanitizer), stock or with a PR's chain or the whole series applied: the folder holding its valkey-server, valkey-cli,
     valkey-benchmark, valkey-unit-gtests (its GoogleTest suite) and its own Tcl suite (tests/,
     runtest, utils/), cached by the hash of what
     went into it under build/valkey-src/ and linked as build/valkey/9.1/NAME. PrError says why
@@ -190,7 +197,7 @@ def build(name, timeout=3600, log=None):
     if name not in build_names():
         raise PrError(f"no build '{name}' (expected one of: {', '.join(build_names())})")
     patches = patches_of(name)
-    h = hashlib.sha256(f"{BASE} BUILD_TLS=yes valkey-unit-gtests".encode())
+    h = hashlib.sha256(f"{BASE} {' '.join(make_flags(name))} valkey-unit-gtests".encode())
     for p in patches:
         with open(p, "rb") as f:
             h.update(f.read())
@@ -217,7 +224,7 @@ def _build_into(dest, name, patches, timeout, log):
                 apply(tree, f.read(), os.path.relpath(p, ROOT))
         out = open(log, "a") if log else subprocess.DEVNULL
         try:
-            p = subprocess.run(["make", f"-j{os.cpu_count() or 1}", "BUILD_TLS=yes"], cwd=tree,
+            p = subprocess.run(["make", f"-j{os.cpu_count() or 1}", *make_flags(name)], cwd=tree,
                                stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise PrError(f"the {name} build took longer than {timeout} s") from None
@@ -229,7 +236,7 @@ def _build_into(dest, name, patches, timeout, log):
         # Valkey's GoogleTest suite (src/unit), built against this tree.
         out = open(log, "a") if log else subprocess.DEVNULL
         try:
-            p = subprocess.run(["make", "-C", "src", f"-j{os.cpu_count() or 1}", "BUILD_TLS=yes",
+            p = subprocess.run(["make", "-C", "src", f"-j{os.cpu_count() or 1}", *make_flags(name),
                                 "valkey-unit-gtests"], cwd=tree, stdout=out,
                                stderr=subprocess.STDOUT, timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -125,7 +125,9 @@ def test_valkey_tests_on_9_1_2_names_its_builds_and_refuses_others():
                        (["--base", "9.2"], "invalid choice: '9.2'")):
         p = subprocess.run([script, *args], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and said in p.stderr, (args, p.stderr)
-    assert valkeypr.build_names() == ["stock", *valkeypr.names(), "series"]
+    assert valkeypr.build_names() == ["stock", *valkeypr.names(), "series", "series-asan"]
+    assert "SANITIZER=address" in valkeypr.make_flags("series-asan")
+    assert valkeypr.patches_of("series-asan") == valkeypr.patches_of("series")
     assert [Path(p).name for p in valkeypr.patches_of("series")] == \
         [f"{n}.patch" for n in valkeypr.names()]
     for name in valkeypr.names():
