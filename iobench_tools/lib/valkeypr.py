@@ -214,6 +214,21 @@ def build(name, timeout=3600, log=None):
     return link
 
 
+def _make(tree, args, what, name, timeout, log):
+    """`make` in `tree` with the build's flags, its output to `log`; PrError naming `what`."""
+    out = open(log, "a") if log else subprocess.DEVNULL
+    try:
+        p = subprocess.run(["make", f"-j{os.cpu_count() or 1}", *make_flags(name), *args],
+                           cwd=tree, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise PrError(f"{what} took longer than {timeout} s") from None
+    finally:
+        if log:
+            out.close()
+    if p.returncode != 0:
+        raise PrError(f"{what} failed (make exit {p.returncode})")
+
+
 def _build_into(dest, name, patches, timeout, log):
     work = tempfile.mkdtemp(prefix="valkey-build-")
     try:
@@ -222,31 +237,11 @@ def _build_into(dest, name, patches, timeout, log):
         for p in patches:
             with open(p) as f:
                 apply(tree, f.read(), os.path.relpath(p, ROOT))
-        out = open(log, "a") if log else subprocess.DEVNULL
-        try:
-            p = subprocess.run(["make", f"-j{os.cpu_count() or 1}", *make_flags(name)], cwd=tree,
-                               stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise PrError(f"the {name} build took longer than {timeout} s") from None
-        finally:
-            if log:
-                out.close()
-        if p.returncode != 0:
-            raise PrError(f"the {name} build of Valkey {BASE} failed (make exit {p.returncode})")
+        _make(tree, [], f"the {name} build of Valkey {BASE}", name, timeout, log)
         # Valkey's GoogleTest suite (src/unit), built against this tree.
-        out = open(log, "a") if log else subprocess.DEVNULL
-        try:
-            p = subprocess.run(["make", "-C", "src", f"-j{os.cpu_count() or 1}", *make_flags(name),
-                                "valkey-unit-gtests"], cwd=tree, stdout=out,
-                               stderr=subprocess.STDOUT, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise PrError(f"the {name} unit tests' build took longer than {timeout} s") from None
-        finally:
-            if log:
-                out.close()
-        if p.returncode != 0:
-            raise PrError(f"the {name} build of Valkey {BASE}'s unit tests failed (make exit "
-                          f"{p.returncode}; libgtest-dev and libgmock-dev?)")
+        _make(tree, ["-C", "src", "valkey-unit-gtests"],
+              f"the {name} build of Valkey {BASE}'s unit tests (libgtest-dev, libgmock-dev?)",
+              name, timeout, log)
         staged = dest + ".new"
         shutil.rmtree(staged, ignore_errors=True)
         os.makedirs(staged)
