@@ -62,6 +62,8 @@ def test_each_patch_applies_in_order_with_no_fuzz(tmp_path):
     (["--upstream", "stock", "--chunk", "65536"], "--chunk needs --upstream 0001 or later"),
     (["--chunk", "65536"], "--chunk needs --upstream"),
     (["--bogus"], "unknown argument '--bogus'"),
+    (["--fetch", "9.0"], "invalid --fetch '9.0': expected 8.1.1 or 9.1.2"),
+    (["--fetch", "9.1.2", "--upstream", "stock"], "--fetch takes one version"),
 ])
 def test_bad_build_arguments_stop_with_one_line(args, said):
     r = subprocess.run([str(BUILD), *args], capture_output=True, text=True, timeout=60)

@@ -132,3 +132,12 @@ def test_valkey_tests_on_9_1_2_names_its_builds_and_refuses_others():
         [f"{n}.patch" for n in valkeypr.names()]
     for name in valkeypr.names():
         assert Path(valkeypr.patches_of(name)[-1]).name == f"{name}.patch"
+
+
+@needs_base
+def test_the_base_is_fetched_once_and_pinned_by_its_hash():
+    p = subprocess.run([str(ROOT / "scripts" / "build-valkey-source"), "--fetch", "9.1.2"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == str(TARBALL)
+    assert valkeypr.sha256(str(TARBALL)) == \
+        "8e8557da7426a51b4e0fb514a65ef6241dc7c85cb408243af389070abf379cec"
