@@ -238,6 +238,7 @@ def report_md(doc):
     out = ["# Valkey's own replication tests: stock beside the upstream patches", "",
            f"- command: `{doc['command']}`",
            f"- suite: {doc['suite']}; builds: " + ", ".join(
+               f"{b} (`build/valkey/9.1/{b}`)" if doc.get("base") == "9.1.2" else
                f"{b} (`scripts/build-valkey-source --upstream {b}`)" for b in doc["builds"]),
            f"- {len(doc['runs'])} unit runs, {doc['jobs']} at a time, in {doc['seconds']} s "
            f"({doc['seconds'] / 60:.1f} min); each cell is passed / failed / skipped", "",

@@ -141,3 +141,23 @@ def test_the_base_is_fetched_once_and_pinned_by_its_hash():
     assert p.returncode == 0 and p.stdout.strip() == str(TARBALL)
     assert valkeypr.sha256(str(TARBALL)) == \
         "8e8557da7426a51b4e0fb514a65ef6241dc7c85cb408243af389070abf379cec"
+
+
+def test_the_9_1_2_report_names_its_builds_gtests_and_patches():
+    from iobench_tools.lib import valkeytests
+    run = {"status": "passed", "seconds": 10.0, "passed": 5, "failed": 0, "skipped": 1,
+           "failed_tests": [], "skipped_tests": [], "tail": []}
+    doc = {"command": "scripts/valkey-tests --base 9.1.2", "base": "9.1.2", "suite": "s",
+           "builds": ["stock", "series"], "proto": ["tcp"], "units": ["integration/x"],
+           "jobs": 2, "seconds": 60, "retries": [],
+           "runs": [dict(run, build=b, proto="tcp", unit="integration/x") for b in ("stock", "series")],
+           "verdicts": {"series/tcp": {"build": "series", "proto": "tcp", "stock_passed": 5,
+                                        "passed": 5, "passes_stock": True, "lost": {}, "flaky": {}}},
+           "gtest": {"stock": {"status": "passed", "passed": 900, "failed": [], "seconds": 30.0},
+                     "series": {"status": "failed", "passed": 899, "failed": ["A.b"],
+                                "seconds": 31.0}},
+           "patches": {"stock": {}, "series": {"patches/upstream/01-x/01-x.patch": "ab" * 32}}}
+    md = valkeytests.report_md(doc)
+    assert "series (`build/valkey/9.1/series`)" in md
+    assert "| series | failed | 899 | A.b | 31.0 |" in md
+    assert "- series: `01-x.patch` abababababab" in md and "- stock: none (stock)" in md
