@@ -23,7 +23,7 @@ every tool, iperf3 included, from outside: the host's TCP segments sent over the
 Placements (--placement, default shared,split), every tool placed alike: shared, every process
 on CPU 0; split, the sender on CPU 0 and the receiver on CPU 1 (iobench --cpus 0,1, iperf3 -A
 0,1, IOBENCH_FLOOR_CPUS=0,1, socat under taskset), all processes confined to CPUs 0 and 1;
-unpinned, anywhere (a draw between those two, reported as such). --cpus LIST instead confines
+unpinned, anywhere (a draw between those two, reported as such). --confine LIST instead confines
 every process to LIST with no per-side pinning.
 """
 import json
@@ -287,15 +287,16 @@ def placement_text(cpus, sides):
 def placements_of(a):
     """{name: (CPU set of the cgroup, (sender CPU, receiver CPU) or None)} to measure."""
     allowed = os.sched_getaffinity(0)
-    if a.cpus:
+    if a.confine:
         try:
-            cpus = {int(c) for c in a.cpus.split(",")}
+            cpus = {int(c) for c in a.confine.split(",")}
         except ValueError:
-            sys.exit(f"compare-peers: invalid --cpus '{a.cpus}': expected CPU numbers like 0 or 0,1")
+            sys.exit(f"compare-peers: invalid --confine '{a.confine}': expected CPU numbers like "
+                     f"0 or 0,1")
         if not cpus <= allowed:
-            sys.exit(f"compare-peers: invalid --cpus '{a.cpus}': allowed CPUs are "
+            sys.exit(f"compare-peers: invalid --confine '{a.confine}': allowed CPUs are "
                      f"{sorted(allowed)}")
-        return {f"cpus {a.cpus}": (cpus, None)}
+        return {f"cpus {a.confine}": (cpus, None)}
     out = {}
     for name in a.placement.split(","):
         if name not in PLACEMENTS:
@@ -333,13 +334,14 @@ def parse_args(argv=None):
                     help="placements, each measured for every tool alike: shared (all on CPU "
                          "0), split (sender CPU 0, receiver CPU 1), unpinned; default "
                          "shared,split")
-    ap.add_argument("--cpus", metavar="LIST",
-                    help="instead of --placement: confine every process of every tool to these "
-                         "CPUs, no per-side pinning (e.g. 0 or 0,1)")
+    iobenchlib.add_confine_option(
+        ap, "instead of --placement: confine every process of every tool to these CPUs, no "
+            "per-side pinning (e.g. 0 or 0,1)")
     ap.add_argument("--nagle", action="store_true",
                     help="all tools leave Nagle on (default: all set TCP_NODELAY, as iobench and "
                          "Valkey's replication link do)")
     a = ap.parse_args(argv)
+    a.confine = iobenchlib.confined(ap, a)
     if a.iobench_runs is None:
         a.iobench_runs = 10 if a.iobench_window == "payload" else 1
     return a

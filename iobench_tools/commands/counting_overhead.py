@@ -30,25 +30,26 @@ def main(argv=None):
                     help="payload per run")
     ap.add_argument("--proto", default="tcp",
                     help="tcp or tls")
-    ap.add_argument("--cpus", default="",
-                    help="run both sides under taskset -c CPUS (e.g. 0): on a small VM the CPU "
-                         "per GiB of unpinned loopback runs spreads 5x with scheduling alone")
+    iobenchlib.add_confine_option(
+        ap, "run both sides under taskset -c CPUS (e.g. 0): on a small VM the CPU per GiB of "
+            "unpinned loopback runs spreads 5x with scheduling alone")
     ap.add_argument("--counter", default="auto", choices=["auto", "bpf", "tracepoints", "taskio"],
                     help="the kernel counter measured (--syscalls of the 'on' runs); auto counts "
                          "in a run of its own, so its on/off is what the default costs the "
                          "measured runs")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
+    a.confine = iobenchlib.confined(ap, a)
     require_binary("counting-overhead", a.iobench)
     print(f"{a.proto}, {a.bytes} per run, {a.pairs} interleaved pairs, counter {a.counter}"
-          f"{', pinned to CPUs ' + a.cpus if a.cpus else ''}; cpu s/GiB medians [min-max]")
+          f"{', confined to CPUs ' + a.confine if a.confine else ''}; cpu s/GiB medians [min-max]")
     print(f"{'size':>6} {'counting on':>24} {'counting off':>24} {'on/off':>8}")
     for size in a.sizes.split(","):
         on, off = [], []
         for i in range(a.pairs):
             order = [(a.counter, on), ("off", off)] if i % 2 == 0 else [("off", off), (a.counter, on)]
             for mode, dest in order:
-                dest.append(cpu_per_gib(a.iobench, size, a.bytes, mode, a.proto, a.cpus))
+                dest.append(cpu_per_gib(a.iobench, size, a.bytes, mode, a.proto, a.confine))
         son, soff = stat(on), stat(off)
         print(f"{size:>6} {fmt_stat(son):>24} {fmt_stat(soff):>24} "
               f"{son['median'] / soff['median']:>8.3f}")

@@ -30,9 +30,10 @@ def main(argv=None):
     ap.add_argument("--bytes", default="100M",
                     help="payload per run")
     ap.add_argument("--out", help="keep every run's JSON here")
-    ap.add_argument("--cpus", default="", help="run both sides under taskset -c CPUS (e.g. 0)")
+    iobenchlib.add_confine_option(ap, "run both sides under taskset -c CPUS (e.g. 0)")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
+    a.confine = iobenchlib.confined(ap, a)
     require_binary("engines-compare", a.iobench)
     if a.rounds < 1:
         sys.exit(f"engines-compare: invalid --rounds '{a.rounds}': expected 1 or more")
@@ -49,7 +50,7 @@ def main(argv=None):
     for rnd in range(a.rounds):
         for label, args in setups:
             doc = run_json(iobench_runs.ClientRun(buf=a.bufs, bytes=a.bytes, extra=tuple(args)),
-                           f"engines-compare: {label}", iobench=a.iobench, cpus=a.cpus)
+                           f"engines-compare: {label}", iobench=a.iobench, cpus=a.confine)
             if a.out:
                 with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
                     json.dump(doc, f, indent=1)

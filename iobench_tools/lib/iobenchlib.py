@@ -72,6 +72,22 @@ def command_parser(doc, prog=None):
                                    formatter_class=_HelpFormatter)
 
 
+def add_confine_option(parser, help_text):
+    """--confine CPUS, a measurement script's confinement of every process it runs to a set of
+    CPUs (taskset -c). Named apart from iobench's --cpus, which pins the sender and the receiver
+    one CPU each; --cpus here is refused with the new name (confined() says so)."""
+    parser.add_argument("--confine", default="", metavar="CPUS", help=help_text)
+    parser.add_argument("--cpus", default=None, help=argparse.SUPPRESS)
+
+
+def confined(parser, a):
+    """The --confine of a parsed command line; a --cpus given instead stops it with one line."""
+    if a.cpus is not None:
+        parser.error(f"--cpus here confined every process; it is --confine now (iobench's "
+                     f"--cpus pins each side): use --confine {a.cpus}")
+    return a.confine
+
+
 def add_binary_option(parser):
     """--iobench, the binary a command runs: binary()'s pick unless given."""
     parser.add_argument("--iobench", default=binary(),

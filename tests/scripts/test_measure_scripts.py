@@ -113,13 +113,17 @@ def test_cgroup_counts_a_child_nobody_waits_for():
 
 
 def test_a_confined_group_confines_everything_it_starts():
-    """compare-peers --cpus: every process of a measurement, children included, on those CPUs."""
+    """compare-peers --confine: every process of a measurement, children included, on those CPUs;
+    --cpus, its old name, is refused with the new one."""
     cgroup_cpu = cgroup_cpu_or_skip()
     cpu = min(os.sched_getaffinity(0))
     child = "import os\nif os.fork()==0:\n print(sorted(os.sched_getaffinity(0)))\n os._exit(0)\nos.wait()"
     with cgroup_cpu.CpuGroup(cpus={cpu}) as g:
         p = g.run(["python3", "-c", child], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == f"[{cpu}]"
-    bad = subprocess.run([str(SCRIPTS / "compare-peers"), "--cpus", "x"], capture_output=True,
+    bad = subprocess.run([str(SCRIPTS / "compare-peers"), "--confine", "x"], capture_output=True,
                          text=True)
-    assert bad.returncode == 1 and "invalid --cpus 'x'" in bad.stderr
+    assert bad.returncode == 1 and "invalid --confine 'x'" in bad.stderr
+    for script in ("compare-peers", "counting-overhead", "engines-compare"):
+        old = subprocess.run([str(SCRIPTS / script), "--cpus", "0"], capture_output=True, text=True)
+        assert old.returncode == 2 and "use --confine 0" in old.stderr, (script, old.stderr)
