@@ -314,8 +314,10 @@ def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.epilog = __doc__.split("\n\n", 1)[1]  # how each tool is run
     ap.add_argument("--proto", default="tcp,tls", help="tcp, tls or tcp,tls")
-    ap.add_argument("--sizes", default="4k,16k,64k",
+    ap.add_argument("--bufs", default="4k,16k,64k",
                     help="buffer sizes, a list: each tool moves --bytes in writes of this size")
+    iobenchlib.add_renamed_option(ap, "--sizes", "--bufs", "the buffer-size axis has one name "
+                                  "in every script")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     ap.add_argument("--bytes", default="1000M", help="bytes per measurement")
     ap.add_argument("--iobench-runs", type=int,
@@ -341,7 +343,7 @@ def parse_args(argv=None):
                     help="all tools leave Nagle on (default: all set TCP_NODELAY, as iobench and "
                          "Valkey's replication link do)")
     a = ap.parse_args(argv)
-    a.confine = iobenchlib.confined(ap, a)
+    iobenchlib.refuse_renamed(ap, a)
     if a.iobench_runs is None:
         a.iobench_runs = 10 if a.iobench_window == "payload" else 1
     return a
@@ -432,7 +434,7 @@ def main(argv=None):
     how = check_tools(a, protos)
     placements = placements_of(a)
     nbytes = parse_size(a.bytes)
-    sizes = [parse_size(s) for s in a.sizes.split(",")]
+    sizes = [parse_size(s) for s in a.bufs.split(",")]
     results, orders, crypto = measure(a, protos, sizes, nbytes, placements)
     print_report(a, how, protos, sizes, placements, results, crypto)
     if a.json:

@@ -22,8 +22,10 @@ def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):
 
 def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
-    ap.add_argument("--sizes", default="1k,64k",
+    ap.add_argument("--bufs", default="1k,64k",
                     help="buffer sizes, a list")
+    iobenchlib.add_renamed_option(ap, "--sizes", "--bufs", "the buffer-size axis has one name "
+                                  "in every script")
     ap.add_argument("--pairs", type=int, default=7,
                     help="interleaved on/off pairs of runs per size")
     ap.add_argument("--bytes", default="100M",
@@ -39,12 +41,12 @@ def main(argv=None):
                          "measured runs")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
-    a.confine = iobenchlib.confined(ap, a)
+    iobenchlib.refuse_renamed(ap, a)
     require_binary("counting-overhead", a.iobench)
     print(f"{a.proto}, {a.bytes} per run, {a.pairs} interleaved pairs, counter {a.counter}"
           f"{', confined to CPUs ' + a.confine if a.confine else ''}; cpu s/GiB medians [min-max]")
     print(f"{'size':>6} {'counting on':>24} {'counting off':>24} {'on/off':>8}")
-    for size in a.sizes.split(","):
+    for size in a.bufs.split(","):
         on, off = [], []
         for i in range(a.pairs):
             order = [(a.counter, on), ("off", off)] if i % 2 == 0 else [("off", off), (a.counter, on)]

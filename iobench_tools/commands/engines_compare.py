@@ -33,7 +33,7 @@ def main(argv=None):
     iobenchlib.add_confine_option(ap, "run both sides under taskset -c CPUS (e.g. 0)")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
-    a.confine = iobenchlib.confined(ap, a)
+    iobenchlib.refuse_renamed(ap, a)
     require_binary("engines-compare", a.iobench)
     if a.rounds < 1:
         sys.exit(f"engines-compare: invalid --rounds '{a.rounds}': expected 1 or more")

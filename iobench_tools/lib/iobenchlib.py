@@ -72,20 +72,30 @@ def command_parser(doc, prog=None):
                                    formatter_class=_HelpFormatter)
 
 
+def add_renamed_option(parser, old, new, why):
+    """An option's old name, kept only to be refused with its new one (refuse_renamed): a script
+    whose axis or meaning was renamed (`why`) says what to type instead, in one line."""
+    dest = "renamed_" + old.lstrip("-").replace("-", "_")
+    parser.add_argument(old, dest=dest, default=None, help=argparse.SUPPRESS)
+    parser.set_defaults(**{dest + "_to": (new, why)})
+
+
+def refuse_renamed(parser, a):
+    """Stops with one line when an old name added by add_renamed_option was given."""
+    for key, value in vars(a).items():
+        if key.startswith("renamed_") and not key.endswith("_to") and value is not None:
+            new, why = getattr(a, key + "_to")
+            parser.error(f"--{key[len('renamed_'):].replace('_', '-')} is {new} now ({why}): "
+                         f"use {new} {value}")
+
+
 def add_confine_option(parser, help_text):
     """--confine CPUS, a measurement script's confinement of every process it runs to a set of
     CPUs (taskset -c). Named apart from iobench's --cpus, which pins the sender and the receiver
-    one CPU each; --cpus here is refused with the new name (confined() says so)."""
+    one CPU each; --cpus here is refused with the new name (refuse_renamed)."""
     parser.add_argument("--confine", default="", metavar="CPUS", help=help_text)
-    parser.add_argument("--cpus", default=None, help=argparse.SUPPRESS)
-
-
-def confined(parser, a):
-    """The --confine of a parsed command line; a --cpus given instead stops it with one line."""
-    if a.cpus is not None:
-        parser.error(f"--cpus here confined every process; it is --confine now (iobench's "
-                     f"--cpus pins each side): use --confine {a.cpus}")
-    return a.confine
+    add_renamed_option(parser, "--cpus", "--confine",
+                       "it confined every process; iobench's --cpus pins each side")
 
 
 def add_binary_option(parser):

@@ -21,7 +21,7 @@ def script(name, *args):
 
 def test_counting_overhead_prints_on_off_per_size():
     # task I/O accounting needs no privilege, so this runs anywhere.
-    p = script("counting-overhead", "--pairs", "1", "--bytes", "1M", "--sizes", "4k,16k",
+    p = script("counting-overhead", "--pairs", "1", "--bytes", "1M", "--bufs", "4k,16k",
                "--counter", "taskio")
     assert p.returncode == 0, p.stderr
     assert "counter taskio" in p.stdout
@@ -72,7 +72,7 @@ def test_compare_peers_measures_every_tool_in_a_cgroup():
             pytest.skip(f"{tool} not installed (scripts/setup installs it)")
     floor = ROOT / "build" / "release" / "iobench-floor"
     p = subprocess.run([str(SCRIPTS / "compare-peers"), "--iobench", BIN, "--floor", str(floor),
-                        "--rounds", "2", "--bytes", "8M", "--iobench-runs", "2", "--sizes", "16k"],
+                        "--rounds", "2", "--bytes", "8M", "--iobench-runs", "2", "--bufs", "16k"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "cgroup" in p.stdout.splitlines()[0]
@@ -126,4 +126,5 @@ def test_a_confined_group_confines_everything_it_starts():
     assert bad.returncode == 1 and "invalid --confine 'x'" in bad.stderr
     for script in ("compare-peers", "counting-overhead", "engines-compare"):
         old = subprocess.run([str(SCRIPTS / script), "--cpus", "0"], capture_output=True, text=True)
-        assert old.returncode == 2 and "use --confine 0" in old.stderr, (script, old.stderr)
+        assert old.returncode == 2 and "--cpus is --confine now" in old.stderr \
+            and "use --confine 0" in old.stderr, (script, old.stderr)
