@@ -62,8 +62,10 @@ def test_no_other_module_writes_an_iobench_flag():
         tree = ast.parse(path.read_text())
         own = set()  # a script's own options (argparse) are not iobench's
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in (
-                    "add_argument", "error"):
+            called = getattr(node, "func", None)
+            name = getattr(called, "attr", None) or getattr(called, "id", "")
+            if isinstance(node, ast.Call) and name in ("add_argument", "error",
+                                                       "add_renamed_option"):
                 own |= {id(sub) for sub in ast.walk(node)}
         found += [f"{rel}:{n.lineno} {n.value}" for n in ast.walk(tree)
                   if isinstance(n, ast.Constant) and n.value in flags and id(n) not in own
