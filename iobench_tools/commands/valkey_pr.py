@@ -120,10 +120,7 @@ def tcl_test(tree, test, timeout, log):
     if rc != 0:
         return ("timeout" if rc == "timeout" else "build failed"), build_s, 0.0, {}, None
     suite = tree + "-suite"
-    os.makedirs(suite)
-    for part in ("tests", "utils"):
-        shutil.copytree(os.path.join(tree, part), os.path.join(suite, part), symlinks=True)
-    shutil.copy(os.path.join(tree, "runtest"), suite)
+    valkeypr.copy_suite(tree, suite)
     runner = valkeytests.Runner(suite, os.path.join(tree, "src", "valkey-server"),
                                 os.path.dirname(tree), timeout, 1)
     res = runner.run(os.path.join(tree, "src", "valkey-server"), "tcp", test["unit"])
@@ -187,10 +184,7 @@ def series_applies():
     take): True, or the line saying where it does not."""
     tree = tempfile.mkdtemp(prefix="valkey-pr-series-")
     try:
-        valkeypr.extract(valkeypr.fetch_base(), tree)
-        for p in valkeypr.patches_of(valkeypr.SERIES):
-            with open(p) as f:
-                valkeypr.apply(tree, f.read(), os.path.relpath(p, ROOT))
+        valkeypr.patched_tree(tree, valkeypr.commits(valkeypr.patches_of(valkeypr.SERIES)))
         return True
     except valkeypr.PrError as e:
         return str(e)

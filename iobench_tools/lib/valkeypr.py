@@ -5,6 +5,7 @@ its own test); and a Valkey 9.1.2 source tree with some of them applied (scripts
 A PR's commit holds its change and its test; `split_patch` separates the two (a file under
 src/unit/ or tests/ is a test), so a check can apply the test alone and see it fail."""
 import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -99,6 +100,7 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def fetch_base():
     """The pinned 9.1.2 tarball (scripts/build-valkey-source --fetch): its path, or PrError."""
     p = subprocess.run([os.path.join(ROOT, "scripts", "build-valkey-source"), "--fetch", BASE],
@@ -127,18 +129,38 @@ def apply(tree, text, what):
         raise PrError(f"{what} does not apply to Valkey {BASE} with --fuzz=0: {said}")
 
 
+def patched_tree(tree, patches):
+    """A pristine 9.1.2 tree at `tree` with `patches` applied in order, each (its text, what to
+    call it when it does not apply)."""
+    extract(fetch_base(), tree)
+    for text, what in patches:
+        apply(tree, text, what)
+
+
+def commits(paths):
+    """Commit files as patched_tree() takes them: (text, the file's path in the checkout)."""
+    out = []
+    for path in paths:
+        with open(path) as f:
+            out.append((f.read(), os.path.relpath(path, ROOT)))
+    return out
+
+
 def prepare(tree, name, with_change=True):
     """A pristine 9.1.2 tree at `tree` with `name`'s chain applied; `with_change` False applies
     the PRs it needs and only `name`'s test (to see the test fail without the change)."""
-    extract(fetch_base(), tree)
-    for n in chain(name):
-        pr = load(n)
-        with open(pr["patch"]) as f:
-            text = f.read()
-        if n == name and not with_change:
-            apply(tree, split_patch(text)[1], f"{n}'s test")
-        else:
-            apply(tree, text, f"{os.path.relpath(pr['patch'], ROOT)}")
+    patches = commits(load(n)["patch"] for n in chain(name))
+    if not with_change:
+        patches[-1] = (split_patch(patches[-1][0])[1], f"{name}'s test")
+    patched_tree(tree, patches)
+
+
+def copy_suite(tree, dest):
+    """A tree's Tcl suite (tests/, utils/, runtest) into `dest`, which must not hold one yet."""
+    os.makedirs(dest, exist_ok=True)
+    for part in ("tests", "utils"):
+        shutil.copytree(os.path.join(tree, part), os.path.join(dest, part), symlinks=True)
+    shutil.copy2(os.path.join(tree, "runtest"), dest)
 
 
 def format_problems(tree, paths, clang_format):
@@ -233,10 +255,7 @@ def _build_into(dest, name, patches, timeout, log):
     work = tempfile.mkdtemp(prefix="valkey-build-")
     try:
         tree = os.path.join(work, "tree")
-        extract(fetch_base(), tree)
-        for p in patches:
-            with open(p) as f:
-                apply(tree, f.read(), os.path.relpath(p, ROOT))
+        patched_tree(tree, commits(patches))
         _make(tree, [], f"the {name} build of Valkey {BASE}", name, timeout, log)
         # Valkey's GoogleTest suite (src/unit), built against this tree.
         _make(tree, ["-C", "src", "valkey-unit-gtests"],
@@ -248,9 +267,7 @@ def _build_into(dest, name, patches, timeout, log):
         for binary in ("valkey-server", "valkey-cli", "valkey-benchmark",
                        os.path.join("unit", "valkey-unit-gtests")):
             shutil.copy2(os.path.join(tree, "src", binary), staged)
-        for part in ("tests", "utils"):
-            shutil.copytree(os.path.join(tree, part), os.path.join(staged, part), symlinks=True)
-        shutil.copy2(os.path.join(tree, "runtest"), staged)
+        copy_suite(tree, staged)
         shutil.rmtree(dest, ignore_errors=True)
         os.replace(staged, dest)
     finally:
