@@ -86,13 +86,13 @@ def report(manifest, rows, tolerance):
                       "placement moves the knee: re-run with --cpus to know).", ""]
         else:
             lines += [f"Placement: {pl}.", ""]
-        picks, body = proto_sections(prs, tolerance)
+        picks, answers, body = proto_sections(prs, tolerance)
         lines += body
         unsure = noisefloor.excludes_one(floors.get(pl))
         if unsure:
             picks = {p: (k, unsure) for p, (k, _) in picks.items()}
             lines += [f"**No knee above is decided**: {unsure}.", ""]
-        defaults[pl], default_lines = one_connection_default(picks, prs)
+        defaults[pl], default_lines = one_connection_default(picks, prs, answers)
         lines += ["## Recommended defaults" + (f" ({pl})" if len(placements) > 1 else ""), ""]
         lines += default_lines
         lines += many_connections(prs, tolerance)
@@ -113,8 +113,9 @@ def report(manifest, rows, tolerance):
 
 
 def proto_sections(rows, tolerance):
-    """Per protocol: the PR #817 table and its knee. Returns ({proto: (knee, edge)}, lines)."""
-    picks, lines = {}, []
+    """Per protocol: the PR #817 table and its knee. Returns ({proto: (knee, edge)}, {proto:
+    sweeplib.answer}, lines)."""
+    picks, answers, lines = {}, {}, []
     for proto in sorted({r["proto"] for r in rows}):
         rs = [r for r in rows if r["proto"] == proto and r["conns"] == 1 and r["group"] is None]
         if not rs:
@@ -145,6 +146,7 @@ def proto_sections(rows, tolerance):
         if model:
             lines += ["", costmodel.text(model, sweeplib.size_label, scope)]
         v = sweeplib.decide_knee(rs, tolerance)
+        answers[proto] = sweeplib.answer(rs, tolerance, v)
         k, edge = v["knee"], v["edge"]
         lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                   f"{sweeplib.size_label(best['buf'])}.")
@@ -179,7 +181,7 @@ def proto_sections(rows, tolerance):
             lines += ["", f"{lowest} The smallest buffer within {tolerance:.0%} of it is {label} "
                           f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB), but **no knee with "
                           f"confidence**: {why}.", ""]
-    return picks, lines
+    return picks, answers, lines
 
 
 def regime_lines(rs):
@@ -249,15 +251,16 @@ def cost_intervals(rs, best):
             + ", ".join(parts) + f"; the knee is judged on {judged} (--cost).")
 
 
-def one_connection_default(picks, rows):
+def one_connection_default(picks, rows, answers=None):
     """The one-connection default (or None) and the lines that say it, bounded by what was
-    measured."""
+    measured; with no default, the size to take until sweeps decide it (pick_until_decided)."""
     if not picks:
         return None, ["- One connection: no single-connection cells."]
     at_edge = {p: e for p, (_, e) in picks.items() if e}
     if at_edge:
         return None, ["- **One connection: no default from this sweep** — "
-                      + "; ".join(f"{p.upper()}: {e}" for p, e in sorted(at_edge.items())) + "."]
+                      + "; ".join(f"{p.upper()}: {e}" for p, e in sorted(at_edge.items())) + "."
+                      + pick_until_decided(answers or {})]
     one = max(k["buf"] for k, _ in picks.values())
     largest = max(r["buf"] for r in rows if r["conns"] == 1 and r["group"] is None)
     return one, [f"- **One connection: {sweeplib.size_label(one)}** — the largest knee across "
@@ -265,6 +268,23 @@ def one_connection_default(picks, rows):
                              for p, (k, _) in sorted(picks.items()))
                  + f": below it CPU per GiB climbs; above it, up to the largest size tried "
                    f"({sweeplib.size_label(largest)}), nothing is gained."]
+
+
+def pick_until_decided(answers):
+    """With no default, the one a sweep of this host states the same way every time: per
+    protocol the size its statement names (sweeplib.answer: the knee, the fewest calls among
+    the sizes the runs cannot tell apart, or the largest size tried when it is lowest), and the
+    largest of those. A call costs CPU (iobench-micro: microseconds per syscall), so among sizes
+    the runs cannot part the one with the fewest calls is the one physics favours; several
+    sweeps pooled (scripts/repeatability) decide what one cannot."""
+    named = {p: a for p, a in answers.items() if a["size"] is not None}
+    if not named or len(named) < len(answers):
+        return ""
+    one = max(a["size"] for a in named.values())
+    return (f" Until sweeps decide it, take **{sweeplib.size_label(one)}**: the largest of "
+            + ", ".join(f"{p.upper()} {sweeplib.size_label(a['size'])} ({a['kind']})"
+                        for p, a in sorted(named.items()))
+            + "; pool several sweeps with scripts/repeatability to decide it.")
 
 
 def many_connections(rows, tolerance):

@@ -13,7 +13,7 @@ lists what failed and why; running the same command again re-runs only failed or
                      [--source-window 256k|payload]  (the sender's source: a hot window, as a
                      primary sends from the buffer its serializer just filled; or the whole
                      payload once, from cold pages)
-                     [--retries 2] [--backoff 5] [--order balanced|round-robin|shuffle|cell] [--seed 1]
+                     [--retries 2] [--backoff 5] [--order balanced|round-robin|shuffle|cell] [--seed N]
                      [--control 16k|auto|none]  (the A/A control: one cell twice per round, the
                      sweep's noise floor, printed first by scripts/recommend)
 """
@@ -22,6 +22,7 @@ import datetime
 import json
 from dataclasses import replace
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -130,8 +131,10 @@ def parse_args(argv=None):
                          "interleaved (balanced: every cell in every place of a round and after "
                          "every other cell equally often, a Williams square); cell: each cell's "
                          "repeats back to back")
-    ap.add_argument("--seed", type=int, default=1,
-                    help="--order balanced's relabelling and shuffle's orders")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="--order balanced's relabelling and shuffle's orders (default: a fresh "
+                         "seed per sweep, recorded in the manifest and kept on resume, so "
+                         "sweeps in a row are independent schedules; give it to repeat one)")
     ap.add_argument("--where", default="loopback", choices=["loopback", "netns"],
                     help="loopback, or netns: two network namespaces joined by a veth link capped"
                          " by tbf (--netns-rate, --netns-mtu), as an EC2 link (root)")
@@ -283,6 +286,20 @@ def describe_sweep(a, placements, manifest):
     })
 
 
+def sweep_seed(given, manifest):
+    """The schedule's seed: the one given, else the resumed sweep's (its schedule must not
+    change), else a fresh one — each new sweep its own balanced relabelling, so a run of sweeps
+    samples schedules instead of repeating one (issue #48: five sweeps in a row under seed 1
+    were independent in time only)."""
+    kept = manifest.get("seed") if manifest.get("cells") else None
+    if given is not None and kept is not None and given != kept:
+        sys.exit(f"sweep: --seed {given} differs from the seed {kept} this sweep started with; "
+                 "resume without --seed, or start a new sweep under another name")
+    if given is not None:
+        return given
+    return kept if kept is not None else random.SystemRandom().randrange(1, 1 << 31)
+
+
 def start_server(a, out_dir):
     """The server the cells run against, and the TLS directory its certificates are in: a
     running one (--connect), one started over ssh (--server-host), or none (each cell's own)."""
@@ -352,6 +369,7 @@ def main(argv=None):
     manifest = json.load(open(manifest_path)) if os.path.exists(manifest_path) else {}
     previous = {c["id"]: c for c in manifest.get("cells", [])}
     cells = plan_cells(a, placements)
+    a.seed = sweep_seed(a.seed, manifest)
     describe_sweep(a, placements, manifest)
 
     def save():

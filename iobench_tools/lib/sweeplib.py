@@ -475,15 +475,17 @@ def same_work_rows(rows):
     return samework.collapse(rows, size_label)
 
 
-def all_decided(rows, tolerance):
-    """Is every one-connection knee of these rows (per placement and protocol) decided: at the
-    range's edge, sure (decide_knee: both sides shown), decided by the model, or where more runs
-    will not move it? What --repeat auto stops on."""
+def undecided(rows, tolerance):
+    """The one-connection knees of these rows (per placement and protocol) not yet decided: not
+    at the range's edge, not sure (decide_knee: both sides shown), not decided by the model, and
+    where more runs could still move them. [(placement, proto, verdict)]: the verdict's "more"
+    is the runs per cell that would likely decide it."""
     groups = {}
     for r in rows:
         if r["conns"] == 1 and r["group"] is None and not r.get("control_of"):
             groups.setdefault((r["placement"], r["proto"]), []).append(r)
-    for rs in groups.values():
+    open_knees = []
+    for (placement, proto), rs in groups.items():
         rs = same_work_rows(rs)
         v = decide_knee(rs, tolerance)
         # A pick over smaller sizes it cannot tell apart is no decision yet: more rounds may show
@@ -491,5 +493,34 @@ def all_decided(rows, tolerance):
         if v["edge"] or v["sure"] or v["more"] is None:
             continue
         if not model_decides(model_for(rs, v["best"])[0], rs, v["knee"], v["best"], tolerance)[0]:
-            return False
-    return True
+            open_knees.append((placement, proto, v))
+    return open_knees
+
+
+def all_decided(rows, tolerance):
+    """Is every one-connection knee of these rows decided (undecided is empty)? What --repeat
+    auto stops on."""
+    return not undecided(rows, tolerance)
+
+
+def answer(rs, tolerance, v=None):
+    """What one protocol's knee statement comes to (rs: same_work_rows), for reading many sweeps
+    side by side: {"size": the size named (None: nothing to compare), "kind"}. Kinds: "sure"
+    (both sides shown), "model" (the cost model decides), "picked" (the smallest size shown
+    within, over smaller ones the runs cannot part from it), "by count" (no size shown within:
+    the fewest calls among those the runs cannot tell from the lowest), "edge" (the lowest at
+    the largest size tried, the next below clearly above), "noise" (none of these). `v`: the
+    rows' decide_knee when the caller has it (a bootstrap each)."""
+    v = v or decide_knee(rs, tolerance)
+    if v["edge"]:
+        top = max(rs, key=lambda r: r["buf"])
+        return {"size": top["buf"] if len(rs) > 1 else None, "kind": "edge"}
+    if v["sure"]:
+        return {"size": v["knee"]["buf"], "kind": "sure"}
+    if model_decides(model_for(rs, v["best"])[0], rs, v["knee"], v["best"], tolerance)[0]:
+        return {"size": v["knee"]["buf"], "kind": "model"}
+    if v["picked"]:
+        return {"size": v["knee"]["buf"], "kind": "picked"}
+    if v["by_count"] is not None:
+        return {"size": v["by_count"]["buf"], "kind": "by count"}
+    return {"size": v["knee"]["buf"], "kind": "noise"}

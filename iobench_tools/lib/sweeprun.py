@@ -124,19 +124,33 @@ def decided_after(rnd, cells, recs, out_dir, a):
     planned = (getattr(a, "noise_floor", None) or {}).get("planned_rounds")
     # While the A/A interval excludes 1 no knee is decided (recommend says so): run on.
     trusted = noisefloor.excludes_one(getattr(a, "noise_floor", None)) is None
-    a.stopped = stop_reason(rnd, trusted and sweeplib.all_decided(rows, a.tolerance), planned)
+    open_knees = sweeplib.undecided(rows, a.tolerance) if trusted else None
+    a.stopped = stop_reason(rnd, open_knees, planned, a.max_repeat)
     return a.stopped is not None
 
 
-def stop_reason(rnd, decided, planned):
-    """Why --repeat auto stops after round `rnd`, or None to run another: every knee decided,
-    or the rounds the A/A noise floor planned reached — the host's own noise says that many
-    resolve a difference of the tolerance, so a knee still undecided lies closer to the
-    tolerance than that noise can tell."""
-    if decided:
+# Rounds before --repeat auto judges that the cap cannot decide a knee: the runs-needed estimate
+# scales the interval's half-width, too rough on fewer rounds to stop on.
+HOPELESS_AFTER = 8
+
+
+def stop_reason(rnd, open_knees, planned, max_repeat):
+    """Why --repeat auto stops after round `rnd`, or None to run another: every knee decided
+    (`open_knees` empty; None: not judged, the A/A interval excludes 1); the rounds the A/A
+    noise floor planned reached — the host's own noise says that many resolve a difference of
+    the tolerance, so a knee still undecided lies closer to the tolerance than that noise can
+    tell; or, from HOPELESS_AFTER rounds, every open knee needing more runs per cell than the
+    cap leaves — more rounds would spend the time and state the same undecided knee (the five
+    reference sweeps of issue #48 ran to the cap of 20 for a TCP knee needing over 100)."""
+    if open_knees is not None and not open_knees:
         return "every knee decided"
     if planned is not None and rnd >= planned:
         return f"the {planned} rounds the noise floor planned"
+    if open_knees and rnd >= HOPELESS_AFTER and rnd < max_repeat and all(
+            v["more"] > max_repeat - rnd for _, _, v in open_knees):
+        need = ", ".join(f"{proto.upper()} about {v['more']}" for _, proto, v in open_knees)
+        return (f"no open knee can be decided within --max-repeat {max_repeat} (more runs per "
+                f"cell needed: {need})")
     return None
 
 

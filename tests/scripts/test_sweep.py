@@ -45,6 +45,18 @@ def test_manifest_cells_and_resume(tmp_path):
     p = sweep(tmp_path, "tiny", "--proto", "tcp,tls", "--bufs", "4k,16k", check=0)
     assert "4 already done" in p.stdout
     assert {f.name: f.stat().st_mtime_ns for f in (d / "cells").iterdir()} == first
+    # The drawn seed is kept on resume (the schedule must not change) and a different one refused.
+    again = json.loads((d / "manifest.json").read_text())
+    assert isinstance(m["seed"], int) and again["seed"] == m["seed"]
+    assert again["schedule"] == m["schedule"]
+    p = sweep(tmp_path, "tiny", "--proto", "tcp,tls", "--bufs", "4k,16k", "--seed",
+              str(m["seed"] + 1), check=1)
+    assert (f"--seed {m['seed'] + 1} differs from the seed {m['seed']} this sweep started with"
+            in p.stderr)
+    # A new sweep without --seed draws its own: sweeps in a row are independent schedules.
+    sweep(tmp_path, "tiny2", "--proto", "tcp", "--bufs", "4k,16k", check=0)
+    other = json.loads((tmp_path / "tiny2" / "manifest.json").read_text())
+    assert isinstance(other["seed"], int) and other["seed"] != m["seed"]
 
 
 def test_the_control_is_the_noise_floor_printed_first(tmp_path):
@@ -182,6 +194,8 @@ def test_a_knee_at_the_largest_size_tried_is_not_a_default(tmp_path):
            "clearly above it" in text and "sweep larger sizes" in text
     assert "One connection: no default from this sweep" in text
     assert "nothing is gained" not in text
+    # The size to take meanwhile, said the same way whichever statement a sweep came to.
+    assert "Until sweeps decide it, take **16K**: the largest of TCP 16K (edge)" in text
 
 
 def test_a_largest_size_the_next_cannot_be_told_from_is_no_edge(tmp_path):
@@ -622,10 +636,25 @@ def test_repeat_auto_stops_once_the_knee_is_decided(tmp_path):
 
 def test_auto_stops_at_the_rounds_the_noise_floor_planned():
     from iobench_tools.lib.sweeprun import stop_reason
-    assert stop_reason(5, True, 150) == "every knee decided"
-    assert stop_reason(5, False, 150) is None, "a noisy host: on to --max-repeat"
-    assert stop_reason(7, False, 7) == "the 7 rounds the noise floor planned"
-    assert stop_reason(6, False, None) is None, "no control: only decisions stop it"
+    tcp = [("0,1", "tcp", {"more": 3})]
+    assert stop_reason(5, [], 150, 20) == "every knee decided"
+    assert stop_reason(5, tcp, 150, 20) is None, "a noisy host: on to --max-repeat"
+    assert stop_reason(5, None, 150, 20) is None, "the A/A excludes 1: nothing is decided"
+    assert stop_reason(7, tcp, 7, 20) == "the 7 rounds the noise floor planned"
+    assert stop_reason(6, tcp, None, 20) is None, "no control: only decisions stop it"
+
+
+def test_auto_stops_when_the_cap_cannot_decide_an_open_knee():
+    # From HOPELESS_AFTER rounds: every open knee needing more runs than the cap leaves stops it;
+    # one knee that the remaining rounds may decide keeps it running.
+    from iobench_tools.lib.sweeprun import HOPELESS_AFTER, stop_reason
+    hopeless = [("0,1", "tcp", {"more": 140})]
+    why = stop_reason(HOPELESS_AFTER, hopeless, 565, 20)
+    assert why == ("no open knee can be decided within --max-repeat 20 (more runs per cell "
+                   "needed: TCP about 140)")
+    assert stop_reason(HOPELESS_AFTER - 1, hopeless, 565, 20) is None, "too few rounds to judge"
+    hopeful = hopeless + [("0,1", "tls", {"more": 20 - HOPELESS_AFTER})]
+    assert stop_reason(HOPELESS_AFTER, hopeful, 565, 20) is None
 
 
 def test_an_undecided_knee_keeps_auto_running(tmp_path):
@@ -784,7 +813,7 @@ def test_no_knee_is_decided_while_the_aa_control_differs_from_itself(tmp_path):
 
 def test_a_balanced_sweep_runs_each_round_in_its_williams_order(tmp_path):
     sweep(tmp_path, "bal", "--proto", "tcp", "--bufs", "4k,16k,64k", "--repeat", "6",
-          "--control", "none", "--bytes", "1M", check=0)
+          "--control", "none", "--bytes", "1M", "--seed", "1", check=0)
     d = tmp_path / "bal"
     m = json.loads((d / "manifest.json").read_text())
     assert m["order"] == "balanced" and m["seed"] == 1 and len(m["schedule"]) == 6
