@@ -5,6 +5,7 @@ Mann-Whitney U test), and the recommended default for one connection and for man
 the noise is not recommended: the report says how many more runs per cell would tell.
 
   scripts/recommend results/<name> [--tolerance 0.05] [--cost processes|host] [--out FILE]
+                    [--micro MICRO.json]
 
 A fleet (results/<name>/fleet.json, scripts/fleet) gets the knee per pair, per instance type and
 across its pairs, saying which pairs disagree.
@@ -32,7 +33,7 @@ def source_text(window):
             "buffer its serializer has just filled")
 
 
-def report(manifest, rows, tolerance):
+def report(manifest, rows, tolerance, micro=None):
     ctx = rows[0]["context"]
     lines = [f"# Buffer-size recommendation: {manifest['name']}", ""]
     where = manifest["where"]
@@ -86,7 +87,7 @@ def report(manifest, rows, tolerance):
                       "placement moves the knee: re-run with --cpus to know).", ""]
         else:
             lines += [f"Placement: {pl}.", ""]
-        picks, answers, body = proto_sections(prs, tolerance)
+        picks, answers, body = proto_sections(prs, tolerance, micro)
         lines += body
         unsure = noisefloor.excludes_one(floors.get(pl))
         if unsure:
@@ -112,7 +113,7 @@ def report(manifest, rows, tolerance):
     return "\n".join(lines) + "\n"
 
 
-def proto_sections(rows, tolerance):
+def proto_sections(rows, tolerance, micro=None):
     """Per protocol: the PR #817 table and its knee. Returns ({proto: (knee, edge)}, {proto:
     sweeplib.answer}, lines)."""
     picks, answers, lines = {}, {}, []
@@ -142,11 +143,11 @@ def proto_sections(rows, tolerance):
                       "one workload below (its cost per round the median of its sizes'), "
                       "named by its smallest size."]
         best = min(rs, key=sweeplib.total_cpu_per_gib)
-        model, scope = sweeplib.model_for(rs, best)
+        model, scope = sweeplib.model_for(rs, best, micro)
         if model:
             lines += ["", costmodel.text(model, sweeplib.size_label, scope)]
         v = sweeplib.decide_knee(rs, tolerance)
-        answers[proto] = sweeplib.answer(rs, tolerance, v)
+        answers[proto] = sweeplib.answer(rs, tolerance, v, micro)
         k, edge = v["knee"], v["edge"]
         lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                   f"{sweeplib.size_label(best['buf'])}.")
@@ -328,6 +329,10 @@ def main(argv=None):
     ap.add_argument("--out",
                     help="write the recommendation here (default: recommendation.md in the "
                          "sweep's folder)")
+    ap.add_argument("--micro", metavar="MICRO.json",
+                    help="iobench-micro's JSON from this host (scripts/micro): the TCP cost "
+                         "model's cost per syscall is checked against its measured one, and "
+                         "stands aside where the two intervals do not overlap")
     ap.add_argument("--cost", default="processes", choices=sweeplib.COSTS,
                     help="what the knee is judged on: the two processes' CPU per GiB (default) "
                          "or the host's busy time per GiB over the data phase (all CPUs, "
@@ -335,6 +340,15 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if not 0 <= a.tolerance < 1:
         sys.exit(f"recommend: invalid --tolerance {a.tolerance}: expected 0..1")
+    micro = None
+    if a.micro:
+        try:
+            micro = costmodel.micro_per_call(a.micro)
+        except ValueError as e:
+            sys.exit(f"recommend: {e}")
+        if micro is None:
+            sys.exit(f"recommend: --micro '{a.micro}' has fewer than 3 sizes of "
+                     "BM_TcpLoopbackWriteRead (scripts/micro --benchmark_filter=TcpLoopback)")
     if os.path.exists(os.path.join(a.sweep_dir, "fleet.json")):
         text, pairs = fleetlib.report(a.sweep_dir, a.tolerance, a.cost)
         for p in pairs:  # each swept pair's own tables and knees, beside its results
@@ -358,7 +372,7 @@ def main(argv=None):
     manifest, rows = sweeplib.load(a.sweep_dir, "recommend", a.cost)
     if not rows:
         sys.exit(f"recommend: no finished cells in {a.sweep_dir}")
-    text = report(manifest, rows, a.tolerance)
+    text = report(manifest, rows, a.tolerance, micro)
     out = a.out or os.path.join(a.sweep_dir, "recommendation.md")
     with open(out, "w") as f:
         f.write(text)

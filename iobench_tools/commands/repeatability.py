@@ -5,7 +5,7 @@ between-sweep term by which a sweep's intervals must be widened where they do no
 size's ratio to the largest size pooled across the sweeps with how many independent sweeps a
 verdict on it needs.
 
-  scripts/repeatability SWEEP... [--tolerance 0.05] [--out FILE]
+  scripts/repeatability SWEEP... [--tolerance 0.05] [--micro MICRO.json] [--out FILE]
 
 A SWEEP is a sweep's folder or a .tar.xz of one (how results/reference-repeat keeps ten sweeps'
 cells within a results folder's 5 MB)."""
@@ -17,6 +17,7 @@ import sys
 import tarfile
 import tempfile
 
+from iobench_tools.lib import costmodel
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import repeatability as rep
 from iobench_tools.lib import sweeplib
@@ -30,6 +31,9 @@ def parse_args(argv=None):
     ap.add_argument("--tolerance", type=float, default=0.05,
                     help="the recommender's tolerance the knees are judged at (0.05)")
     ap.add_argument("--out", help="write the report here (default: stdout)")
+    ap.add_argument("--micro", metavar="MICRO.json",
+                    help="iobench-micro's JSON from this host: the cost models are checked "
+                         "against it, as scripts/recommend --micro does")
     a = ap.parse_args(argv)
     if not 0 < a.tolerance < 1:
         ap.error(f"invalid --tolerance '{a.tolerance}': expected a fraction in (0, 1)")
@@ -52,7 +56,7 @@ def statement(ans):
     return f"{sweeplib.size_label(ans['size'])} ({ans['kind']})"
 
 
-def sweep_table(sweeps, protos, tolerance):
+def sweep_table(sweeps, protos, tolerance, micro):
     """The table of sweeps and {proto: Counter of statements}."""
     lines = ["| sweep | time | rounds (stopped) | seed | A/A (stated 95%) | "
              + " | ".join(p.upper() for p in protos) + " |",
@@ -63,7 +67,7 @@ def sweep_table(sweeps, protos, tolerance):
         cells = []
         for p in protos:
             rs = [v for (_, proto), v in groups.items() if proto == p]
-            s = statement(sweeplib.answer(rs[0], tolerance)) if rs else "not run"
+            s = statement(sweeplib.answer(rs[0], tolerance, micro=micro)) if rs else "not run"
             counts[p][s] += 1
             cells.append(s)
         f = manifest.get("noise_floor")
@@ -112,12 +116,12 @@ def pair_lines(pairs, tolerance):
     return lines
 
 
-def report(sweeps, tolerance):
+def report(sweeps, tolerance, micro=None):
     # The same command but for each sweep's name.
     commands = sorted({m.get("command", "?").replace(f" {m.get('name')} ", " NAME ")
                        for _, m, _ in sweeps})
     protos = sorted({r["proto"] for _, _, rows in sweeps for r in rows})
-    table, counts = sweep_table(sweeps, protos, tolerance)
+    table, counts = sweep_table(sweeps, protos, tolerance, micro)
     lines = [f"# Repeatability of {len(sweeps)} sweeps", "",
              "Command" + ("s (they differ: read with care)" if len(commands) > 1 else "") + ": "
              + "; ".join(f"`{c}`" for c in commands) + f". Tolerance {tolerance:.0%}.", ""]
@@ -159,7 +163,11 @@ def main(argv=None):
             manifest, rows = sweeplib.load(d, "repeatability")
             sweeps.append((manifest.get("name") or os.path.basename(os.path.normpath(d)),
                            manifest, rows))
-    text = report(sweeps, a.tolerance)
+    try:
+        micro = costmodel.micro_per_call(a.micro) if a.micro else None
+    except ValueError as e:
+        sys.exit(f"repeatability: {e}")
+    text = report(sweeps, a.tolerance, micro)
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)

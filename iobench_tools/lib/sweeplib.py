@@ -430,15 +430,18 @@ def regime_split(row):
     return split if all(split.values()) else None
 
 
-def model_for(rs, best):
+def model_for(rs, best, micro=None):
     """The cost model the knee is judged with, and its scope: fitted over the workloads whose
     senders share the lowest cell's regime (ran throughout, or waited at times) when there are
-    3 or more of them — the same calls cost differently in the two — else over all."""
+    3 or more of them — the same calls cost differently in the two — else over all; checked
+    against iobench-micro's cost per syscall when `micro` is given (costmodel.micro_per_call)."""
     same = [r for r in rs if ran_throughout(r) == ran_throughout(best)]
+    runs = lambda r: r.get("total_cpu_runs")  # noqa: E731
     if len(same) >= 3 and len(same) < len(rs):
         regime = "ran throughout" if ran_throughout(best) else "waited at times"
-        return costmodel.fit(same, total_cpu_per_gib), f"the sizes whose sender {regime}"
-    return costmodel.fit(rs, total_cpu_per_gib), "every size"
+        return (costmodel.fit(same, total_cpu_per_gib, micro, runs),
+                f"the sizes whose sender {regime}")
+    return costmodel.fit(rs, total_cpu_per_gib, micro, runs), "every size"
 
 
 def model_decides(model, rs, k, best, tolerance):
@@ -466,7 +469,21 @@ def model_decides(model, rs, k, best, tolerance):
         if s_ratio <= 1 + tolerance:
             return False, words + " of the lowest: no step the model can see"
     words += f" of the lowest (residuals within ±{100 * worst:.1f}%)"
-    return k_ratio <= 1 + tolerance, words
+    if k_ratio > 1 + tolerance:
+        return False, words
+    # As firm as the model is at both ends of its cost per call (costmodel.bounded).
+    for end in costmodel.bounded(model):
+        lo = costmodel.predict(end, best)
+        k_end = costmodel.predict(end, k) / lo
+        s_end = costmodel.predict(end, judged[2]) / lo if smaller else None
+        if k_end > 1 + tolerance or (s_end is not None and s_end <= 1 + tolerance):
+            return False, (words + f"; at {1e6 * end['per_call_s']:.2f} µs per {model['call']} "
+                           f"(an end of what is known of it) {size_label(k['buf'])} would be "
+                           f"{100 * (k_end - 1):+.1f}%"
+                           + (f" and {size_label(judged[2]['buf'])} {100 * (s_end - 1):+.1f}%"
+                              if s_end is not None else "")
+                           + ": the model cannot decide it")
+    return True, words
 
 
 def same_work_rows(rows):
@@ -503,21 +520,21 @@ def all_decided(rows, tolerance):
     return not undecided(rows, tolerance)
 
 
-def answer(rs, tolerance, v=None):
+def answer(rs, tolerance, v=None, micro=None):
     """What one protocol's knee statement comes to (rs: same_work_rows), for reading many sweeps
     side by side: {"size": the size named (None: nothing to compare), "kind"}. Kinds: "sure"
     (both sides shown), "model" (the cost model decides), "picked" (the smallest size shown
     within, over smaller ones the runs cannot part from it), "by count" (no size shown within:
     the fewest calls among those the runs cannot tell from the lowest), "edge" (the lowest at
     the largest size tried, the next below clearly above), "noise" (none of these). `v`: the
-    rows' decide_knee when the caller has it (a bootstrap each)."""
+    rows' decide_knee when the caller has it (a bootstrap each); `micro`: model_for's."""
     v = v or decide_knee(rs, tolerance)
     if v["edge"]:
         top = max(rs, key=lambda r: r["buf"])
         return {"size": top["buf"] if len(rs) > 1 else None, "kind": "edge"}
     if v["sure"]:
         return {"size": v["knee"]["buf"], "kind": "sure"}
-    if model_decides(model_for(rs, v["best"])[0], rs, v["knee"], v["best"], tolerance)[0]:
+    if model_decides(model_for(rs, v["best"], micro)[0], rs, v["knee"], v["best"], tolerance)[0]:
         return {"size": v["knee"]["buf"], "kind": "model"}
     if v["picked"]:
         return {"size": v["knee"]["buf"], "kind": "picked"}

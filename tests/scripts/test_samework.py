@@ -1,9 +1,12 @@
 """Cells that are the same work (iobench_tools/lib/samework.py), on constructed rows: which sizes
 are one workload, how their runs merge, and the knee the recommender then states."""
+import pathlib
 import random
 
 from iobench_tools.lib import samework
 from iobench_tools.lib import sweeplib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 K = 1024
 ROUNDS = list(range(1, 13))
@@ -242,3 +245,47 @@ def test_a_size_whose_runs_fell_into_both_regimes_is_two_distributions():
     text = "\n".join(regime_lines(rows))
     assert "16K: 2 ran throughout 2.450 [2.400–2.500], 3 waited 1.900 [1.800–2.000]" in text, text
     assert "64K:" not in text.split("both regimes")[1]
+
+
+def test_the_model_is_checked_against_iobench_micros_cost_per_syscall():
+    from iobench_tools.lib import costmodel
+    # The committed micro run: BM_TcpLoopbackWriteRead fitted over its 11 sizes, per syscall.
+    micro = costmodel.micro_per_call(str(ROOT / "results" / "micro" / "reference.json"))
+    assert micro["sizes"] == 11 and 4.0e-6 < micro["per_call_s"] < 4.9e-6
+    assert micro["low"] < micro["per_call_s"] < micro["high"]
+    # Runs at 4 µs per syscall (±1%): the fit's interval is near 4 µs; it agrees with a micro
+    # figure of 4.4 [4.0..4.9] and stands aside against 10 [9..11] however small its residuals.
+    calls = {4 * K: 25600, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
+    costs = {b: [((2 * n * 10.24 * 4e-6) + 0.2) * m for m in noisy(1.0, 0.01, i)]
+             for i, (b, n) in enumerate(calls.items())}
+    rows = model_rows(costs, calls)
+    near = {"per_call_s": 4.4e-6, "low": 4.0e-6, "high": 4.9e-6, "sizes": 11, "source": "m"}
+    m = costmodel.fit(rows, sweeplib.total_cpu_per_gib, near, lambda r: r["total_cpu_runs"])
+    low, high = m["per_call_ci"]
+    assert low < 4e-6 < high and high - low < 0.5e-6
+    assert m["stands_aside"] is None
+    assert "iobench-micro measured 4.40 µs per syscall [4.00..4.90] on this host: they agree" \
+        in costmodel.text(m, sweeplib.size_label)
+    far = dict(near, per_call_s=10e-6, low=9e-6, high=11e-6)
+    m = costmodel.fit(rows, sweeplib.total_cpu_per_gib, far, lambda r: r["total_cpu_runs"])
+    assert m["stands_aside"].startswith("its cost per syscall, 4.00 µs [")
+    assert "disagrees with iobench-micro's 10.00 µs [9.00..11.00] measured on this host" \
+        in m["stands_aside"]
+    m = costmodel.fit(rows, sweeplib.total_cpu_per_gib)
+    assert "Not checked against iobench-micro" in costmodel.text(m, sweeplib.size_label)
+
+
+def test_the_model_decides_only_where_it_holds_at_both_ends_of_its_cost_per_call():
+    # The same pooled case as above (64K at +3.6%): with the cost per call known only to
+    # [1.2..6] µs, 64K would be above 5% at 6 µs, so the model cannot decide it.
+    calls = {4 * K: 25600, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
+    level = {b: (2 * n * 10.24 * 1.5e-6) + 1.0 for b, n in calls.items()}
+    rows = model_rows({b: [v] * 12 for b, v in level.items()}, calls)
+    best = min(rows, key=sweeplib.total_cpu_per_gib)
+    k = next(r for r in rows if r["buf"] == 64 * K)
+    model = sweeplib.model_for(rows, best)[0]
+    assert sweeplib.model_decides(model, rows, k, best, 0.05)[0]
+    decided, words = sweeplib.model_decides(dict(model, per_call_ci=(1.2e-6, 6e-6)), rows, k, best,
+                                            0.05)
+    assert not decided and "at 6.00 µs per syscall (an end of what is known of it) 64K would " \
+        "be +" in words and words.endswith("the model cannot decide it"), words

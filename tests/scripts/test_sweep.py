@@ -849,3 +849,19 @@ def test_a_sweep_stopped_by_sigterm_leaves_no_namespace_or_server(tmp_path):
     assert not [n for n in netns_list().split() if n.startswith("iobnet")], netns_list()
     left = subprocess.run(["pgrep", "-f", f"iobench server --listen 10.231"], capture_output=True)
     assert left.returncode != 0, "the sweep's server outlived it"
+
+
+def test_recommend_checks_the_model_against_a_micro_run_and_refuses_a_bad_one(tmp_path):
+    d = fake_sweep(tmp_path, [("tcp", 4096, 0, 3.0), ("tcp", 16384, 0, 1.0)])
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"benchmarks": []}')
+    for micro, why in ((tmp_path / "none.json", "recommend: cannot read iobench-micro JSON '"),
+                       (empty, f"recommend: --micro '{empty}' has fewer than 3 sizes of "
+                               "BM_TcpLoopbackWriteRead")):
+        p = subprocess.run([str(SCRIPTS / "recommend"), str(d), "--micro", str(micro)],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and why in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = subprocess.run([str(SCRIPTS / "recommend"), str(d), "--micro",
+                        str(ROOT / "results" / "micro" / "reference.json")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
