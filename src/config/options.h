@@ -260,8 +260,8 @@ void describe(Self& o, Visit&& visit) {
         o.buf_min);
   visit(Field{.name = "buf_max_bytes",
               .flag = "--buf-max",
-              .help = "--buf adaptive: largest buffer (default 64K; independent TLS "
-                      "connections: 16K, one record)",
+              .help = "--buf adaptive: largest buffer (default 64K; TLS: 16K, one record, "
+                      "for independent connections and a --fanout writer alike)",
               .min = kMinBuf,
               .max = kMaxBuf,
               .size = true},
