@@ -100,9 +100,19 @@ def aa_lines(cal):
     return [" ".join(words)]
 
 
+def side_of(pooled, tolerance):
+    """Where the pooled interval lies against 1 + tolerance: what these sweeps decide together."""
+    if pooled["low"] > 1 + tolerance:
+        return f"above x{1 + tolerance:.2f}"
+    if pooled["high"] <= 1 + tolerance:
+        return f"within x{1 + tolerance:.2f}"
+    return f"undecided (straddles x{1 + tolerance:.2f})"
+
+
 def pair_lines(pairs, tolerance):
-    lines = ["| protocol | size / largest | sweeps | pooled ratio [95%] | between-sweep sd | "
-             "within-sweep sd (median) | sweeps a verdict needs |", "|---|---|---|---|---|---|---|"]
+    lines = ["| protocol | size / largest | sweeps | pooled ratio [95%] | pooled, at the "
+             "tolerance | between-sweep sd | within-sweep sd (median) | sweeps a verdict needs |",
+             "|---|---|---|---|---|---|---|---|"]
     for (placement, proto, buf, top), points in sorted(pairs.items()):
         if len(points) < 2:
             continue
@@ -111,7 +121,8 @@ def pair_lines(pairs, tolerance):
         need = rep.sweeps_needed(math.log(p["mean"]), within, p["tau"], tolerance)
         lines.append(f"| {proto.upper()} ({placement}) | {sweeplib.size_label(buf)} / "
                      f"{sweeplib.size_label(top)} | {len(points)} | x{p['mean']:.3f} "
-                     f"[{p['low']:.3f}..{p['high']:.3f}] | {p['tau']:.3f} | {within:.3f} | "
+                     f"[{p['low']:.3f}..{p['high']:.3f}] | {side_of(p, tolerance)} | "
+                     f"{p['tau']:.3f} | {within:.3f} | "
                      f"{need if need is not None else 'none decides: on the line'} |")
     return lines
 

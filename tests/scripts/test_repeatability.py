@@ -82,6 +82,7 @@ def test_the_report_counts_each_sweeps_knee_and_reads_archives(tmp_path):
     assert "- TCP: 16K (sure) in 2 of 2" in out
     assert "covered 1 in **2 of 2** sweeps" in out
     assert "| TCP (--cpus 0) | 4K / 64K | 2 | x3.0" in out
+    assert "| above x1.05 |" in out and "| within x1.05 |" in out  # 4K and 16K against 64K
 
 
 def test_bad_inputs_are_refused_with_one_line(tmp_path):
