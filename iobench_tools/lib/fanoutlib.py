@@ -57,23 +57,29 @@ def adaptive_row(cell, best, same_as, near, mem, tolerance):
            "memory_saved_bytes": max(0, best_memory - memory)}
     if same_as:
         row.update(same_as=same_as, within=same_as in near, outside=same_as not in near)
-    row.update(frontier_of(cell, mem, memory, tolerance))
+    row.update(frontier_of(cell, mem, memory, tolerance, same_as))
     return row
 
 
-def frontier_of(cell, mem, memory, tolerance):
+def frontier_of(cell, mem, memory, tolerance, same_as=None):
     """The fair comparison where memory binds: the fixed size with the lowest median cost among
     those whose peak memory was no more than adaptive's, and adaptive's ratio to it with its 95%
-    interval ("frontier": None when every fixed size used more memory than adaptive did)."""
+    interval ("frontier": None when every fixed size used more memory than adaptive did). An
+    adaptive writer whose chunks are a fixed size's (same_as) is that size: the frontier itself
+    when it is that size (by mechanism), else set against it through that size's runs."""
     fits = [b for b in cell if b != "adaptive" and cell[b]["total_cpu_runs"] and mem.get(b)
             and sweeplib.median(mem[b]) <= memory]
     if not fits:
         return {"frontier": None}
     f = min(fits, key=lambda b: sweeplib.median(cell[b]["total_cpu_runs"]))
-    ratio, _, (lo, hi), _, _ = sweeplib.compare(cell[f], cell["adaptive"])
-    return {"frontier": f, "frontier_memory_bytes": sweeplib.median(mem[f]),
-            "frontier_ratio": ratio, "frontier_ci": [lo, hi],
-            "within_frontier": hi <= 1 + tolerance, "outside_frontier": lo > 1 + tolerance}
+    out = {"frontier": f, "frontier_memory_bytes": sweeplib.median(mem[f])}
+    if same_as == f:
+        return dict(out, frontier_ratio=1.0, frontier_ci=[1.0, 1.0], frontier_by_mechanism=True,
+                    within_frontier=True, outside_frontier=False)
+    subject = cell[same_as] if same_as in cell else cell["adaptive"]
+    ratio, _, (lo, hi), _, _ = sweeplib.compare(cell[f], subject)
+    return dict(out, frontier_ratio=ratio, frontier_ci=[lo, hi],
+                within_frontier=hi <= 1 + tolerance, outside_frontier=lo > 1 + tolerance)
 
 
 def frontier_text(ada, pct):
@@ -89,6 +95,10 @@ def frontier_text(ada, pct):
                          f"({sweeplib.size_label(int(a['memory_bytes']))}{saved})")
             continue
         within += a["within_frontier"]
+        if a.get("frontier_by_mechanism"):
+            parts.append(f"N={r['replicas']}: the same chunks as {a['frontier']}, the frontier "
+                         f"(by mechanism; {sweeplib.size_label(int(a['memory_bytes']))}{saved})")
+            continue
         parts.append(f"N={r['replicas']}: x{a['frontier_ratio']:.3f} [{a['frontier_ci'][0]:.3f}, "
                      f"{a['frontier_ci'][1]:.3f}] of {a['frontier']} "
                      f"({sweeplib.size_label(int(a['frontier_memory_bytes']))} against "

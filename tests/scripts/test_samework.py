@@ -113,6 +113,12 @@ def test_an_adaptive_writer_with_a_fixed_sizes_chunks_is_that_size():
     v = fanoutlib.verdict(runs, [1, 4], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05)
     assert all(r["adaptive"]["same_as"] == "64k" and r["adaptive"]["within"] for r in v["per_n"])
     assert "the adaptive chunk is a fixed 64k here" in fanoutlib.recommendation(v)
+    # Against the memory frontier too: 64K is the frontier, and adaptive is it by mechanism,
+    # not "not shown within" by its noisy runs.
+    assert all(r["adaptive"]["frontier"] == "64k" and r["adaptive"]["within_frontier"]
+               for r in v["per_n"])
+    assert "N=1: the same chunks as 64k, the frontier (by mechanism; 64K)" in \
+        fanoutlib.answer_text(v), fanoutlib.answer_text(v)
     # Other chunks: judged by its runs, and undecided.
     chunks["adaptive"] = (3200, 32 * K)
     v = fanoutlib.verdict(fanout_runs(costs, chunks), [1, 4], ["16k", "64k", "adaptive"],
