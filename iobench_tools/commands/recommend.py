@@ -208,6 +208,11 @@ def regime_lines(rs):
                 " the same calls cost more in the first")
     lines = ["", f"Regimes (each sender's busy share of its data phase, median): {shares}: {note} "
                  "(docs/measurement.md, \"Two regimes for one workload\")."]
+    switches = [(r["buf"], r.get("switches_per_gib")) for r in rs]
+    if all(x is not None for _, x in switches):
+        lines[-1] += (" Voluntary context switches per GiB (both sides, median; each a sleep and "
+                      "a wake-up): " + ", ".join(f"{sweeplib.size_label(b)} {x:,.0f}"
+                                                 for b, x in sorted(switches)) + ".")
     mixed = [(r, sweeplib.regime_split(r)) for r in sorted(rs, key=lambda r: r["buf"])]
     mixed = [(r, split) for r, split in mixed if split]
     if mixed:

@@ -87,6 +87,13 @@ def rows_of(cell, doc, two_hosts=False):
         # Each of those runs' sender busy share (None without the figures): its regime.
         row["busy_runs"] = [r["sender"]["cpu_s"] / (r["sender"]["duration_ns"] / 1e9)
                             if r["sender"].get("duration_ns") else None for r in runs]
+        # Both sides' voluntary context switches per GiB moved (each a sleep and a wake-up):
+        # what a sender or receiver that waits pays per wait, beside the calls it makes.
+        switches = [(r["sender"]["voluntary_ctxsw"] + r["receiver"]["voluntary_ctxsw"])
+                    / (r["sender"]["bytes"] / GiB) for r in runs
+                    if r["sender"].get("bytes") and "voluntary_ctxsw" in r["sender"]
+                    and "voluntary_ctxsw" in r["receiver"]]
+        row["switches_per_gib"] = median(switches) if switches else None
         host = [host_per_gib(r, two_hosts) for r in runs]
         missing = [x for x in host if isinstance(x, str)]
         row["host_runs"] = [] if missing or not host else host
