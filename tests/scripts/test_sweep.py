@@ -45,6 +45,10 @@ def test_manifest_cells_and_resume(tmp_path):
     p = sweep(tmp_path, "tiny", "--proto", "tcp,tls", "--bufs", "4k,16k", check=0)
     assert "4 already done" in p.stdout
     assert {f.name: f.stat().st_mtime_ns for f in (d / "cells").iterdir()} == first
+    # Each row carries both sides' voluntary context switches per GiB, printed beside the regimes.
+    rows = sweeplib.load(str(d))[1]
+    assert all(r["switches_per_gib"] is not None and r["switches_per_gib"] >= 0 for r in rows)
+    assert "Voluntary context switches per GiB (both sides, median" in recommend(d)
     # The drawn seed is kept on resume (the schedule must not change) and a different one refused.
     again = json.loads((d / "manifest.json").read_text())
     assert isinstance(m["seed"], int) and again["seed"] == m["seed"]
