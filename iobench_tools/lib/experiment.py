@@ -193,13 +193,21 @@ def raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def default_sigint():
+    """A Popen preexec_fn: the child takes SIGINT as Ctrl-C even when this process was started
+    with SIGINT ignored (a background job of a non-interactive shell, `nohup ... &`). The child
+    inherits that disposition, and a bash child cannot trap a signal ignored at its start, so
+    the SIGINT that stops it cleanly would be lost and it would leave its namespaces behind."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_child(cmd, env=None, timeout=600, grace_s=15):
     """subprocess.run(cmd, capture_output=True, text=True) that stops its child cleanly when this
     process is interrupted: SIGINT first, as Ctrl-C would (scripts/netns-link removes its
     namespaces and server, iobench writes its partial report), SIGKILL only after `grace_s`.
     subprocess.run SIGKILLs at once, and a child killed so leaves what it built behind."""
     child = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, preexec_fn=default_sigint)
     try:
         out, err = child.communicate(timeout=timeout)
     except BaseException:  # an interrupt, or the timeout

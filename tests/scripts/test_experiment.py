@@ -4,11 +4,16 @@ every other cell equally often, and the analysis finds a place or predecessor ef
 synthetic runs under it, and says it cannot under round-robin."""
 import itertools
 import math
+import pathlib
 import random
+import signal
+import subprocess
 
 import pytest
 
 from iobench_tools.lib import carryover, experiment
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("n", range(2, 14))
@@ -93,3 +98,21 @@ def test_round_robin_cannot_tell_place_from_cell():
     assert not carryover.effects(rows, schedule)["estimable"]
     text = carryover.text(rows, {"schedule": schedule, "order": "round-robin"}, 0.1)[0]
     assert "not estimated: every cell ran in the same place" in text
+
+
+def test_a_child_is_stopped_by_sigint_even_when_its_parent_ignores_it(tmp_path):
+    # A sweep under `nohup ... &` starts with SIGINT ignored; its netns-link (bash) would inherit
+    # that and lose the SIGINT run_child stops it with, leaving its namespaces behind. Without
+    # default_sigint the bash child below cannot trap SIGINT and runs on (checked).
+    code = ("import signal, subprocess, sys, time\n"
+            "from iobench_tools.lib import experiment\n"
+            "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            "p = subprocess.Popen(['bash', '-c', 'trap \"exit 7\" INT; "
+            "sleep 30 >/dev/null 2>&1 & wait'], preexec_fn=experiment.default_sigint)\n"
+            "time.sleep(0.5); p.send_signal(signal.SIGINT); sys.exit(p.wait(timeout=10))\n")
+    p = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                       timeout=30, cwd=str(tmp_path),
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 7, p.stderr
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # conftest took it back
+
