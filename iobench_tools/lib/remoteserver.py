@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 
+from iobench_tools.lib import experiment
 from iobench_tools.lib import runs as iobench_runs
 
 # ssh never prompts, gives up connecting after 10 s and declares the link dead after 3 unanswered
@@ -85,7 +86,8 @@ class RemoteServer:
         args = server.argv(iobench)
         remote = shlex.join(["sh", "-c", REMOTE, "iobench-sweep-server", *args])
         self.proc = subprocess.Popen([*self.ssh, target, remote], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=experiment.default_sigint)
         self.proc.stdin.write(token + "\n")
         for text in files:
             self.proc.stdin.write(text + ("" if text.endswith("\n") or not text else "\n")

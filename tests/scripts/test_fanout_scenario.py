@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
-from iobench_tools.lib import fanoutlib
+from iobench_tools.lib import experiment, fanoutlib
 from kernel_progress import finished, wait_for_first_run
 
 ENV = dict(os.environ, IOBENCH_BIN=BIN)
@@ -186,7 +186,8 @@ def test_a_scenario_stopped_mid_run_resumes_with_the_rounds_it_had(tmp_path):
            "--rounds", "4", "--replicas", "1,2", "--bufs", "16k", "--protos", "tcp",
            "--shapes", "connset"]
     progress = tmp_path / "fan" / "progress.json"
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                         preexec_fn=experiment.default_sigint)  # Ctrl-C reaches it
     kept = wait_for_first_run(progress, p, 120)
     assert kept, "no run landed in progress.json"
     p.send_signal(signal.SIGINT)

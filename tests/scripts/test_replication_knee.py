@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from iobench_tools.lib import experiment
 from kernel_progress import finished, wait_for_first_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +143,8 @@ def test_a_study_stopped_mid_run_resumes_with_the_syncs_it_had(tmp_path):
            "--rounds", "2", "--rdb", "2M", "--no-model", "--iobench", BIN,
            "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
     progress = tmp_path / "out" / "progress.json"
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=experiment.default_sigint)  # Ctrl-C reaches it
     kept = wait_for_first_run(progress, p, 300)
     assert kept, "no sync landed in progress.json"
     p.send_signal(signal.SIGINT)

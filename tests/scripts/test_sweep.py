@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 from emulated_hosts import emulated_hosts, why_not
-from iobench_tools.lib import sweeplib
+from iobench_tools.lib import experiment, sweeplib
 
 
 def sweep(tmp_path, name, *args, check=None):
@@ -288,7 +288,8 @@ def test_interrupted_netns_run_tears_down(tmp_path):
     p = subprocess.Popen([str(SCRIPTS / "netns-link"), "--name", "iobint", "--",
                           "--bytes", "64M", "--buf", "64", "--repeat", "50", "-q"],
                          env=dict(os.environ, IOBENCH_BIN=BIN), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=experiment.default_sigint)  # Ctrl-C reaches it
     deadline = time.monotonic() + 20
     while "iobint-cli" not in netns_list():
         assert time.monotonic() < deadline and p.poll() is None, p.communicate()
