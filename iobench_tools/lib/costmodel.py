@@ -117,27 +117,34 @@ def micro_per_call(path):
     """iobench-micro's cost of one syscall on this host, from its JSON (scripts/micro):
     BM_TcpLoopbackWriteRead's CPU time per iteration fitted over sizes as a + b x size, a over
     the iteration's syscalls, with the intercept's 95% interval. {"per_call_s", "low", "high",
-    "sizes", "source"}; None when the file has fewer than 3 sizes of it."""
+    "sizes", "source"}; None when the file has fewer than 3 sizes of it; ValueError when it
+    cannot be read."""
     try:
         doc = json.load(open(path))
     except (OSError, ValueError) as e:
         raise ValueError(f"cannot read iobench-micro JSON '{path}': {e}") from e
     pts, calls = [], []
-    for b in doc.get("benchmarks", []):
-        m = re.match(r"^BM_TcpLoopbackWriteRead/(\d+)$", b.get("name", ""))
+    units = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    for b in doc.get("benchmarks", []) if isinstance(doc, dict) else []:
+        m = re.match(r"^BM_TcpLoopbackWriteRead/(\d+)$", str(b.get("name", "")))
         if m and b.get("run_type", "iteration") == "iteration":
-            unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
-            pts.append((int(m.group(1)), b["cpu_time"] * unit))
+            if b.get("time_unit", "ns") not in units or \
+                    not isinstance(b.get("cpu_time"), (int, float)):
+                raise ValueError(f"iobench-micro JSON '{path}': {b['name']} has no cpu_time "
+                                 "in a known time_unit")
+            pts.append((int(m.group(1)), b["cpu_time"] * units[b.get("time_unit", "ns")]))
             calls.append(b.get("syscalls", 2.0))
-    if len(pts) < 3:
+    line = line_fit(pts) if len({x for x, _ in pts}) >= 3 else None
+    if line is None:
         return None
-    a, b = line_fit(pts)
+    a, b = line
     n = len(pts)
     mx = sum(x for x, _ in pts) / n
     sxx = sum((x - mx) ** 2 for x, _ in pts)
     ssr = sum((y - a - b * x) ** 2 for x, y in pts)
     se = math.sqrt(ssr / (n - 2) * (1 / n + mx * mx / sxx)) if n > 2 and sxx > 0 else 0.0
-    t = T975.get(n - 2) or min((v for k, v in T975.items() if k >= n - 2), default=1.96)
+    # The t of the nearest tabled degrees of freedom at or below the fit's: the wider interval.
+    t = T975[max((k for k in T975 if k <= n - 2), default=1)] if n - 2 <= 30 else 1.96
     per = sum(calls) / len(calls)
     return {"per_call_s": a / per, "low": (a - t * se) / per, "high": (a + t * se) / per,
             "sizes": n, "source": path}

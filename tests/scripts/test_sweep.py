@@ -860,7 +860,10 @@ def test_recommend_checks_the_model_against_a_micro_run_and_refuses_a_bad_one(tm
     d = fake_sweep(tmp_path, [("tcp", 4096, 0, 3.0), ("tcp", 16384, 0, 1.0)])
     empty = tmp_path / "empty.json"
     empty.write_text('{"benchmarks": []}')
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"benchmarks": [{"name": "BM_TcpLoopbackWriteRead/64"}]}')
     for micro, why in ((tmp_path / "none.json", "recommend: cannot read iobench-micro JSON '"),
+                       (broken, "BM_TcpLoopbackWriteRead/64 has no cpu_time in a known time_unit"),
                        (empty, f"recommend: --micro '{empty}' has fewer than 3 sizes of "
                                "BM_TcpLoopbackWriteRead")):
         p = subprocess.run([str(SCRIPTS / "recommend"), str(d), "--micro", str(micro)],
