@@ -147,7 +147,7 @@ def proto_sections(rows, tolerance, micro=None):
         if model:
             lines += ["", costmodel.text(model, sweeplib.size_label, scope)]
         v = sweeplib.decide_knee(rs, tolerance)
-        answers[proto] = sweeplib.answer(rs, tolerance, v, micro)
+        answers[proto] = sweeplib.answer(rs, tolerance, v, micro, model)
         k, edge = v["knee"], v["edge"]
         lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                   f"{sweeplib.size_label(best['buf'])}.")

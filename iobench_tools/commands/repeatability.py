@@ -63,7 +63,7 @@ def sweep_table(sweeps, protos, tolerance, micro):
              "|---|---|---|---|---|" + "---|" * len(protos)]
     counts = {p: collections.Counter() for p in protos}
     for name, manifest, rows in sweeps:
-        groups = rep.one_connection_groups(rows)
+        groups = sweeplib.one_connection_groups(rows)
         cells = []
         for p in protos:
             rs = [v for (_, proto), v in groups.items() if proto == p]

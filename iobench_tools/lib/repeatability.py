@@ -90,20 +90,12 @@ def aa_calibration(floors):
             "stated_half": math.exp(Z95 * within) - 1}
 
 
-def one_connection_groups(rows):
-    groups = {}
-    for r in rows:
-        if r["conns"] == 1 and r["group"] is None and not r.get("control_of"):
-            groups.setdefault((r["placement"], r["proto"]), []).append(r)
-    return {k: sweeplib.same_work_rows(v) for k, v in groups.items()}
-
-
 def pair_ratios(sweeps):
     """{(placement, proto, size): [(log ratio to the largest size, se)]} over the sweeps, each
     from the sweep's own paired comparison (sweeplib.compare)."""
     out = {}
     for _, _, rows in sweeps:
-        for (placement, proto), rs in one_connection_groups(rows).items():
+        for (placement, proto), rs in sweeplib.one_connection_groups(rows).items():
             top = max(rs, key=lambda r: r["buf"])
             for r in rs:
                 if r is top:

@@ -499,18 +499,23 @@ def same_work_rows(rows):
     return samework.collapse(rows, size_label)
 
 
+def one_connection_groups(rows):
+    """{(placement, proto): that protocol's one-connection rows, same work collapsed
+    (same_work_rows)}: what each knee is chosen among (the A/A twins left out)."""
+    groups = {}
+    for r in rows:
+        if r["conns"] == 1 and r["group"] is None and not r.get("control_of"):
+            groups.setdefault((r["placement"], r["proto"]), []).append(r)
+    return {k: same_work_rows(v) for k, v in groups.items()}
+
+
 def undecided(rows, tolerance):
     """The one-connection knees of these rows (per placement and protocol) not yet decided: not
     at the range's edge, not sure (decide_knee: both sides shown), not decided by the model, and
     where more runs could still move them. [(placement, proto, verdict)]: the verdict's "more"
     is the runs per cell that would likely decide it."""
-    groups = {}
-    for r in rows:
-        if r["conns"] == 1 and r["group"] is None and not r.get("control_of"):
-            groups.setdefault((r["placement"], r["proto"]), []).append(r)
     open_knees = []
-    for (placement, proto), rs in groups.items():
-        rs = same_work_rows(rs)
+    for (placement, proto), rs in one_connection_groups(rows).items():
         v = decide_knee(rs, tolerance)
         # A pick over smaller sizes it cannot tell apart is no decision yet: more rounds may show
         # a smaller size within (the pick would move down), so they run while they can tell.
@@ -527,21 +532,23 @@ def all_decided(rows, tolerance):
     return not undecided(rows, tolerance)
 
 
-def answer(rs, tolerance, v=None, micro=None):
+def answer(rs, tolerance, v=None, micro=None, model=None):
     """What one protocol's knee statement comes to (rs: same_work_rows), for reading many sweeps
     side by side: {"size": the size named (None: nothing to compare), "kind"}. Kinds: "sure"
     (both sides shown), "model" (the cost model decides), "picked" (the smallest size shown
     within, over smaller ones the runs cannot part from it), "by count" (no size shown within:
     the fewest calls among those the runs cannot tell from the lowest), "edge" (the lowest at
     the largest size tried, the next below clearly above), "noise" (none of these). `v`: the
-    rows' decide_knee when the caller has it (a bootstrap each); `micro`: model_for's."""
+    rows' decide_knee and `model` their model_for when the caller has them (a bootstrap each);
+    `micro`: model_for's."""
     v = v or decide_knee(rs, tolerance)
     if v["edge"]:
         top = max(rs, key=lambda r: r["buf"])
         return {"size": top["buf"] if len(rs) > 1 else None, "kind": "edge"}
     if v["sure"]:
         return {"size": v["knee"]["buf"], "kind": "sure"}
-    if model_decides(model_for(rs, v["best"], micro)[0], rs, v["knee"], v["best"], tolerance)[0]:
+    model = model or model_for(rs, v["best"], micro)[0]
+    if model_decides(model, rs, v["knee"], v["best"], tolerance)[0]:
         return {"size": v["knee"]["buf"], "kind": "model"}
     if v["picked"]:
         return {"size": v["knee"]["buf"], "kind": "picked"}
