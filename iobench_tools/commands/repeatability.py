@@ -58,9 +58,11 @@ def statement(ans):
 
 def sweep_table(sweeps, protos, tolerance, micro):
     """The table of sweeps and {proto: Counter of statements}."""
-    lines = ["| sweep | time | rounds (stopped) | seed | A/A (stated 95%) | "
+    # The bytes per run come from the manifest: a default that depends on the link (--where
+    # netns) makes two equal command lines move different payloads.
+    lines = ["| sweep | time | per run | rounds (stopped) | seed | A/A (stated 95%) | "
              + " | ".join(p.upper() for p in protos) + " |",
-             "|---|---|---|---|---|" + "---|" * len(protos)]
+             "|---|---|---|---|---|---|" + "---|" * len(protos)]
     counts = {p: collections.Counter() for p in protos}
     for name, manifest, rows in sweeps:
         groups = sweeplib.one_connection_groups(rows)
@@ -74,7 +76,7 @@ def sweep_table(sweeps, protos, tolerance, micro):
         aa = f"x{f['ratio']:.3f} [{f['low']:.3f}..{f['high']:.3f}]" if f else "no control"
         t = seconds(manifest)
         lines.append(f"| {name} | {f'{t:.0f} s' if t is not None else '?'} | "
-                     f"{manifest.get('rounds_run', '?')} ({manifest.get('stopped', '?')}) | "
+                     f"{manifest.get('bytes', '?')} | {manifest.get('rounds_run', '?')} ({manifest.get('stopped', '?')}) | "
                      f"{manifest.get('seed')} | {aa} | " + " | ".join(cells) + " |")
     return lines, counts
 

@@ -5,7 +5,7 @@ still fails is recorded with its error and its partial figures, the sweep goes o
 lists what failed and why; running the same command again re-runs only failed or missing cells.
 
   scripts/sweep NAME [--proto tcp,tls] [--bufs 1k,4k,8k,16k,64k] [--repeat 5|auto]
-                     [--max-repeat 20] [--warmup 1] [--bytes 100M (netns: 200M)]
+                     [--max-repeat 20] [--warmup 1] [--bytes 100M (netns: by rate)]
                      [--where loopback|netns] [--server-host USER@HOST]
                      [--conns 1,4,16] [--budget 256k]   (--bufs may include 'adaptive')
                      [--cpus 0,1] [--cpus 0] [--cpus none]  (placements: one more axis;
@@ -23,6 +23,7 @@ import json
 from dataclasses import replace
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -110,8 +111,9 @@ def parse_args(argv=None):
     ap.add_argument("--warmup", type=int, default=1,
                     help="unmeasured runs per cell before its measured ones")
     ap.add_argument("--bytes", default=None,
-                    help="payload per run (default 100M; --where netns 200M, so a data phase "
-                         "on the 5 Gbit/s link lasts ~0.34 s)")
+                    help="payload per run (default 100M; --where netns: what fills "
+                         f"{NETNS_PHASE_S} s of the link, from 100M to 200M: 200M at 5 Gbit/s "
+                         "and up, 100M at 1 Gbit/s)")
     ap.add_argument("--cpus", action="append", default=None, metavar="SENDER[,RECEIVER]|none",
                     help="iobench --cpus for every cell; repeat it for several placements (one "
                          "more matrix axis). Default 0,1: sender on CPU 0, receiver on CPU 1 "
@@ -174,6 +176,35 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
+# --where netns: the payload per run fills this long a data phase at the link's rate, between
+# 100M (the mission's 100 MiB, and the shortest that keeps a 256K cell's writes many) and 200M.
+# At 1 Gbit/s 200M took 1.7 s a run and eight rounds 400 s; 100M decided in 212 s
+# (results/link-rates).
+NETNS_PHASE_S = 0.34
+TBF_RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g|t)?(bit|bps)$", re.IGNORECASE)
+UNIT = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+
+
+def link_bits_per_s(rate):
+    """tc's rate ('5gbit', '800mbit', '125mbps') in bits per second; None if not one of those."""
+    m = TBF_RATE.match(rate.strip())
+    if not m:
+        return None
+    per_s = float(m.group(1)) * UNIT[(m.group(2) or "").lower()]
+    return per_s * 8 if m.group(3).lower() == "bps" else per_s
+
+
+def default_bytes(where, netns_rate):
+    """The payload per run a sweep uses when --bytes is not given."""
+    if where != "netns":
+        return "100M"
+    bits = link_bits_per_s(netns_rate)
+    if bits is None:
+        return "200M"  # tc names the bad rate when the link is made
+    mib = bits * NETNS_PHASE_S / 8 / (1 << 20)
+    return f"{int(min(200, max(100, mib)))}M"
+
+
 def check_args(a):
     """Exits with one line naming the first bad value; fills the defaults that depend on others.
     Returns the placements (one per --cpus; "" is unpinned)."""
@@ -184,7 +215,7 @@ def check_args(a):
             sys.exit(f"sweep: invalid --source-window '{a.source_window}': expected a size like "
                      "256k or 'payload'")
     if a.bytes is None:
-        a.bytes = "200M" if a.where == "netns" else "100M"
+        a.bytes = default_bytes(a.where, a.netns_rate)
     # A window as long as the run would only be the payload once (iobench refuses it): decided
     # here, once, so the manifest records the source every cell ran.
     if a.source_window != "payload":

@@ -77,8 +77,8 @@ def test_the_report_counts_each_sweeps_knee_and_reads_archives(tmp_path):
     out = p.stdout
     assert "# Repeatability of 2 sweeps" in out
     assert "Command: `scripts/sweep NAME --proto tcp`" in out
-    assert "| a | 240 s | 5 (every knee decided) | 11 | x1.000 [0.950..1.050] | 16K (sure) |" in out
-    assert "| b | 240 s | 5 (every knee decided) | 12 | x1.020" in out  # from its archive
+    assert "| a | 240 s | 1M | 5 (every knee decided) | 11 | x1.000 [0.950..1.050] | 16K (sure) |" in out
+    assert "| b | 240 s | 1M | 5 (every knee decided) | 12 | x1.020" in out  # from its archive
     assert "- TCP: 16K (sure) in 2 of 2" in out
     assert "covered 1 in **2 of 2** sweeps" in out
     assert "| TCP (--cpus 0) | 4K / 64K | 2 | x3.0" in out

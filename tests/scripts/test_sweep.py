@@ -269,6 +269,18 @@ def netns_list():
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
 
 
+def test_the_netns_payload_fills_the_same_data_phase_at_every_rate():
+    """A slow link's runs are not 200M each (eight rounds took 400 s at 1 Gbit/s); the clamp keeps
+    every rate between the mission's 100 MiB and 200M, and a rate tc would refuse is left to tc."""
+    from iobench_tools.commands.sweep import default_bytes, link_bits_per_s
+    assert link_bits_per_s("125mbps") == 1e9
+    assert link_bits_per_s("2.5Gbit") == 2.5e9
+    assert link_bits_per_s("fast") is None
+    assert [default_bytes("netns", r) for r in ("1gbit", "3gbit", "5gbit", "25gbit", "fast")] == \
+        ["100M", "121M", "200M", "200M", "200M"]
+    assert default_bytes("loopback", "1gbit") == "100M"
+
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
                                 reason="network namespaces need root, ip and tc")
 
