@@ -57,6 +57,10 @@ def parse_args(argv=None):
     ap.add_argument("--protos", default="tcp,tls",
                     help="protocols, a list: tcp, tls")
     ap.add_argument("--bytes", default="100M", help="per replica")
+    ap.add_argument("--control", default="auto", metavar="SIZE|auto|none",
+                    help="the A/A control: at every shape, protocol and N, the cell of SIZE runs "
+                         "twice per round under two names, the scenario's noise floor (auto: 16k "
+                         "if in --bufs, else the largest fixed size; none: no control)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="interleaved rounds per cell")
     ap.add_argument("--retries", type=int, default=1,
@@ -84,6 +88,7 @@ def parse_args(argv=None):
     if any(n < 1 or n > 64 for n in a.replicas):
         ap.error(f"invalid --replicas '{a.replicas}': expected numbers 1..64")
     a.bufs, a.shapes, a.protos = a.bufs.split(","), a.shapes.split(","), a.protos.split(",")
+    a.control = control_size(ap, a.control, a.bufs)
     for s in a.shapes:
         if s not in ("connset", "event-loop"):
             ap.error(f"invalid --shapes '{s}': expected connset or event-loop")
@@ -102,9 +107,31 @@ def parse_args(argv=None):
     return a, extra
 
 
+def control_size(ap, control, bufs):
+    """--control's size (None: no control), or exits naming the bad value."""
+    fixed = [b for b in bufs if b != "adaptive"]
+    if control == "none" or not fixed:
+        return None
+    if control == "auto":
+        return "16k" if "16k" in fixed else max(fixed, key=iobenchlib.parse_size)
+    if control not in fixed:
+        ap.error(f"invalid --control '{control}': expected one of --bufs' fixed sizes "
+                 f"({','.join(fixed)}), auto or none")
+    return control
+
+
 def cells(a):
-    return [{"shape": s, "proto": p, "replicas": n, "buf": b}
-            for s in a.shapes for p in a.protos for n in a.replicas for b in a.bufs]
+    """Every cell of the matrix, and the A/A control's twin of --control's size beside it at each
+    shape, protocol and N (the schedule moves the twin like any other cell)."""
+    out = []
+    for s in a.shapes:
+        for p in a.protos:
+            for n in a.replicas:
+                out += [{"shape": s, "proto": p, "replicas": n, "buf": b} for b in a.bufs]
+                if a.control:
+                    out.append({"shape": s, "proto": p, "replicas": n, "buf": a.control,
+                                "twin": True})
+    return out
 
 
 def cell_run(a, c, out, extra):
@@ -177,7 +204,7 @@ def run_rounds(a, extra, out_dir):
 
     todo = [dict(c, id=cell_id(c)) for c in cells(a)]
     identity = {"bytes": a.bytes, "budget": a.budget, "timeout": a.timeout, "where": a.where,
-                "rate": a.rate, "connect": a.connect, "extra": extra}
+                "rate": a.rate, "connect": a.connect, "extra": extra, "control": a.control}
     done = experiment.Experiment("fanout-scenario", out_dir, todo, a.rounds, run_one,
                                  retries=a.retries, identity=identity).run()
     return experiment.figures_by_cell(done), experiment.failures(done)
@@ -194,7 +221,8 @@ def doc_base(a, extra, runs, failures, started):
             "rate": a.rate if a.where == "fleet" else None,
             "criterion": "writer thread CPU per GiB delivered (N x bytes), median of the rounds",
             "tolerance": TOLERANCE, "rounds": a.rounds, "bytes_per_replica": a.bytes,
-            "budget": a.budget, "replicas": a.replicas, "bufs": a.bufs, "shapes": a.shapes,
+            "budget": a.budget, "control": a.control, "replicas": a.replicas, "bufs": a.bufs,
+            "shapes": a.shapes,
             "protos": a.protos, "duration_s": round(time.time() - started, 1),
             "context": json.load(open(os.path.join(out_dir, "raw", first)))["context"],
             "cells": runs, "failures": failures}
@@ -213,7 +241,7 @@ def write_report(out_dir, doc):
     """fanout.json (with the verdicts) and fanout.md, from the record alone."""
     pairs = [(s, p) for s in doc["shapes"] for p in doc["protos"]]
     verdicts = [fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], s, p,
-                                  doc["tolerance"]) for s, p in pairs]
+                                  doc["tolerance"], control=doc.get("control")) for s, p in pairs]
     doc["verdicts"] = verdicts
     with open(os.path.join(out_dir, "fanout.json"), "w") as f:
         json.dump(doc, f, indent=1)

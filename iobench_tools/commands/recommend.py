@@ -307,7 +307,8 @@ def many_connections(rows, tolerance):
 
 
 def fanout_report(doc, tolerance):
-    verdicts = [fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], s, p, tolerance)
+    verdicts = [fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], s, p, tolerance,
+                                  control=doc.get("control"))
                 for s in doc["shapes"] for p in doc["protos"]]
     ctx = doc["context"]
     lines = [f"# Chunk-size recommendation for one writer and N replicas", "",

@@ -10,7 +10,49 @@ from iobench_tools.lib.iobenchlib import parse_size as size_bytes, stat
 
 
 def cell_id(c):
-    return f"{c['shape']}-{c['proto']}-n{c['replicas']}-{c['buf']}"
+    """A cell's name; the A/A control's second copy of a size (twin) is that size's name
+    with -twin."""
+    return f"{c['shape']}-{c['proto']}-n{c['replicas']}-{c['buf']}" + \
+        ("-twin" if c.get("twin") else "")
+
+
+def noise_floor(runs, replicas, shape, proto, control):
+    """The A/A control at each N: the control size run twice per round under two names, the
+    twin's cost over the original's (round by round) with its 95% interval. The ratio is 1 by
+    construction; an interval that excludes 1 says this scenario's intervals are narrower than
+    its runs' spread, and no verdict at that N is stated as decided."""
+    out = []
+    for n in replicas:
+        c = {"shape": shape, "proto": proto, "replicas": n, "buf": control}
+        a = _cell(runs, shape, proto, n, control, "writer_cpu_s_per_gib")
+        twin_runs = runs.get(cell_id(dict(c, twin=True)), [])
+        if len(a["total_cpu_runs"]) < 2 or len(twin_runs) < 2:
+            continue
+        rounds = [r.get("round") for r in twin_runs]
+        b = {"total_cpu_runs": [r["writer_cpu_s_per_gib"] for r in twin_runs],
+             "rounds": rounds if None not in rounds else None}
+        ratio, half, (lo, hi), _, _ = sweeplib.compare(a, b)
+        out.append({"replicas": n, "ratio": ratio, "ci": [lo, hi], "half_width": half,
+                    "excludes_one": lo > 1 or hi < 1})
+    return out
+
+
+def floor_text(v):
+    """The A/A line of one shape and protocol."""
+    floor = v.get("noise_floor")
+    if not floor:
+        return ""
+    covers = sum(1 for f in floor if not f["excludes_one"])
+    parts = "; ".join(f"N={f['replicas']} x{f['ratio']:.3f} [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]"
+                      for f in floor)
+    text = (f" A/A control ({v['control']} run twice per round under two names; the twin over "
+            f"the original): {parts}; its interval covers 1 at {covers} of {len(floor)} N.")
+    bad = [f["replicas"] for f in floor if f["excludes_one"]]
+    if bad:
+        text += (" Where it does not (N=" + ", ".join(map(str, bad)) + "), the intervals are "
+                 "narrower than the runs' spread: nothing there is stated as decided; more "
+                 "rounds, or a quieter host, would tell.")
+    return text
 
 
 def _runs(runs, shape, proto, n, buf, key):
@@ -105,19 +147,32 @@ def frontier_text(ada, pct):
                      f"{sweeplib.size_label(int(a['memory_bytes']))}{saved})"
                      + ("" if a["within_frontier"] else
                         " — above it by more than " + pct if a["outside_frontier"] else
-                        " — not shown within " + pct))
+                        " — undecided: the A/A interval excludes 1 here"
+                        if a.get("undecided_by_floor") else " — not shown within " + pct))
     judged = sum(1 for r in ada if r["adaptive"].get("frontier") is not None)
     return (f" Against the memory frontier (the best fixed size that used no more memory than "
             f"adaptive did): within {pct} at {within} of {judged} N; " + "; ".join(parts) + ".")
 
 
+def undecided_by_floor(row):
+    """An A/A interval that excludes 1 at this N: adaptive's verdicts there are not decided."""
+    a = row.get("adaptive")
+    if a and not a.get("same_as"):
+        a.update(within=False, outside=False, undecided_by_floor=True)
+        if a.get("frontier") is not None and not a.get("frontier_by_mechanism"):
+            a.update(within_frontier=False, outside_frontier=False)
+
+
 def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per_gib",
-            same_as=None):
+            same_as=None, control=None):
     """Per N: the best fixed size, the sizes within `tolerance` of it, adaptive against it; and
     the fixed size whose worst ratio to the best over every N is smallest (minimax). `same_as`
     (N: fixed size) names the size adaptive is the same work as, where the caller knows it; a
-    fan-out's cells say it themselves (same_chunks)."""
+    fan-out's cells say it themselves (same_chunks). `control`: the size of the A/A control
+    (noise_floor), if the scenario ran one."""
     fixed = [b for b in bufs if b != "adaptive"]
+    floor = noise_floor(runs, replicas, shape, proto, control) if control else []
+    bad_floor = {f["replicas"] for f in floor if f["excludes_one"]}
     per_n, near_sets, worst = [], [], {b: 1.0 for b in fixed}
     for n in replicas:
         cpu = {b: _runs(runs, shape, proto, n, b, key) for b in bufs}
@@ -140,11 +195,15 @@ def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per
         if cpu.get("adaptive"):
             same = (same_as or {}).get(n) or same_chunks(runs, shape, proto, n, fixed)
             row["adaptive"] = adaptive_row(cell, best, same, near, mem, tolerance)
+        if n in bad_floor:
+            row["floor_excludes_one"] = True
+            undecided_by_floor(row)
         per_n.append(row)
         near_sets.append(set(near))
     common = set.intersection(*near_sets) if near_sets else set()
     minimax = min(fixed, key=lambda b: (worst[b], size_bytes(b))) if fixed else None
     return {"shape": shape, "proto": proto, "tolerance": tolerance, "per_n": per_n,
+            "control": control, "noise_floor": floor,
             "one_size_for_every_n": sorted(common, key=size_bytes),
             "minimax": minimax, "minimax_worst_ratio": worst.get(minimax)}
 
@@ -213,7 +272,9 @@ def answer_text(v):
     ada = [r for r in v["per_n"] if "adaptive" in r]
     if ada:
         good = [r for r in ada if r["adaptive"]["within"] and r["adaptive"]["no_more_memory"]]
-        unsure = [r for r in ada if not r["adaptive"]["within"] and not r["adaptive"]["outside"]]
+        unsure = [r for r in ada if not r["adaptive"]["within"] and not r["adaptive"]["outside"]
+                  and not r["adaptive"].get("undecided_by_floor")]
+        floored = [r for r in ada if r["adaptive"].get("undecided_by_floor")]
         if len(good) == len(ada):
             text += (f" Adaptive is within {pct} of the best fixed size at every N with no more "
                      f"memory ({_adaptive_detail(ada)}).")
@@ -223,9 +284,10 @@ def answer_text(v):
             text += (f" Adaptive is not within {pct} of the best with no more memory at every N: "
                      f"it is at {len(good)} of {len(ada)} ({len(unsure)} undecided: the interval "
                      f"reaches past {pct}; {len(above)} clearly above it; {len(more)} with more "
-                     f"memory); {_adaptive_detail(ada)}.")
+                     f"memory" + (f"; {len(floored)} undecided by the A/A control"
+                                  if floored else "") + f"); {_adaptive_detail(ada)}.")
         text += frontier_text(ada, pct)
-    return f"**{v['shape']}, {v['proto']}.** {text}"
+    return f"**{v['shape']}, {v['proto']}.** {text}{floor_text(v)}"
 
 
 def recommendation(v):

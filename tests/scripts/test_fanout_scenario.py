@@ -32,9 +32,11 @@ def test_tiny_scenario_answers_and_recommends(tmp_path):
     doc = scenario(tmp_path, "fan", "--replicas", "1,3", "--bufs", "16k,adaptive",
                    "--protos", "tcp")
     assert doc["kind"] == "fanout-scenario" and doc["rounds"] == 2
+    # Beside each shape and N, the A/A control's twin of 16K (--control auto).
+    assert doc["control"] == "16k"
     assert sorted(doc["cells"]) == sorted(
         f"{s}-tcp-n{n}-{b}" for s in ("connset", "event-loop") for n in (1, 3)
-        for b in ("16k", "adaptive"))
+        for b in ("16k", "adaptive", "16k-twin"))
     for runs in doc["cells"].values():
         assert len(runs) == 2
         for r in runs:
@@ -43,10 +45,12 @@ def test_tiny_scenario_answers_and_recommends(tmp_path):
     assert n3["peak_buffer_bytes"] == 3 * 16 * 1024 and n3["chunks"] == 2 * 1024 // 16
     assert [(v["shape"], v["proto"]) for v in doc["verdicts"]] == [("connset", "tcp"),
                                                                     ("event-loop", "tcp")]
-    # Every run's JSON is kept: 8 cells x 2 rounds.
-    assert len(list((tmp_path / "fan" / "raw").iterdir())) == 16
+    assert [f["replicas"] for f in doc["verdicts"][0]["noise_floor"]] == [1, 3]
+    # Every run's JSON is kept: 12 cells x 2 rounds.
+    assert len(list((tmp_path / "fan" / "raw").iterdir())) == 24
     md = (tmp_path / "fan" / "fanout.md").read_text()
     assert "## The answer" in md and "**connset, tcp.**" in md
+    assert "A/A control (16k run twice per round under two names" in md
     subprocess.run([str(SCRIPTS / "recommend"), str(tmp_path / "fan")], check=True,
                    capture_output=True)
     rec = (tmp_path / "fan" / "recommendation.md").read_text()
@@ -60,7 +64,7 @@ def runs_of(table):
     """{(n, buf): [cpu, ...]} -> the scenario's cells, memory = n x size (adaptive: 16K each)."""
     out = {}
     for (n, buf), cpus in table.items():
-        size = 16384 if buf == "adaptive" else fanoutlib.size_bytes(buf)
+        size = 16384 if buf == "adaptive" else fanoutlib.size_bytes(buf.removesuffix("-twin"))
         out[f"connset-tcp-n{n}-{buf}"] = [
             {"writer_cpu_s_per_gib": c, "peak_buffer_bytes": n * size} for c in cpus]
     return out
@@ -144,6 +148,39 @@ def test_adaptive_is_judged_against_the_best_fixed_size_in_its_memory():
     [v] = fanoutlib.conns_verdicts(rows, 0.05)
     assert v["per_n"][0]["adaptive"]["outside_frontier"]
     assert "above it by more than 5%" in fanoutlib.answer_text(v)
+
+
+def test_an_aa_control_that_excludes_one_leaves_that_n_undecided():
+    # The twin of 16K runs at 0.8x its original in every round (a place in the round, say): at
+    # N=8 the A/A interval excludes 1, so adaptive's clear-looking win there is not stated; at
+    # N=1 the twin matches and adaptive's verdict stands.
+    runs = runs_of({(1, "16k"): [1.0, 1.1, 0.9, 1.0, 1.05], (1, "16k-twin"): [1.0, 1.1, 0.9, 1.0, 1.05],
+                    (1, "64k"): [2.0] * 5, (1, "adaptive"): [1.0, 1.1, 0.9, 1.0, 1.05],
+                    (8, "16k"): [1.0, 1.1, 0.9, 1.0, 1.05], (8, "64k"): [2.0] * 5,
+                    (8, "16k-twin"): [0.8, 0.88, 0.72, 0.8, 0.84],
+                    (8, "adaptive"): [1.0, 1.1, 0.9, 1.0, 1.05]})
+    for cell in runs.values():
+        for k, run in enumerate(cell):
+            run["round"] = k
+    v = fanoutlib.verdict(runs, [1, 8], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05,
+                          control="16k")
+    one, eight = v["noise_floor"]
+    assert not one["excludes_one"] and eight["excludes_one"] and eight["ratio"] < 0.85
+    assert v["per_n"][0]["adaptive"]["within"]
+    assert not v["per_n"][1]["adaptive"]["within"] and not v["per_n"][1]["adaptive"]["outside"]
+    text = fanoutlib.answer_text(v)
+    assert "its interval covers 1 at 1 of 2 N" in text and "(N=8)" in text, text
+    assert "1 undecided by the A/A control" in text
+    # Without the control the same runs state N=8 as decided.
+    plain = fanoutlib.verdict(runs, [1, 8], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05)
+    assert plain["per_n"][1]["adaptive"]["within"] and plain["noise_floor"] == []
+
+
+def test_a_control_size_not_swept_is_refused(tmp_path):
+    p = subprocess.run([str(SCRIPTS / "fanout-scenario"), "x", "--results", str(tmp_path),
+                        "--bufs", "16k,64k", "--control", "4k"], capture_output=True, text=True,
+                       timeout=60, env=ENV)
+    assert p.returncode == 2 and "invalid --control '4k'" in p.stderr, p.stderr
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
