@@ -172,7 +172,13 @@ def figures(doc):
     f = g.get("fanout")
     if not f or run.get("partial") or g.get("error"):
         return None
+    gib = f["writer_cpu_s"] / f["writer_cpu_s_per_gib_delivered"] \
+        if f["writer_cpu_s_per_gib_delivered"] else 0
+    sleeps = (g.get("receiver") or {}).get("probe", {}).get("vol_ctxsw")
     return {"writer_cpu_s_per_gib": f["writer_cpu_s_per_gib_delivered"],
+            # The replicas' voluntary context switches per GiB (each a sleep and a wake-up the
+            # writer's write pays for on loopback): what a size's bimodal runs follow.
+            "replica_sleeps_per_gib": sleeps / gib if sleeps is not None and gib else None,
             "writer_cpu_us_per_chunk": f["writer_cpu_us_per_chunk"],
             "last_done_s": f["last_done_s"], "slowest_s": f["slowest_s"],
             "peak_buffer_bytes": g["sender"]["peak_buffer_bytes"],

@@ -37,6 +37,80 @@ def noise_floor(runs, replicas, shape, proto, control):
     return out
 
 
+def spearman(xs, ys):
+    """Spearman's rank correlation (ties take their mean rank); None under 5 pairs or with no
+    spread."""
+    if len(xs) < 5:
+        return None
+
+    def ranks(v):
+        order = sorted(range(len(v)), key=v.__getitem__)
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(v):
+            j = i
+            while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
+
+
+WIDE = 1.5  # a cell whose slowest run costs this many times its fastest has a spread to explain
+
+
+def spread_cause(runs, replicas, bufs, shape, proto):
+    """For each size with a wide cell (slowest over fastest run above WIDE): how its runs' cost
+    follows the replicas' sleeps per GiB, each run over its cell's median (pooled over N), as
+    Spearman's rho with the run count; None when the runs carry no sleep counts."""
+    out = {}
+    for b in bufs:
+        cells = [runs.get(cell_id({"shape": shape, "proto": proto, "replicas": n, "buf": b}), [])
+                 for n in replicas]
+        cells = [c for c in cells if c and all(r.get("replica_sleeps_per_gib") for r in c)]
+        if not any(max(r["writer_cpu_s_per_gib"] for r in c)
+                   > WIDE * min(r["writer_cpu_s_per_gib"] for r in c) for c in cells):
+            continue
+        xs, ys = [], []
+        for c in cells:
+            mc = sweeplib.median([r["writer_cpu_s_per_gib"] for r in c])
+            ms = sweeplib.median([r["replica_sleeps_per_gib"] for r in c])
+            xs += [r["writer_cpu_s_per_gib"] / mc for r in c]
+            ys += [r["replica_sleeps_per_gib"] / ms for r in c]
+        rho = spearman(xs, ys)
+        if rho is not None:
+            out[b] = {"rho": rho, "runs": len(xs)}
+    return out
+
+
+FOLLOWS = 0.7  # a rank correlation this strong names the replicas' sleeps as the spread's cause
+
+
+def spread_text(v):
+    causes = v.get("spread_cause") or {}
+    if not causes:
+        return ""
+    named = [b for b, c in causes.items() if c["rho"] >= FOLLOWS]
+    text = (f" Wide cells (a slowest run over {WIDE:g}x the fastest), each run's cost and its "
+            "replicas' sleeps per GiB over its cell's median, pooled over N (Spearman): "
+            + "; ".join(f"{b} rho {c['rho']:.2f} ({c['runs']} runs)" for b, c in causes.items())
+            + ".")
+    if named:
+        text += (f" For {', '.join(named)} the cost follows the sleeps: each is a wake-up the "
+                 "writer's write pays for, so the cell's spread is how often its replicas slept, "
+                 "and a median over few runs is a draw of that.")
+    rest = [b for b in causes if b not in named]
+    if rest:
+        text += f" For {', '.join(rest)} the sleeps do not explain the spread (rho under {FOLLOWS:g})."
+    return text
+
+
 def floor_text(v):
     """The A/A line of one shape and protocol."""
     floor = v.get("noise_floor")
@@ -204,6 +278,7 @@ def verdict(runs, replicas, bufs, shape, proto, tolerance, key="writer_cpu_s_per
     minimax = min(fixed, key=lambda b: (worst[b], size_bytes(b))) if fixed else None
     return {"shape": shape, "proto": proto, "tolerance": tolerance, "per_n": per_n,
             "control": control, "noise_floor": floor,
+            "spread_cause": spread_cause(runs, replicas, bufs, shape, proto),
             "one_size_for_every_n": sorted(common, key=size_bytes),
             "minimax": minimax, "minimax_worst_ratio": worst.get(minimax)}
 
@@ -287,7 +362,7 @@ def answer_text(v):
                      f"memory" + (f"; {len(floored)} undecided by the A/A control"
                                   if floored else "") + f"); {_adaptive_detail(ada)}.")
         text += frontier_text(ada, pct)
-    return f"**{v['shape']}, {v['proto']}.** {text}{floor_text(v)}"
+    return f"**{v['shape']}, {v['proto']}.** {text}{floor_text(v)}{spread_text(v)}"
 
 
 def recommendation(v):
@@ -325,16 +400,25 @@ def recommendation(v):
             + ".")
 
 
+def sleeps(rs):
+    """A cell's replicas' sleeps per GiB, median [min–max] ("" for runs from before the count)."""
+    xs = [r.get("replica_sleeps_per_gib") for r in rs]
+    if None in xs or not xs:
+        return ""
+    return f"{sweeplib.median(xs):,.0f} [{min(xs):,.0f}–{max(xs):,.0f}]"
+
+
 def table(runs, replicas, bufs, shape, proto):
     out = [f"\n### {shape}, {proto}\n",
            "| N | chunk | writer CPU s/GiB delivered (median [min–max]) | µs per chunk round "
-           "| last replica done s | peak buffer memory | stalls | runs |",
-           "|---:|---|---|---:|---:|---:|---:|---:|"]
+           "| last replica done s | peak buffer memory | stalls | replicas' sleeps per GiB "
+           "| runs |",
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for n in replicas:
         for b in bufs:
             rs = runs.get(cell_id({"shape": shape, "proto": proto, "replicas": n, "buf": b}), [])
             if not rs:
-                out.append(f"| {n} | {b} | failed | | | | | 0 |")
+                out.append(f"| {n} | {b} | failed | | | | | | 0 |")
                 continue
             cpu = stat([r["writer_cpu_s_per_gib"] for r in rs])
             out.append(
@@ -342,5 +426,5 @@ def table(runs, replicas, bufs, shape, proto):
                 f"{sweeplib.median([r['writer_cpu_us_per_chunk'] for r in rs]):.1f} | "
                 f"{sweeplib.median([r['last_done_s'] for r in rs]):.3f} | "
                 f"{sweeplib.size_label(int(sweeplib.median([r['peak_buffer_bytes'] for r in rs])))}"
-                f" | {int(sweeplib.median([r['stalls'] for r in rs]))} | {len(rs)} |")
+                f" | {int(sweeplib.median([r['stalls'] for r in rs]))} | {sleeps(rs)} | {len(rs)} |")
     return "\n".join(out)

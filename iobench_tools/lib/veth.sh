@@ -1,6 +1,18 @@
 # Sourced by scripts/netns-link and scripts/netns-fleet: the emulated link between two network
 # namespaces, written once.
 #
+# claim_name NAME: holds a lock on the namespaces NAME-* for as long as this process (and what it
+# execs) lives, or exits naming the run that holds them. Every start deletes stale namespaces of
+# its name, so a second run of one name would tear down the first's link in the middle of its
+# measurement.
+claim_name() {
+  local lock=/run/lock/iobench-netns-$1.lock
+  mkdir -p /run/lock
+  exec 9>>"$lock"
+  flock -n 9 || { echo "netns-link: the namespaces '$1-*' are in use by another run" \
+    "(lock $lock): wait for it, or give another --name" >&2; exit 1; }
+}
+
 # veth_link NS_A DEV_A NS_B DEV_B MTU RATE: a veth pair DEV_A (in NS_A) <-> DEV_B (in NS_B), both
 # ends up at MTU with a tbf rate cap RATE (EC2's per-flow cap is 5gbit). The namespaces exist.
 veth_link() {

@@ -316,6 +316,32 @@ def test_interrupted_netns_run_tears_down(tmp_path):
 
 
 @needs_root
+def test_a_second_run_of_one_link_name_is_refused_and_the_first_kept(tmp_path):
+    """Every start deletes stale namespaces of its name: a second run of the same name must not
+    tear down the first's link in the middle of its measurement."""
+    env = dict(os.environ, IOBENCH_BIN=BIN)
+    first = subprocess.Popen([str(SCRIPTS / "netns-link"), "--name", "ioblck", "--",
+                              "--bytes", "64M", "--buf", "64", "--repeat", "50", "-q"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, preexec_fn=experiment.default_sigint)
+    try:
+        deadline = time.monotonic() + 20
+        while "ioblck-cli" not in netns_list():
+            assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+            time.sleep(0.05)
+        second = subprocess.run([str(SCRIPTS / "netns-link"), "--name", "ioblck", "--",
+                                 "--bytes", "1M"], env=env, capture_output=True, text=True,
+                                timeout=30)
+        assert second.returncode == 1, second.stderr
+        assert "the namespaces 'ioblck-*' are in use by another run" in second.stderr
+        assert "ioblck-cli" in netns_list() and first.poll() is None
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=30)
+    assert "ioblck" not in netns_list()
+
+
+@needs_root
 def test_netns_delay_is_refused():
     p = subprocess.run([str(SCRIPTS / "netns-link"), "--delay", "5", "--", "--bytes", "1M"],
                        capture_output=True, text=True)
