@@ -198,6 +198,15 @@ def frontier_of(cell, mem, memory, tolerance, same_as=None):
                 within_frontier=hi <= 1 + tolerance, outside_frontier=lo > 1 + tolerance)
 
 
+def miss_cause(a):
+    """Why adaptive missed its frontier, where its chunks say it: they are a fixed size's."""
+    if not a.get("same_as"):
+        return ""
+    return (f": the rule's chunk here is {a['same_as']} (the same chunks), and {a['same_as']} "
+            f"costs more than {a['frontier']} at this N, so a fixed {a['same_as']} misses the "
+            "same way: the rule's size, not its adapting, is what misses")
+
+
 def frontier_text(ada, pct):
     """Adaptive against the memory frontier at each N, and the memory it saves against the best
     fixed size overall."""
@@ -220,7 +229,7 @@ def frontier_text(ada, pct):
                      f"({sweeplib.size_label(int(a['frontier_memory_bytes']))} against "
                      f"{sweeplib.size_label(int(a['memory_bytes']))}{saved})"
                      + ("" if a["within_frontier"] else
-                        " — above it by more than " + pct if a["outside_frontier"] else
+                        " — above it by more than " + pct + miss_cause(a) if a["outside_frontier"] else
                         " — undecided: the A/A interval excludes 1 here"
                         if a.get("undecided_by_floor") else " — not shown within " + pct))
     judged = sum(1 for r in ada if r["adaptive"].get("frontier") is not None)

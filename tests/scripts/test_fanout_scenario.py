@@ -176,6 +176,19 @@ def test_an_aa_control_that_excludes_one_leaves_that_n_undecided():
     assert plain["per_n"][1]["adaptive"]["within"] and plain["noise_floor"] == []
 
 
+def test_a_miss_of_the_frontier_names_the_rules_size_as_its_cause():
+    # Adaptive's chunks are 64K's at N=2 (same_as), and 16K, in no more memory, is clearly
+    # cheaper: the miss is the size the rule picks, and the text says so.
+    runs = runs_of({(2, "16k"): [1.0, 1.02, 0.98, 1.0, 1.01], (2, "64k"): [1.3, 1.32, 1.28, 1.3, 1.31],
+                    (2, "adaptive"): [1.3, 1.31, 1.29, 1.3, 1.3]})
+    v = fanoutlib.verdict(runs, [2], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05,
+                          same_as={2: "64k"})
+    a = v["per_n"][0]["adaptive"]
+    assert a["frontier"] == "16k" and a["outside_frontier"]
+    assert "the rule's chunk here is 64k (the same chunks), and 64k costs more than 16k" in \
+        fanoutlib.answer_text(v)
+
+
 def test_a_control_size_not_swept_is_refused(tmp_path):
     p = subprocess.run([str(SCRIPTS / "fanout-scenario"), "x", "--results", str(tmp_path),
                         "--bufs", "16k,64k", "--control", "4k"], capture_output=True, text=True,
