@@ -15,9 +15,20 @@ import shlex
 import sys
 
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, median, require_binary, run_json, stat
-from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import experiment, iobenchlib
 from iobench_tools.lib import runs as iobench_runs
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
+
+
+def size_figures(res):
+    """One size's (CPU s/GiB sender + receiver, syscalls per GiB, receiver Gbit/s)."""
+    run = res["runs"][0]
+    s, v = run["sender"], run["receiver"]
+    # --syscalls auto: the kernel's counts are in the size's counting run.
+    k = res.get("counting_run") or run
+    kgib = k["receiver"]["bytes"] / GiB
+    sys_total = (k["sender"]["syscalls"]["total"] + k["receiver"]["syscalls"]["total"]) / kgib
+    return [s["cpu_s_per_gib"] + v["cpu_s_per_gib"], sys_total, v["throughput_gbps"]]
 
 
 def main(argv=None):
@@ -29,7 +40,8 @@ def main(argv=None):
                     help="buffer sizes, a list")
     ap.add_argument("--bytes", default="100M",
                     help="payload per run")
-    ap.add_argument("--out", help="keep every run's JSON here")
+    ap.add_argument("--out", help="keep every run's JSON here, with the scenario's progress: "
+                                  "the same command resumes a stopped comparison")
     iobenchlib.add_confine_option(ap, "run both sides under taskset -c CPUS (e.g. 0)")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
@@ -45,28 +57,29 @@ def main(argv=None):
         setups.append((label, shlex.split(args)))
     if a.out:
         os.makedirs(a.out, exist_ok=True)
+
+    def run_one(cell, rnd, attempt):
+        """One run of a set-up over every size: per size (cpu, syscalls, gbps) per GiB."""
+        label, args = cell["id"], cell["args"]
+        doc = run_json(iobench_runs.ClientRun(buf=a.bufs, bytes=a.bytes, extra=tuple(args)),
+                       f"engines-compare: {label}", iobench=a.iobench, cpus=a.confine,
+                       in_kernel=True)
+        if a.out:
+            with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
+                json.dump(doc, f, indent=1)
+        return {res["label"]: size_figures(res) for res in doc["results"]}
+
+    cells = [{"id": label, "args": args} for label, args in setups]
+    runs, failed = experiment.run_scenario(
+        "engines-compare", cells, a.rounds, run_one, out_dir=a.out,
+        identity={"bufs": a.bufs, "bytes": a.bytes, "confine": a.confine})
     # figures[buf][label] = list of (cpu_per_gib, syscalls_per_gib, gbps)
     figures = {}
-    for rnd in range(a.rounds):
-        for label, args in setups:
-            doc = run_json(iobench_runs.ClientRun(buf=a.bufs, bytes=a.bytes, extra=tuple(args)),
-                           f"engines-compare: {label}", iobench=a.iobench, cpus=a.confine)
-            if a.out:
-                with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
-                    json.dump(doc, f, indent=1)
-            for res in doc["results"]:
-                run = res["runs"][0]
-                s, v = run["sender"], run["receiver"]
-                cpu = s["cpu_s_per_gib"] + v["cpu_s_per_gib"]
-                # --syscalls auto: the kernel's counts are in the size's counting run.
-                k = res.get("counting_run") or run
-                kgib = k["receiver"]["bytes"] / GiB
-                sys_total = (k["sender"]["syscalls"]["total"] +
-                             k["receiver"]["syscalls"]["total"]) / kgib
-                figures.setdefault(res["label"], {}).setdefault(label, []).append(
-                    (cpu, sys_total, v["throughput_gbps"]))
-            sys.stderr.write(f"\rround {rnd + 1}/{a.rounds} {label:<20}")
-    sys.stderr.write("\n")
+    for label, rs in runs.items():
+        for r in rs:
+            for buf, fig in r.items():
+                if buf != "round":
+                    figures.setdefault(buf, {}).setdefault(label, []).append(tuple(fig))
     print("| size | set-up | CPU s/GiB | syscalls/GiB | Gbit/s |")
     print("|---|---|---|---|---|")
     for buf, by_label in figures.items():
@@ -77,6 +90,10 @@ def main(argv=None):
             cpu, sc, gbps = zip(*rows)
             print(f"| {buf} | {label} | {fmt_stat(stat(cpu), 2)} | {median(sc) / 1000:.1f} k "
                   f"| {median(gbps):.1f} |")
+    for x in failed:
+        print(f"engines-compare: failed: {x}", file=sys.stderr)
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from iobench_tools.lib.iobenchlib import binary, stat
-from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import experiment, iobenchlib
 from iobench_tools.lib import runs as iobench_runs
 
 IOBENCH = binary()
@@ -32,12 +32,20 @@ def one_run(a, watched):
         if "iobench: watching" not in watch.stderr.readline():
             run.kill()
             watch.kill()
-            sys.exit(f"watch-overhead: error: iobench watch: {watch.stderr.read().strip()}")
-    out, err = run.communicate("go\n", timeout=600)
-    if watch:
-        watch.wait(timeout=60)
+            run.wait()
+            raise experiment.RunFailed(f"iobench watch: {watch.stderr.read().strip()}",
+                                       refused=True)
+    try:
+        out, err = run.communicate("go\n", timeout=600)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        run.communicate()
+        raise experiment.RunFailed("iobench ran past 600 s") from None
+    finally:
+        if watch:
+            watch.wait(timeout=60)
     if run.returncode != 0:
-        sys.exit(f"watch-overhead: error: iobench: {err.strip()}")
+        raise experiment.RunFailed(f"iobench: {err.strip()}", refused=run.returncode == 2)
     r = json.loads(out)["results"][0]["runs"][0]
     return r["sender"]["cpu_s_per_gib"], r["receiver"]["cpu_s_per_gib"]
 
@@ -53,13 +61,19 @@ def main(argv=None):
     ap.add_argument("--cpus", default="0,1",
                     help="iobench --cpus: sender CPU, receiver CPU")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--out", help="the scenario's progress (the experiment kernel): the same "
+                                  "command resumes a stopped comparison")
     a = ap.parse_args(argv)
     if not 1 <= a.rounds <= 100:
         ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
-    runs = {False: [], True: []}
-    for _ in range(a.rounds):
-        for watched in (False, True):
-            runs[watched].append(one_run(a, watched))
+    cells = [{"id": "unwatched", "watched": False}, {"id": "watched", "watched": True}]
+    done, failed = experiment.run_scenario(
+        "watch-overhead", cells, a.rounds,
+        lambda c, rnd, attempt: {"cpu": one_run(a, c["watched"])}, out_dir=a.out,
+        identity={"bytes": a.bytes, "buf": a.buf, "cpus": a.cpus})
+    if failed:
+        sys.exit("watch-overhead: error: " + "; ".join(failed))
+    runs = {c["watched"]: [r["cpu"] for r in done.get(c["id"], [])] for c in cells}
     doc = {"command": "scripts/watch-overhead " + " ".join(sys.argv[1:]), "rounds": a.rounds}
     print(f"{a.rounds} interleaved rounds, {a.bytes} at {a.buf}, CPUs {a.cpus}: CPU s/GiB")
     for i, side in enumerate(("sender", "receiver")):

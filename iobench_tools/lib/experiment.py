@@ -10,9 +10,11 @@ how many rounds, the order, and `run_one(cell, round, attempt)`, which returns t
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 
@@ -96,6 +98,7 @@ class Experiment:
     backoff_s: float = 2.0
     identity: dict = field(default_factory=dict)  # what must match for a resume (the cells' axes)
     quiet: bool = False
+    resumable: bool = True  # False: out_dir is a temporary folder, removed when the run ends
 
     def path(self):
         return os.path.join(self.out_dir, PROGRESS)
@@ -174,14 +177,29 @@ class Experiment:
                           file=sys.stderr)
         except KeyboardInterrupt:
             self.save(done, "interrupted")
+            kept = (f"kept in {self.path()}; the same command resumes" if self.resumable else
+                    "not kept (give --out DIR to make a scenario resumable)")
             sys.stderr.write(f"\n{self.prog}: interrupted: {_ok_runs(done)} of "
-                             f"{len(self.cells) * self.rounds} runs done, kept in {self.path()}; "
-                             "the same command resumes\n")
+                             f"{len(self.cells) * self.rounds} runs done, {kept}\n")
             sys.exit(130)
         finally:
             signal.signal(signal.SIGTERM, previous)
         self.save(done, "finished")
         return done
+
+
+def run_scenario(prog, cells, rounds, run_one, out_dir=None, **options):
+    """The kernel for a scenario whose folder is optional: ({cell id: [figures, ...]}, failures).
+    With `out_dir` it resumes as any scenario does; without, its progress lives in a temporary
+    folder removed when it ends (stopped, it starts over). `options`: Experiment's fields."""
+    tmp = None if out_dir else tempfile.mkdtemp(prefix=f"{prog}-")
+    try:
+        done = Experiment(prog, out_dir or tmp, cells, rounds, run_one, resumable=tmp is None,
+                          **options).run()
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return figures_by_cell(done), failures(done)
 
 
 def _ok_runs(done):

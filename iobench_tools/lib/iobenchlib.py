@@ -175,17 +175,24 @@ def command(args, iobench=None, cpus=""):
     return [*pin, iobench or binary(), *args]
 
 
-def run_json(run, prog, iobench=None, cpus="", env=None, timeout=600):
+def run_json(run, prog, iobench=None, cpus="", env=None, timeout=600, in_kernel=False):
     """Runs a client run (lib/runs.py's ClientRun) with its JSON on stdout and returns the
-    document; a failed run stops `prog` with iobench's own error line."""
+    document; a failed run stops `prog` with iobench's own error line, or, `in_kernel`, raises
+    the experiment kernel's RunFailed (refused when iobench refused the command line)."""
+    from iobench_tools.lib.experiment import RunFailed, run_child
     cmd = command(dataclasses.replace(run, json="-", quiet=True).argv("iobench")[1:], iobench,
                   cpus)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        p = run_child(cmd, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
-        sys.exit(f"{prog}: error: iobench ran past {timeout} s: {' '.join(cmd)}")
+        why = f"iobench ran past {timeout} s: {' '.join(cmd)}"
+        if in_kernel:
+            raise RunFailed(why) from None
+        sys.exit(f"{prog}: error: {why}")
     if p.returncode != 0:
         lines = p.stderr.strip().splitlines()
-        sys.exit(f"{prog}: error: iobench failed (exit {p.returncode}): "
-                 f"{lines[-1] if lines else ' '.join(cmd)}")
+        why = f"iobench failed (exit {p.returncode}): {lines[-1] if lines else ' '.join(cmd)}"
+        if in_kernel:
+            raise RunFailed(why, refused=p.returncode == 2)
+        sys.exit(f"{prog}: error: {why}")
     return json.loads(p.stdout)

@@ -46,7 +46,19 @@ def test_engines_compare_prints_a_row_per_size_and_setup(tmp_path):
     # syscalls/GiB: the kernel's (or iobench's) counts, never empty: 4K is >= 2 x 256 K calls/GiB.
     assert float(rows[0].split("|")[4].strip().removesuffix(" k")) >= 500, rows[0]
     assert sorted(f.name for f in tmp_path.iterdir()) == ["blocking-round0.json",
-                                                          "epoll-round0.json"]
+                                                          "epoll-round0.json", "progress.json"]
+    # The experiment kernel ran it: the same command finds every run done and runs none.
+    again = script("engines-compare", "--rounds", "1", "--bufs", "4k,16k", "--bytes", "1M",
+                   "--out", str(tmp_path), "blocking=--engine blocking", "epoll=--engine epoll")
+    assert again.returncode == 0 and "resuming: 2 run(s) already done" in again.stderr
+    assert again.stdout == p.stdout
+
+
+def test_engines_compare_does_not_retry_a_refused_setup():
+    p = script("engines-compare", "--rounds", "1", "--bytes", "1M", "bad=--engine bogus")
+    assert p.returncode == 1, p.stderr
+    assert "bad round 1 attempt 1 failed: iobench failed (exit 2)" in p.stderr
+    assert "attempt 2" not in p.stderr and "engines-compare: failed: bad round 0" in p.stderr
 
 
 def test_engines_compare_refuses_a_setup_without_label():

@@ -15,9 +15,14 @@ SCRIPT = str(ROOT / "scripts" / "watch-overhead")
 @pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
 def test_a_round_with_and_without_a_watch(tmp_path):
     out = tmp_path / "overhead.json"
-    p = subprocess.run([SCRIPT, "--rounds", "1", "--bytes", "8M", "--json", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    cmd = [SCRIPT, "--rounds", "1", "--bytes", "8M", "--json", str(out), "--out",
+           str(tmp_path / "runs")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
+    # Run through the experiment kernel: the same command resumes, with nothing left to run.
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "resuming: 2 run(s) already done" in again.stderr
+    assert again.stdout == p.stdout
     doc = json.loads(out.read_text())
     for side in ("sender", "receiver"):
         d = doc[side]
