@@ -10,7 +10,9 @@ same way: all of its processes in one cgroup, from fork to the last exit (waited
        OPENSSL_CONF, nodelay), against iobench --proto tls --cipher AES-128-GCM; beside them the
        bound: the TCP floor (payload) plus one AES-128-GCM encrypt and decrypt (openssl speed).
 
-Each round runs every tool once per size in a shuffled order (seeded, recorded). A ratio is taken
+Each round runs every tool once per size and placement, in the experiment kernel's balanced order
+(a Williams square over them all, relabelled by --seed; recorded). With --out a stopped comparison
+resumes with the same command. A ratio is taken
 per round (iobench / peer measured in that round), and shown as median [min-max]: a spread that
 crosses 1.0 is parity within noise, not a win or a loss. Beside each TCP tool that can say
 (iobench from its JSON, the floors from TCP_INFO), segs/write: the sender's TCP segments per
@@ -28,7 +30,6 @@ every process to LIST with no per-side pinning.
 """
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 
-from iobench_tools.lib import cgroup_cpu
+from iobench_tools.lib import cgroup_cpu, experiment
 from iobench_tools.lib.iobenchlib import GiB, ROOT, fmt_stat, free_port, stat
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import runs as iobench_runs
@@ -327,11 +328,13 @@ def parse_args(argv=None):
                     help="iobench's sender source: --source-window SIZE (default 256K: a hot "
                          "source, as iperf3 and floor-hot send from one hot buffer), or "
                          "'payload' (the whole payload once, cold pages: as floor-payload)")
-    ap.add_argument("--seed", type=int, default=1, help="seed of each round's shuffled order")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the balanced order (the cells' relabelling)")
     iobenchlib.add_binary_option(ap)
     ap.add_argument("--floor", default=os.path.join(ROOT, "build", "release", "iobench-floor"),
                     help="the floor binary: a minimal C write/read loop (built beside iobench)")
     ap.add_argument("--json", help="write every measurement here")
+    ap.add_argument("--out", help="the comparison's progress (the experiment kernel): the same "
+                                  "command resumes a stopped comparison")
     ap.add_argument("--placement", default="shared,split",
                     help="placements, each measured for every tool alike: shared (all on CPU "
                          "0), split (sender CPU 0, receiver CPU 1), unpinned; default "
@@ -392,20 +395,32 @@ def measure(a, protos, sizes, nbytes, placements):
             "floor-payload": lambda s, p: floor(a, s, nbytes, payload_file),
             "socat": lambda s, p: socat(a, s, nbytes, env, pem, payload_file),
         }
-        rng = random.Random(a.seed)
+        cells = [{"id": f"{pl}-{p}-{s}-{t}", "placement": pl, "proto": p, "size": s, "tool": t}
+                 for pl in placements for p in protos for s in sizes for t in TOOLS[p]]
+
+        def run_one(c, rnd, attempt):
+            global CPUS, SIDES
+            CPUS, SIDES = placements[c["placement"]]
+            try:
+                return run[c["tool"]](c["size"], c["proto"])
+            except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as e:
+                raise experiment.RunFailed(f"{c['tool']}: {e}") from None
+
+        # Every placement, protocol, size and tool once per round, in the kernel's balanced
+        # order (a Williams square over them all, relabelled by --seed).
+        done, failed = experiment.run_scenario(
+            "compare-peers", cells, a.rounds, run_one, out_dir=a.out, seed=a.seed,
+            identity={"bytes": nbytes, "placements": sorted(placements),
+                      "window": a.iobench_window, "runs": a.iobench_runs})
+        if failed:
+            sys.exit("compare-peers: error: " + "; ".join(failed))
         results = {pl: {p: {s: {t: [] for t in TOOLS[p]} for s in sizes} for p in protos}
                    for pl in placements}
-        orders = []
-        global CPUS, SIDES
-        for _ in range(a.rounds):
-            # Every placement in every round, each in its own shuffled order.
-            for pl, (cpus, sides) in placements.items():
-                CPUS, SIDES = cpus, sides
-                cells = [(p, s, t) for p in protos for s in sizes for t in TOOLS[p]]
-                rng.shuffle(cells)
-                orders.append([pl, cells])
-                for p, s, t in cells:
-                    results[pl][p][s][t].append(run[t](s, p))
+        for c in cells:
+            results[c["placement"]][c["proto"]][c["size"]][c["tool"]] = [
+                {k: v for k, v in r.items() if k != "round"} for r in done.get(c["id"], [])]
+        orders = experiment.rounds_order(len(cells), a.rounds, "balanced", a.seed)
+        orders = [[cells[i]["id"] for i in one] for one in orders]
         crypto = crypto_floor() if "tls" in protos else None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

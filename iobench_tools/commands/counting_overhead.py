@@ -1,7 +1,10 @@
 """Does counting change what it measures? Runs iobench with kernel syscall counting on and off,
-interleaved, and prints total CPU seconds per GiB (sender + receiver) for each, per size."""
+interleaved (the experiment kernel's balanced rounds over every size's on and off cells), and
+prints total CPU seconds per GiB (sender + receiver) for each, per size. With --out the same
+command resumes a stopped comparison."""
 import sys
 
+from iobench_tools.lib import experiment
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import runs as iobench_runs
@@ -9,14 +12,15 @@ from iobench_tools.lib import runs as iobench_runs
 
 def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):
     doc = run_json(iobench_runs.ClientRun(buf=size, bytes=nbytes, syscalls=syscalls, proto=proto),
-                   "counting-overhead", iobench=iobench, cpus=cpus, timeout=300)
+                   "counting-overhead", iobench=iobench, cpus=cpus, timeout=300, in_kernel=True)
     size = doc["results"][0]
     run = size["runs"][0]
     s, r = run["sender"], run["receiver"]
     # auto counts in a separate run per size (its measured runs count nothing): check that one.
     counted = size["counting_run"]["sender"] if syscalls == "auto" else s
     if syscalls != "off" and counted["syscalls"]["source"] not in ("bpf", "perf_event", "task_io"):
-        sys.exit(f"counting-overhead: kernel counting unavailable: {counted['syscalls']['note']}")
+        raise experiment.RunFailed(
+            f"kernel counting unavailable: {counted['syscalls']['note']}", refused=True)
     return (s["cpu_s"] + r["cpu_s"]) / (s["bytes"] / GiB)
 
 
@@ -39,6 +43,8 @@ def main(argv=None):
                     help="the kernel counter measured (--syscalls of the 'on' runs); auto counts "
                          "in a run of its own, so its on/off is what the default costs the "
                          "measured runs")
+    ap.add_argument("--out", help="the scenario's progress (the experiment kernel): the same "
+                                  "command resumes a stopped comparison")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
     iobenchlib.refuse_renamed(ap, a)
@@ -46,16 +52,23 @@ def main(argv=None):
     print(f"{a.proto}, {a.bytes} per run, {a.pairs} interleaved pairs, counter {a.counter}"
           f"{', confined to CPUs ' + a.confine if a.confine else ''}; cpu s/GiB medians [min-max]")
     print(f"{'size':>6} {'counting on':>24} {'counting off':>24} {'on/off':>8}")
-    for size in a.bufs.split(","):
-        on, off = [], []
-        for i in range(a.pairs):
-            order = [(a.counter, on), ("off", off)] if i % 2 == 0 else [("off", off), (a.counter, on)]
-            for mode, dest in order:
-                dest.append(cpu_per_gib(a.iobench, size, a.bytes, mode, a.proto, a.confine))
+    sizes = a.bufs.split(",")
+    cells = [{"id": f"{size}-{mode}", "size": size, "mode": a.counter if mode == "on" else "off"}
+             for size in sizes for mode in ("on", "off")]
+    done, failed = experiment.run_scenario(
+        "counting-overhead", cells, a.pairs,
+        lambda c, rnd, attempt: {"cpu": cpu_per_gib(a.iobench, c["size"], a.bytes, c["mode"],
+                                                    a.proto, a.confine)},
+        out_dir=a.out, identity={"bytes": a.bytes, "proto": a.proto, "confine": a.confine,
+                                 "counter": a.counter})
+    if failed:
+        sys.exit("counting-overhead: error: " + "; ".join(failed))
+    for size in sizes:
+        on = [r["cpu"] for r in done[f"{size}-on"]]
+        off = [r["cpu"] for r in done[f"{size}-off"]]
         son, soff = stat(on), stat(off)
         print(f"{size:>6} {fmt_stat(son):>24} {fmt_stat(soff):>24} "
               f"{son['median'] / soff['median']:>8.3f}")
-
 
 if __name__ == "__main__":
     main()

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from iobench_tools.lib import needs
+from iobench_tools.lib import experiment, needs
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib.iobenchlib import ROOT, median, size_arg as size, stat
 from iobench_tools.lib.replsync_report import compare, median_real, plots, report_md, write_csv
@@ -83,9 +83,13 @@ def model(proto, nbytes, chunk, repeat, cache, pattern=None):
     env = dict(os.environ, IOBENCH_BIN=IOBENCH, IOBENCH_CACHE_DIR=cache)
     if LINK:
         args = iobenchlib.through_netns_link(args, LINK)
-    p = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    try:
+        p = experiment.run_child(args, env=env, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise experiment.RunFailed("the model run ran past 600 s") from None
     if p.returncode != 0:
-        sys.exit(f"replication-sync: error: the model run failed: {p.stderr.strip()}")
+        raise experiment.RunFailed(f"the model run failed: {p.stderr.strip()}",
+                                   refused=p.returncode == 2)
     runs = [r["sender"] for r in json.loads(p.stdout)["results"][0]["runs"]]
     med = lambda k: median(r[k] for r in runs)  # noqa: E731
     shown = replace(run, cache_dir=None,
@@ -99,10 +103,12 @@ def model(proto, nbytes, chunk, repeat, cache, pattern=None):
 def price(proto, nbytes, chunk, rounds, cache, watch):
     """The real writer's sizes replayed (`--write-pattern @watch`) against whole chunks, one run
     of each per round, interleaved: medians, ranges, and whether the ranges part."""
-    runs = {"whole": [], "pattern": []}
-    for _ in range(rounds):
-        runs["whole"].append(model(proto, nbytes, chunk, 1, cache))
-        runs["pattern"].append(model(proto, nbytes, chunk, 1, cache, watch))
+    cells = [{"id": "whole", "pattern": None}, {"id": "pattern", "pattern": watch}]
+    runs, failed = experiment.run_scenario(
+        "replication-sync", cells, rounds,
+        lambda c, rnd, attempt: model(proto, nbytes, chunk, 1, cache, c["pattern"]))
+    if failed:
+        sys.exit("replication-sync: error: " + "; ".join(failed))
     out = {"rounds": rounds, "command": runs["pattern"][0]["command"]}
     for key in ("writes", "segments_out", "writer_cpu_s_per_gib"):
         for kind, rs in runs.items():
@@ -156,7 +162,10 @@ def run_server(name, binary, version, a, certs, tmp, skipped, places):
                 cell = {"server": name, "version": version, "proto": proto, "mode": mode,
                         "rdb_bytes": rdb, "syncs": syncs, "real": median_real(syncs)}
                 nbytes = int(cell["real"]["socket_bytes"])
-                cell["model"] = model(proto, nbytes, a.chunk, a.repeat, a.cache_dir)
+                try:
+                    cell["model"] = model(proto, nbytes, a.chunk, a.repeat, a.cache_dir)
+                except experiment.RunFailed as e:
+                    sys.exit(f"replication-sync: error: {e}")
                 cell["pattern"] = price(proto, nbytes, a.chunk, a.price_rounds, a.cache_dir,
                                         watches[0])
                 compare(cell)

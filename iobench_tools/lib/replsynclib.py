@@ -131,10 +131,14 @@ class Node:
         self.proc = subprocess.Popen(args + list(extra), stdout=subprocess.DEVNULL, stderr=err,
                                      env=dict(os.environ, **(env or {})))
         deadline = time.monotonic() + 120  # a large RDB loads before PONG
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            if self.cli("PING", check=False).strip() == "PONG":
-                return
-            time.sleep(0.05)
+        try:
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if self.cli("PING", check=False).strip() == "PONG":
+                    return
+                time.sleep(0.05)
+        except BaseException:  # Ctrl-C while it starts: the caller has no Node to stop yet
+            self.stop()
+            raise
         died = self.proc.poll() is not None
         self.stop()
         err.seek(0)

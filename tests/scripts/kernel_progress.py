@@ -1,6 +1,7 @@
 """For the resume tests of the experiment kernel's scenarios: what a scenario's progress.json
 says has finished, and a wait until its first run lands."""
 import json
+import os
 import time
 
 
@@ -23,3 +24,20 @@ def wait_for_first_run(progress, proc, timeout_s):
             return kept
         time.sleep(0.05)
     return finished(progress)
+
+
+def servers_in(marker):
+    """Every live server process (Valkey, Redis) whose working directory's path holds `marker`
+    (a server renames itself to "BINARY ADDR:PORT", so its command line does not say where it
+    runs; its cwd does, even once that folder is deleted)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            comm = open(f"/proc/{pid}/comm").read().strip()
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if comm.startswith(("valkey-server", "redis-server")) and marker in cwd and state != "Z":
+            found.append(f"{pid} {comm} in {cwd}")
+    return found
