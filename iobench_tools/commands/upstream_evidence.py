@@ -7,8 +7,9 @@ the build before it, in real full syncs, at the chunk it concerns.
 
 Every build comes from scripts/build-valkey-source --upstream (built when missing). Per cell (a
 build, TCP or TLS, a mode, N replicas) the same RDB (--rdb bytes of iobench's replication stream)
-is synced to N empty replicas at once, every cell once per round in a shuffled order, --rounds
-rounds, each sync watched by `iobench watch`; then one more sync per build and mode over TLS to
+is synced to N empty replicas at once, every cell once per round in a balanced order, --rounds
+rounds, each sync watched by `iobench watch` (the experiment kernel: a stopped study resumes
+with the same command); then one more sync per build and mode over TLS to
 one replica is traced by strace from outside, to cross-check the watched counts. Per comparison
 and figure (the writer's writes, bytes per write, file or pipe bytes read per byte written, the
 writer's and the whole primary's CPU per GiB delivered, the sync time): both medians, the ratio
@@ -21,13 +22,12 @@ Writes OUT/results.json and OUT/report.md. Every server it starts is stopped, al
 """
 import json
 import os
-import random
 import shutil
 import signal
 import sys
 import tempfile
 
-from iobench_tools.lib import iobenchlib, realsync, replsynclib, upstreamlib
+from iobench_tools.lib import experiment, iobenchlib, realsync, replsynclib, upstreamlib
 from iobench_tools.lib.iobenchlib import ROOT
 
 PROG = replsynclib.PROG = "upstream-evidence"
@@ -58,30 +58,41 @@ def parse_args(argv=None):
 
 
 def sync(c, a, servers, dataset, certs, tmp, name, trace=False):
+    """One real sync of cell c; raises the kernel's RunFailed when it does not complete."""
     work = os.path.join(tmp, name)
     try:
         return realsync.real_sync(servers[c["build"]], None, c, a, dataset, certs, work,
                                   upstreamlib.cell_id(c), trace=trace)
     except realsync.SyncFailed as e:
-        fail(f"{e} (logs: {work})")
+        raise experiment.RunFailed(str(e)) from None
 
 
 def run(a, todo, servers, dataset, certs, tmp):
-    runs = {upstreamlib.cell_id(c): [] for c in todo}
-    rng = random.Random(a.seed)
-    for k in range(a.rounds):
-        order = list(todo)
-        rng.shuffle(order)
-        for c in order:
-            runs[upstreamlib.cell_id(c)].append(sync(c, a, servers, dataset, certs, tmp,
-                                                     f"{upstreamlib.cell_id(c)}-{k}"))
-        print(f"{PROG}: round {k + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+    """Every cell once per round in the experiment kernel's balanced order (seeded by --seed):
+    a sync that fails is tried again, and a study stopped and started again with the same
+    command runs only the syncs it lacks (progress.json in --out)."""
+    cells = [dict(c, id=upstreamlib.cell_id(c)) for c in todo]
+    done = experiment.Experiment(
+        PROG, a.out, cells, a.rounds,
+        lambda c, k, attempt: sync(c, a, servers, dataset, certs, tmp,
+                                   f"{c['id']}-{k}-{attempt}"),
+        seed=a.seed, identity={"servers": servers, "rdb": a.rdb, "where": a.where,
+                               "cpus": a.cpus}).run()
+    failed = experiment.failures(done)
+    if failed:
+        fail(f"{len(failed)} sync(s) failed every attempt (the same command retries them): "
+             f"{failed[0]}")
+    runs = {cid: [{k: v for k, v in f.items() if k != "round"} for f in figs]
+            for cid, figs in experiment.figures_by_cell(done).items()}
     traced = {}
     if a.strace and shutil.which("strace"):
         for c in upstreamlib.traced_cells(todo):
             cid = upstreamlib.cell_id(c)
-            traced[cid] = sync(c, a, servers, dataset, certs, tmp, f"{cid}-strace",
-                               trace=True)["strace"]
+            try:
+                traced[cid] = sync(c, a, servers, dataset, certs, tmp, f"{cid}-strace",
+                                   trace=True)["strace"]
+            except experiment.RunFailed as e:
+                fail(f"the strace cross-check's sync failed: {e}")
     return runs, traced
 
 

@@ -318,7 +318,9 @@ def add_sync_options(ap, cpus_help="primary's CPU,replicas' CPU, or none"):
     ap.add_argument("--rate", default="5gbit", help="--where fleet: each link's tbf rate (5gbit)")
     ap.add_argument("--mtu", type=int, default=9001, help="--where fleet: the MTU (9001)")
     ap.add_argument("--sync-timeout", type=int, default=300, help="seconds per sync (300)")
-    ap.add_argument("--seed", type=int, default=1, help="the rounds' shuffle (1)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="the order's seed: the rounds' shuffle, or the balanced order's "
+                         "relabelling (1)")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/iobench"),
                     help="iobench's payload cache, which the dataset is built from")
 
