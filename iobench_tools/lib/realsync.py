@@ -39,15 +39,17 @@ def sync_place(a, tmp):
             a.fleet.close()
 
 
-def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False):
+def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, during=None):
     """One full sync of the dataset to c["replicas"] replicas at once: the watched figures
-    (and strace's, when `trace`). `a`: placement, fleet (or None), sync_timeout."""
+    (and strace's, when `trace`). `a`: placement, fleet (or None), sync_timeout. `during`:
+    primary -> probes started just before REPLICAOF (syncload.During), whose stop() figures
+    join the sync's."""
     prim_cpu, rep_cpu = a.placement
     fleet = a.fleet
     primary = Node(binary, os.path.join(work, "primary"), c["proto"], certs,
                    fleet.primary() if fleet else Place(),
                    ["--rdbcompression", "no"], env=env, cpus=prim_cpu, rdb=dataset)
-    replicas, watch, strace = [], None, None
+    replicas, watch, strace, probes = [], None, None, None
     try:
         set_mode("valkey", c["mode"], primary)
         # Every replica in one BGSAVE: diskless waits for all N (or 30 s); a disk-based save
@@ -63,6 +65,8 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False):
                       os.path.join(work, "watch.json"))
         if trace:
             strace = Strace(primary.proc.pid, os.path.join(work, "strace.txt"))
+        if during:
+            probes = during(primary)
         t0 = time.monotonic()
         for i, r in enumerate(replicas):
             r.cli("REPLICAOF", fleet.primary_ip(i + 1) if fleet else primary.ip, primary.port)
@@ -88,9 +92,12 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False):
         fig["bgsaves"] = log.count("Starting BGSAVE for SYNC")
         if strace:
             fig["strace"] = strace.stop()
+        if probes:
+            fig.update(probes.stop())
+            probes = None
         return fig
     finally:
-        for tool in (watch, strace):
+        for tool in (watch, strace, probes):
             if tool:
                 tool.kill()
         for node in replicas + [primary]:

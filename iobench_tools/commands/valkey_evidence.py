@@ -1,0 +1,187 @@
+"""What a Valkey reviewer asks first of the pull requests in patches/upstream/: each build beside
+stock Valkey 9.1.2 in real full syncs, with the sync's time and writes, the socket writer's CPU,
+the client latency a steady load sees while the sync streams, and the memory the sync takes.
+
+  scripts/valkey-evidence [--builds stock,series] [--proto tcp,tls] [--modes dual,diskless,disk]
+      [--replicas 1,4] [--rounds 5] [--rdb 100M] [--load-rps 2000] [--load-seconds 2]
+      [--no-load] [--where loopback|fleet] [--out results/upstream-9.1/evidence]
+
+Each build is Valkey 9.1.2 with TLS (`build/valkey/9.1/NAME`: stock, a PR folder's name such as
+04-whole-chunks, or series), built when missing (a few minutes each) exactly as scripts/valkey-pr
+builds it. Per cell (a build, TCP or TLS, a mode, N replicas) the same RDB is synced to N empty
+replicas at once under `iobench watch`; from REPLICAOF a steady GET load (valkey-benchmark
+--rps, the build's own) runs for --load-seconds, and the primary's memory is sampled every 20 ms
+until the sync is done. An idle cell per build and protocol runs the same load with no sync: the
+latency the sync's is read against. Every cell once per round in the experiment kernel's balanced
+order: a failed sync is tried again, and the same command resumes a stopped study (progress.json
+in --out). Writes OUT/results.json and OUT/report.md; every server it starts is stopped.
+"""
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+
+from iobench_tools.lib import experiment, iobenchlib, realsync, replsynclib, syncload, valkeypr
+from iobench_tools.lib import valkeyevidence as ve
+from iobench_tools.lib.iobenchlib import ROOT
+from iobench_tools.lib.replsynclib import Node, Place
+
+PROG = "valkey-evidence"
+
+
+def fail(msg):
+    sys.exit(f"{PROG}: error: {msg}")
+
+
+def parse_args(argv=None):
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("--builds", default="stock,series",
+                    help="stock and the builds set beside it: PR folder names or series")
+    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls")
+    ap.add_argument("--modes", default="dual,diskless,disk", help="dual, diskless, disk")
+    ap.add_argument("--load-rps", type=int, default=2000,
+                    help="the client load's requests per second (GET, 4 connections)")
+    ap.add_argument("--load-seconds", type=int, default=2,
+                    help="the load's window from REPLICAOF, seconds")
+    ap.add_argument("--no-load", dest="load", action="store_false",
+                    help="no client load (and no idle cells): sync and memory figures only")
+    ap.add_argument("--retries", type=int, default=1, help="a failed run is tried again (1)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream-9.1", "evidence"),
+                    help="the folder results.json, report.md and progress.json go to")
+    replsynclib.add_sync_options(ap)
+    iobenchlib.add_binary_option(ap)
+    a = ap.parse_args(argv)
+    a.builds = a.builds.split(",")
+    known = valkeypr.build_names()
+    bad = [b for b in a.builds if b not in known or b == valkeypr.SERIES_ASAN]
+    if bad or "stock" not in a.builds or len(a.builds) < 2:
+        ap.error(f"invalid --builds '{','.join(a.builds)}': expected stock and one or more of "
+                 f"{', '.join(b for b in known if b not in ('stock', valkeypr.SERIES_ASAN))}")
+    if not 100 <= a.load_rps <= 100000:
+        ap.error(f"invalid --load-rps {a.load_rps}: expected 100..100000")
+    if not 1 <= a.load_seconds <= 60:
+        ap.error(f"invalid --load-seconds {a.load_seconds}: expected 1..60")
+    if not 0 <= a.retries <= 5:
+        ap.error(f"invalid --retries {a.retries}: expected 0..5")
+    replsynclib.check_sync_args(ap, a, {"proto": ("tcp", "tls"),
+                                        "modes": ("dual", "diskless", "disk")})
+    return a
+
+
+def cells(a):
+    out = [{"build": b, "proto": p, "mode": m, "replicas": n}
+           for b in a.builds for p in a.proto for m in a.modes for n in a.replicas]
+    if a.load:
+        out += [{"build": b, "proto": p, "mode": "idle", "replicas": None}
+                for b in a.builds for p in a.proto]
+    return [dict(c, id=ve.cell_id(c)) for c in out]
+
+
+def builds(a):
+    """{name: its valkey-server}, each built when missing."""
+    out = {}
+    for name in a.builds:
+        print(f"{PROG}: build {name} (cached after the first time)", file=sys.stderr, flush=True)
+        try:
+            out[name] = os.path.join(valkeypr.build(name), "valkey-server")
+        except valkeypr.PrError as e:
+            fail(f"build {name}: {e}")
+        if a.load and not syncload.benchmark_of(out[name]):
+            fail(f"build {name} has no valkey-benchmark beside {out[name]}")
+    return out
+
+
+def run_one(a, servers, dataset, certs, tmp):
+    load_cpu = a.placement[1]
+
+    def one(c, k, attempt):
+        server = servers[c["build"]]
+        bench = syncload.benchmark_of(server)
+        work = os.path.join(tmp, f"{c['id']}-{k}-{attempt}")
+        try:
+            if c["mode"] == "idle":
+                return idle(a, server, bench, c, certs, dataset, work, load_cpu)
+            load = (bench, a.load_rps, a.load_seconds, load_cpu) if a.load else None
+            fig = realsync.real_sync(server, None, c, a, dataset, certs, work, c["id"],
+                                     during=lambda primary: syncload.During(primary, load))
+        except (realsync.SyncFailed, syncload.LoadFailed) as e:
+            raise experiment.RunFailed(str(e)) from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return ve.flat(fig)
+    return one
+
+
+def idle(a, server, bench, c, certs, dataset, work, load_cpu):
+    """The load alone on a primary holding the same dataset, not syncing."""
+    fleet = a.fleet
+    primary = Node(server, os.path.join(work, "primary"), c["proto"], certs,
+                   fleet.primary() if fleet else Place(), ["--rdbcompression", "no"],
+                   cpus=a.placement[0], rdb=dataset)
+    try:
+        return syncload.idle_load(bench, primary, a.load_rps, a.load_seconds, cpus=load_cpu)
+    finally:
+        primary.stop()
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    replsynclib.IOBENCH = a.iobench
+    replsynclib.PROG = PROG
+    iobenchlib.require_binary(PROG, a.iobench)
+    if not shutil.which("redis-cli"):
+        fail("redis-cli not found (scripts/setup installs redis-tools)")
+    servers = builds(a)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    todo = cells(a)
+    tmp = tempfile.mkdtemp(prefix="iobench-evidence-")
+    try:
+        with realsync.sync_place(a, tmp) as certs:
+            dataset, rdb, _ = realsync.make_dataset(servers["stock"], a, certs, tmp)
+            print(f"{PROG}: RDB {rdb} bytes; {len(todo)} cells x {a.rounds} rounds",
+                  file=sys.stderr, flush=True)
+            done = experiment.Experiment(
+                PROG, a.out, todo, a.rounds, run_one(a, servers, dataset, certs, tmp),
+                seed=a.seed, retries=a.retries,
+                identity={"servers": {b: os.path.realpath(s) for b, s in servers.items()},
+                          "rdb": a.rdb, "where": a.where, "cpus": a.cpus, "load":
+                          [a.load_rps, a.load_seconds] if a.load else None}).run()
+    except KeyboardInterrupt:
+        fail("interrupted (every server stopped)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    runs = experiment.figures_by_cell(done)
+    doc = {"tool": "iobench", "kind": "valkey-evidence", "base": "9.1.2",
+           "command": iobenchlib.recorded_command(PROG), "builds": a.builds,
+           "build_trees": {b: os.path.basename(os.path.realpath(os.path.dirname(s)))
+                           for b, s in servers.items()},
+           "rdb_bytes": rdb, "rounds": a.rounds, "cpus": a.cpus, "where": a.where,
+           "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
+           "load": {"rps": a.load_rps, "seconds": a.load_seconds} if a.load else None,
+           "sources": {"sync": "iobench watch (eBPF) on the primary and replicas: the socket "
+                               "writer's writes and CPU; the sync's time from REPLICAOF to every "
+                               "replica's link up",
+                       "latency": "valkey-benchmark's own percentile distribution (p99.9: the "
+                                  "first percentile it lists at or above 99.9%)",
+                       "memory": "/proc/PID/status VmRSS and /proc/CHILD/smaps_rollup "
+                                 "Private_Dirty every 20 ms; INFO memory every 100 ms",
+                       "interval": "95% bootstrap interval of the median per-round ratio "
+                                   "(statslib.compare), rounds in a balanced order"},
+           "cells": [dict(c, runs=runs.get(c["id"], [])) for c in todo],
+           "failures": experiment.failures(done)}
+    doc["comparisons"] = ve.comparisons(doc)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write(ve.report_md(doc))
+    print(f"{PROG}: {len(todo)} cells in {os.path.relpath(a.out, ROOT)}/report.md")
+    if doc["failures"]:
+        fail(f"{len(doc['failures'])} run(s) failed every attempt (the same command retries "
+             f"them): {doc['failures'][0]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""What a reviewer asks first of a change to a primary's full sync: the latency its clients see
+while the sync streams, and the memory it takes. Two probes around one sync (realsync.real_sync's
+`during`):
+
+- Load: `valkey-benchmark` from the primary's own build, a steady GET load at --rps on a few
+  connections for a fixed window that starts with REPLICAOF (so it covers the fork, the RDB
+  stream's start and, when the sync is shorter, its end); its own latency distribution read
+  back: p50, p99, p99.9 (the first percentile it lists at or above 99.9%), max. The same load
+  without a sync is the baseline.
+- Memory: sampled every 20 ms while the sync runs: the primary's RSS, its fork children's RSS and
+  private dirty pages (smaps_rollup: the copy-on-write and buffers the child itself pays for),
+  and the primary's INFO memory: used_memory and mem_clients_slaves (the replicas' output
+  buffers).
+"""
+import os
+import re
+import subprocess
+import threading
+import time
+
+SUMMARY = re.compile(r"latency summary \(msec\):\s*\n\s*avg\s+min\s+p50\s+p95\s+p99\s+max\s*\n"
+                     r"\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+PERCENTILE = re.compile(r"^([\d.]+)% <= ([\d.]+) milliseconds", re.MULTILINE)
+THROUGHPUT = re.compile(r"throughput summary: ([\d.]+) requests per second")
+
+
+class LoadFailed(Exception):
+    pass
+
+
+def parse_benchmark(text):
+    """valkey-benchmark's report: {avg, p50, p95, p99, p999, max (ms), rps}; LoadFailed when it
+    has none (the load did not run)."""
+    m, t = SUMMARY.search(text), THROUGHPUT.search(text)
+    if not m or not t:
+        tail = text.strip().splitlines()[-1:] or ["no output"]
+        raise LoadFailed(f"valkey-benchmark gave no latency summary: {tail[0][:200]}")
+    avg, _, p50, p95, p99, worst = (float(x) for x in m.groups())
+    p999 = next((float(ms) for pct, ms in PERCENTILE.findall(text) if float(pct) >= 99.9), worst)
+    return {"avg_ms": avg, "p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "p999_ms": p999,
+            "max_ms": worst, "rps": float(t.group(1))}
+
+
+class Load:
+    """A steady GET load on `node` (a replsynclib.Node) for `seconds`, from `benchmark`."""
+
+    def __init__(self, benchmark, node, rps, seconds, conns=4, cpus=None):
+        tls = (["--tls", "--cacert", f"{node.certs}/ca.crt"] if node.proto == "tls" else [])
+        pin = ["taskset", "-c", cpus] if cpus else []
+        self.cmd = [*node.place.prefix, *pin, benchmark, "-h", node.ip, "-p", str(node.port),
+                    *tls, "-t", "get", "-c", str(conns), "--rps", str(rps), "--duration",
+                    str(seconds), "--precision", "3"]
+        self.seconds = seconds
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+
+    def result(self):
+        try:
+            out, _ = self.proc.communicate(timeout=self.seconds + 60)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise LoadFailed(f"valkey-benchmark ran past {self.seconds + 60} s") from None
+        if self.proc.returncode != 0:
+            raise LoadFailed(f"valkey-benchmark exit {self.proc.returncode}: "
+                             f"{out.strip().splitlines()[-1:] or ''}")
+        return parse_benchmark(out)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def children_of(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def kib_field(path, name):
+    """A 'Name:   123 kB' field of a /proc file, in bytes (0 if the process is gone)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(name + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def info_memory(node):
+    """used_memory and mem_clients_slaves from the node's INFO memory (None when it does not
+    answer in time)."""
+    out = node.cli("INFO", "memory", check=False)
+    got = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    try:
+        return int(got["used_memory"]), int(got["mem_clients_slaves"])
+    except (KeyError, ValueError):
+        return None
+
+
+class MemorySampler:
+    """Peaks of the primary's memory while a sync runs, sampled on a thread every `every_s`."""
+
+    def __init__(self, node, every_s=0.02, info_every_s=0.1):
+        self.node, self.pid = node, node.proc.pid
+        self.every_s, self.info_every_s = every_s, info_every_s
+        self.peak = {"primary_rss_bytes": 0, "child_rss_bytes": 0, "child_private_dirty_bytes": 0,
+                     "used_memory_bytes": 0, "replica_buffers_bytes": 0, "samples": 0}
+        self.before = info_memory(node)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        next_info = 0.0
+        while not self.stopping.is_set():
+            p = self.peak
+            p["samples"] += 1
+            p["primary_rss_bytes"] = max(p["primary_rss_bytes"],
+                                         kib_field(f"/proc/{self.pid}/status", "VmRSS"))
+            for child in children_of(self.pid):
+                p["child_rss_bytes"] = max(p["child_rss_bytes"],
+                                           kib_field(f"/proc/{child}/status", "VmRSS"))
+                p["child_private_dirty_bytes"] = max(
+                    p["child_private_dirty_bytes"],
+                    kib_field(f"/proc/{child}/smaps_rollup", "Private_Dirty"))
+            if time.monotonic() >= next_info:
+                got = info_memory(self.node)
+                if got:
+                    p["used_memory_bytes"] = max(p["used_memory_bytes"], got[0])
+                    p["replica_buffers_bytes"] = max(p["replica_buffers_bytes"], got[1])
+                next_info = time.monotonic() + self.info_every_s
+            self.stopping.wait(self.every_s)
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=10)
+        out = dict(self.peak)
+        if self.before:
+            out["used_memory_before_bytes"] = self.before[0]
+        return out
+
+
+class During:
+    """Both probes around one sync: started before REPLICAOF, stopped once the sync is done;
+    stop() gives {"load": ..., "memory": ...}. `load`: (benchmark, rps, seconds, cpus) or None."""
+
+    def __init__(self, primary, load):
+        self.memory = MemorySampler(primary)
+        self.load = Load(load[0], primary, load[1], load[2], cpus=load[3]) if load else None
+
+    def stop(self):
+        memory = self.memory.stop()
+        out = {"memory": memory}
+        if self.load:
+            out["load"] = self.load.result()  # waits out its window
+        return out
+
+    def kill(self):
+        self.memory.stopping.set()
+        if self.load:
+            self.load.kill()
+
+
+def idle_load(benchmark, node, rps, seconds, cpus=None):
+    """The baseline: the same load on a primary that is not syncing."""
+    return Load(benchmark, node, rps, seconds, cpus=cpus).result()
+
+
+def benchmark_of(server):
+    """The valkey-benchmark beside a build's valkey-server."""
+    path = os.path.join(os.path.dirname(server), "valkey-benchmark")
+    return path if os.access(path, os.X_OK) else None

@@ -1,0 +1,123 @@
+"""The evidence a Valkey reviewer asks first, read from scripts/valkey-evidence's runs: each build
+(each pull request of patches/upstream/, or the whole series) beside stock 9.1.2, per protocol,
+mode and replica count, figure by figure, paired round by round."""
+from iobench_tools.lib import statslib
+from iobench_tools.lib.sweeplib import median
+
+# (key, heading, unit): every one is better lower.
+FIGURES = [
+    ("sync_s", "sync s", 1),
+    ("writes", "writes", 1),
+    ("writer_cpu_s_per_gib", "writer CPU s/GiB", 1),
+    ("p50_ms", "client p50 ms", 1),
+    ("p99_ms", "client p99 ms", 1),
+    ("p999_ms", "client p99.9 ms", 1),
+    ("child_private_dirty_bytes", "child private MiB", 1 << 20),
+    ("primary_rss_bytes", "primary RSS MiB", 1 << 20),
+    ("replica_buffers_bytes", "replica buffers MiB", 1 << 20),
+]
+LOAD_FIGURES = [f for f in FIGURES if f[0].endswith("_ms")]
+
+
+def cell_id(c):
+    if c["mode"] == "idle":
+        return f"{c['proto']}-idle-{c['build']}"
+    return f"{c['proto']}-{c['mode']}-n{c['replicas']}-{c['build']}"
+
+
+def flat(fig):
+    """A run's figures with its load's and memory's lifted to the top (one key each)."""
+    out = {k: v for k, v in fig.items() if k not in ("load", "memory")}
+    out.update(fig.get("load") or {})
+    out.update(fig.get("memory") or {})
+    return out
+
+
+def compare(base, new, key):
+    """new against base on one figure: medians, ratio with its 95% interval (paired over the
+    rounds both ran), and a verdict (lower is better)."""
+    a = [r for r in base if r.get(key) is not None]
+    b = [r for r in new if r.get(key) is not None]
+    out = {"base": median([r[key] for r in a]) if a else None,
+           "new": median([r[key] for r in b]) if b else None, "ratio": None, "ci": None,
+           "verdict": "-"}
+    if len(a) < 2 or len(b) < 2 or not out["base"] or min(r[key] for r in a) <= 0:
+        return out
+    row = lambda rs: {"v": [r[key] for r in rs], "rounds": [r.get("round") for r in rs]}  # noqa
+    ra, rb = row(a), row(b)
+    if None in ra["rounds"] or None in rb["rounds"]:
+        ra["rounds"] = rb["rounds"] = None
+    ratio, _, (lo, hi), _, how = statslib.compare(ra, rb, key="v")
+    out.update(ratio=ratio, ci=[lo, hi], how=how,
+               verdict="parity within noise" if lo <= 1 <= hi else
+               "lower" if hi < 1 else "higher")
+    return out
+
+
+def comparisons(doc):
+    """Every build but stock against stock, per protocol, mode and N (and the idle load)."""
+    runs = {c["id"]: c["runs"] for c in doc["cells"]}
+    out = []
+    for c in doc["cells"]:
+        if c["build"] == "stock":
+            continue
+        base = runs.get(cell_id(dict(c, build="stock")))
+        if base is None:
+            continue
+        keys = LOAD_FIGURES if c["mode"] == "idle" else FIGURES
+        out.append({"build": c["build"], "proto": c["proto"], "mode": c["mode"],
+                    "replicas": c.get("replicas"),
+                    "figures": {k: compare(base, c["runs"], k) for k, _, _ in keys}})
+    return out
+
+
+def _fmt(x, unit):
+    if x is None:
+        return "-"
+    x = x / unit
+    return f"{x:.0f}" if x >= 100 else f"{x:.3f}" if x < 10 else f"{x:.1f}"
+
+
+def _cell(f, unit):
+    text = f"{_fmt(f['base'], unit)} → {_fmt(f['new'], unit)}"
+    if f["ratio"] is not None:
+        text += f" x{f['ratio']:.3f} [{f['ci'][0]:.3f}–{f['ci'][1]:.3f}]"
+        if f["verdict"] != "parity within noise":
+            text += f" {f['verdict']}"
+    return text
+
+
+def report_md(doc):
+    load = doc["load"]
+    out = ["# Valkey 9.1.2: each build beside stock, with client latency and memory during a sync",
+           "", f"- command: `{doc['command']}`",
+           f"- builds: {', '.join(f'{b} (`build/valkey/9.1/{b}`)' for b in doc['builds'])}",
+           f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "
+           "rounds, every cell once per round in the experiment kernel's balanced order; "
+           f"placement --cpus {doc['cpus']} (primary, replicas; the load runs on the replicas' "
+           f"CPU); {doc['where']}",
+           (f"- client load: valkey-benchmark -t get -c 4 --rps {load['rps']} for "
+            f"{load['seconds']} s from REPLICAOF (the same build's benchmark); idle: the same "
+            "load with no sync" if load else "- no client load (--no-load)"),
+           "- memory: peaks sampled every 20 ms while the sync runs (the fork child's private "
+           "dirty pages from smaps_rollup; INFO memory's mem_clients_slaves for the replicas' "
+           "buffers, every 100 ms)",
+           "- each cell: stock → build medians, the ratio build/stock with its 95% interval "
+           "(paired round by round), and 'lower' or 'higher' where the interval excludes 1", ""]
+    heads = [h for _, h, _ in FIGURES]
+    for build in doc["builds"]:
+        comps = [c for c in doc["comparisons"] if c["build"] == build]
+        if not comps:
+            continue
+        out += [f"## {build} against stock", "",
+                "| proto | mode | N | " + " | ".join(heads) + " |",
+                "|---|---|---|" + "---|" * len(heads)]
+        for c in comps:
+            cells = [(_cell(c["figures"][k], u) if k in c["figures"] else "")
+                     for k, _, u in FIGURES]
+            out.append(f"| {c['proto']} | {c['mode']} | {c['replicas'] or '-'} | "
+                       + " | ".join(cells) + " |")
+        out.append("")
+    if doc["failures"]:
+        out += ["## Failed runs", ""] + [f"- {x}" for x in doc["failures"]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,102 @@
+"""scripts/valkey-evidence: valkey-benchmark's report read right, builds compared round by round,
+bad input refused in one line; and, where the 9.1.2 builds are already made, one tiny real study
+with its load and memory probes and nothing left running."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iobench_tools.lib import syncload, valkeyevidence as ve
+from kernel_progress import servers_in
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "valkey-evidence"
+BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
+BUILDS = ROOT / "build" / "valkey" / "9.1"
+
+# The tail of a real valkey-benchmark 9.1.2 run (-t get -c 4 --rps 5000 --duration 2).
+REPORT = """Latency by percentile distribution:
+0.000% <= 0.015 milliseconds (cumulative count 1272)
+50.000% <= 0.039 milliseconds (cumulative count 5418)
+99.805% <= 0.279 milliseconds (cumulative count 9984)
+99.902% <= 0.311 milliseconds (cumulative count 9993)
+100.000% <= 0.423 milliseconds (cumulative count 10002)
+
+Cumulative distribution of latencies:
+99.900% <= 0.303 milliseconds (cumulative count 9992)
+
+Summary:
+  throughput summary: 4983.56 requests per second
+  latency summary (msec):
+          avg       min       p50       p95       p99       max
+        0.043     0.008     0.039     0.111     0.175     0.423
+"""
+
+
+def test_the_benchmarks_own_percentiles_are_read():
+    got = syncload.parse_benchmark(REPORT)
+    assert got == {"avg_ms": 0.043, "p50_ms": 0.039, "p95_ms": 0.111, "p99_ms": 0.175,
+                   "p999_ms": 0.311, "max_ms": 0.423, "rps": 4983.56}
+    with pytest.raises(syncload.LoadFailed, match="no latency summary: Could not connect"):
+        syncload.parse_benchmark("Could not connect to Valkey at 127.0.0.1:1: refused\n")
+
+
+def runs(values, key="p99_ms"):
+    return [{key: v, "round": k} for k, v in enumerate(values)]
+
+
+def test_a_build_is_set_against_stock_round_by_round():
+    # The series' p99 is 1.5x stock's in every round under a drift of 1x..3x: paired, it is
+    # shown higher; an equal figure is parity within noise.
+    drift = [1.0, 3.0, 1.5, 2.5, 1.2]
+    doc = {"cells": [
+        {"id": "tcp-dual-n1-stock", "build": "stock", "proto": "tcp", "mode": "dual",
+         "replicas": 1, "runs": [dict(r, sync_s=1.0) for r in runs(drift)]},
+        {"id": "tcp-dual-n1-series", "build": "series", "proto": "tcp", "mode": "dual",
+         "replicas": 1, "runs": [dict(r, sync_s=1.0) for r in runs([1.5 * d for d in drift])]}]}
+    [c] = ve.comparisons(doc)
+    assert c["build"] == "series" and c["figures"]["p99_ms"]["verdict"] == "higher"
+    assert abs(c["figures"]["p99_ms"]["ratio"] - 1.5) < 1e-9
+    assert c["figures"]["sync_s"]["verdict"] == "parity within noise"
+    assert c["figures"]["writes"]["ratio"] is None  # no figure, no ratio
+    text = ve.report_md(dict(doc, comparisons=[c], command="scripts/valkey-evidence", builds=[
+        "stock", "series"], rdb_bytes=1, rounds=5, cpus="0,1", where="loopback",
+        load={"rps": 2000, "seconds": 2}, failures=[]))
+    assert "## series against stock" in text and "x1.500 [" in text and "higher" in text
+
+
+def test_bad_input_is_refused_in_one_line():
+    for args, said in ((["--builds", "series"], "invalid --builds 'series'"),
+                       (["--builds", "stock,02-nope"], "invalid --builds 'stock,02-nope'"),
+                       (["--load-rps", "5"], "invalid --load-rps 5"),
+                       (["--modes", "dual,x"], "invalid --modes 'dual,x'")):
+        p = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and said in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.real_server
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
+@pytest.mark.skipif(not all((BUILDS / b / "valkey-benchmark").exists() for b in ("stock", "series")),
+                    reason="Valkey 9.1.2's stock and series builds are not made here (scripts/"
+                           "valkey-pr or scripts/valkey-tests --base 9.1.2 make them; setup does not)")
+def test_a_tiny_study_measures_latency_and_memory_and_leaves_nothing(tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.run([str(SCRIPT), "--builds", "stock,series", "--proto", "tcp", "--modes",
+                        "dual", "--replicas", "1", "--rounds", "2", "--rdb", "4M",
+                        "--load-seconds", "1", "--iobench", BIN, "--out", str(out),
+                        "--cache-dir", str(tmp_path / "cache")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "results.json").read_text())
+    cells = {c["id"]: c for c in doc["cells"]}
+    sync = cells["tcp-dual-n1-series"]["runs"][0]
+    assert sync["p99_ms"] > 0 and sync["p999_ms"] >= sync["p99_ms"] and sync["rps"] > 0
+    assert sync["primary_rss_bytes"] > 0 and sync["samples"] > 0 and sync["writes"] > 0
+    assert cells["tcp-idle-stock"]["runs"][0]["p50_ms"] > 0
+    assert "## series against stock" in (out / "report.md").read_text()
+    assert not servers_in("iobench-evidence-"), "a server outlived the study"
