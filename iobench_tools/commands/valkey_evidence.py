@@ -126,6 +126,11 @@ def idle(a, server, bench, c, certs, dataset, work, load_cpu):
         primary.stop()
 
 
+def build_trees(servers):
+    """Each build's tree under build/valkey-src/, named by the hash of what went into it."""
+    return {b: os.path.basename(os.path.dirname(os.path.realpath(s))) for b, s in servers.items()}
+
+
 def main(argv=None):
     a = parse_args(argv)
     replsynclib.IOBENCH = a.iobench
@@ -145,7 +150,7 @@ def main(argv=None):
             done = experiment.Experiment(
                 PROG, a.out, todo, a.rounds, run_one(a, servers, dataset, certs, tmp),
                 seed=a.seed, retries=a.retries,
-                identity={"servers": {b: os.path.realpath(s) for b, s in servers.items()},
+                identity={"servers": build_trees(servers),
                           "rdb": a.rdb, "where": a.where, "cpus": a.cpus, "load":
                           [a.load_rps, a.load_seconds] if a.load else None}).run()
     except KeyboardInterrupt:
@@ -155,8 +160,7 @@ def main(argv=None):
     runs = experiment.figures_by_cell(done)
     doc = {"tool": "iobench", "kind": "valkey-evidence", "base": "9.1.2",
            "command": iobenchlib.recorded_command(PROG), "builds": a.builds,
-           "build_trees": {b: os.path.basename(os.path.realpath(os.path.dirname(s)))
-                           for b, s in servers.items()},
+           "build_trees": build_trees(servers),
            "rdb_bytes": rdb, "rounds": a.rounds, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
            "load": {"rps": a.load_rps, "seconds": a.load_seconds} if a.load else None,
