@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import cgroup_cpu, experiment
 from iobench_tools.lib.iobenchlib import GiB, ROOT, fmt_stat, free_port, stat
 from iobench_tools.lib import iobenchlib
@@ -314,13 +315,12 @@ def placements_of(a):
 def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.epilog = __doc__.split("\n\n", 1)[1]  # how each tool is run
-    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls or tcp,tls")
-    ap.add_argument("--bufs", default="4k,16k,64k",
-                    help="buffer sizes, a list: each tool moves --bytes in writes of this size")
+    axes.add_proto(ap)
+    axes.add_bufs(ap, "4k,16k,64k", "each tool moves --bytes in writes of this size")
     iobenchlib.add_renamed_option(ap, "--sizes", "--bufs", "the buffer-size axis has one name "
                                   "in every script")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-    ap.add_argument("--bytes", default="1000M", help="bytes per measurement")
+    axes.add_rounds(ap, 5)
+    axes.add_bytes(ap, "1000M", per="measurement")
     ap.add_argument("--iobench-runs", type=int,
                     help="iobench moves --bytes as this many runs (--repeat); default 1 with a "
                          "source window (its payload is the window), 10 with 'payload'")

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import fanoutlib
 from iobench_tools.lib import sweeplib
 from iobench_tools.lib.iobenchlib import ROOT
@@ -35,17 +36,15 @@ def main(argv=None):
                     help="the scenario's name: its sweep goes to RESULTS/NAME/")
     ap.add_argument("--conns", default="1,4,16,64",
                     help="connections at once, a list (each moves --bytes)")
-    ap.add_argument("--bufs", default="4k,16k,64k,adaptive",
-                    help="buffer sizes, a list; 'adaptive' sizes each buffer by live connections")
+    axes.add_bufs(ap, "4k,16k,64k,adaptive", "'adaptive' sizes each buffer by live connections")
     ap.add_argument("--budget", default="256k",
                     help="buffer memory per side the adaptive cells share")
-    ap.add_argument("--bytes", default="32M", help="per connection")
+    axes.add_bytes(ap, "32M", per="connection")
     ap.add_argument("--repeat", default="3",
                     help="measured runs per cell (scripts/sweep --repeat: a number or auto)")
     ap.add_argument("--warmup", default="1",
                     help="unmeasured runs per cell first")
-    ap.add_argument("--proto", default="tcp",
-                    help="protocols, a list: tcp, tls")
+    axes.add_proto(ap, "tcp")
     ap.add_argument("--engine", default="blocking",
                     help="iobench engines, a list: blocking, epoll, uring")
     ap.add_argument("--bytes-spread", default="0.5",

@@ -4,6 +4,7 @@ prints total CPU seconds per GiB (sender + receiver) for each, per size. With --
 command resumes a stopped comparison."""
 import sys
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import experiment
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
 from iobench_tools.lib import iobenchlib
@@ -12,7 +13,8 @@ from iobench_tools.lib import runs as iobench_runs
 
 def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):
     doc = run_json(iobench_runs.ClientRun(buf=size, bytes=nbytes, syscalls=syscalls, proto=proto),
-                   "counting-overhead", iobench=iobench, cpus=cpus, timeout=300, in_kernel=True)
+                   "counting-overhead", iobench=iobench, cpus=cpus, timeout=300,
+                   fail=experiment.failed_run)
     size = doc["results"][0]
     run = size["runs"][0]
     s, r = run["sender"], run["receiver"]
@@ -26,16 +28,13 @@ def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):
 
 def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
-    ap.add_argument("--bufs", default="1k,64k",
-                    help="buffer sizes, a list")
+    axes.add_bufs(ap, "1k,64k")
     iobenchlib.add_renamed_option(ap, "--sizes", "--bufs", "the buffer-size axis has one name "
                                   "in every script")
     ap.add_argument("--pairs", type=int, default=7,
                     help="interleaved on/off pairs of runs per size")
-    ap.add_argument("--bytes", default="100M",
-                    help="payload per run")
-    ap.add_argument("--proto", default="tcp",
-                    help="tcp or tls")
+    axes.add_bytes(ap, "100M")
+    axes.add_proto(ap, "tcp", "one of them")
     iobenchlib.add_confine_option(
         ap, "run both sides under taskset -c CPUS (e.g. 0): on a small VM the CPU per GiB of "
             "unpinned loopback runs spreads 5x with scheduling alone")

@@ -14,6 +14,7 @@ import os
 import shlex
 import sys
 
+from iobench_tools.lib import axes
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, median, require_binary, run_json, stat
 from iobench_tools.lib import experiment, iobenchlib
 from iobench_tools.lib import runs as iobench_runs
@@ -34,12 +35,9 @@ def size_figures(res):
 def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("setups", nargs="*", help="LABEL=ARGS (iobench options)")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="interleaved rounds: each setup once per size per round")
-    ap.add_argument("--bufs", default="4k,16k,64k",
-                    help="buffer sizes, a list")
-    ap.add_argument("--bytes", default="100M",
-                    help="payload per run")
+    axes.add_rounds(ap, 5, "each set-up runs every size once per round")
+    axes.add_bufs(ap, "4k,16k,64k")
+    axes.add_bytes(ap, "100M")
     ap.add_argument("--out", help="keep every run's JSON here, with the scenario's progress: "
                                   "the same command resumes a stopped comparison")
     iobenchlib.add_confine_option(ap, "run both sides under taskset -c CPUS (e.g. 0)")
@@ -63,7 +61,7 @@ def main(argv=None):
         label, args = cell["id"], cell["args"]
         doc = run_json(iobench_runs.ClientRun(buf=a.bufs, bytes=a.bytes, extra=tuple(args)),
                        f"engines-compare: {label}", iobench=a.iobench, cpus=a.confine,
-                       in_kernel=True)
+                       fail=experiment.failed_run)
         if a.out:
             with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
                 json.dump(doc, f, indent=1)

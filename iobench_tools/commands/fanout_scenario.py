@@ -4,7 +4,7 @@ design needs: is one chunk size right for every N, or does the best size move wi
 the adaptive mode come within 5% of the best fixed size at every N with no more memory?
 
   scripts/fanout-scenario NAME [--replicas 1,2,4,8,16] [--bufs 4k,16k,64k,adaptive]
-      [--shapes connset,event-loop] [--protos tcp,tls] [--bytes 100M] [--rounds 3]
+      [--shapes connset,event-loop] [--proto tcp,tls] [--bytes 100M] [--rounds 3]
       [--budget 256k] [--timeout 30] [--where loopback|fleet] [--rate 5gbit]
       [--connect HOST:PORT,... [--tls-ca FILE]] [--iobench PATH]
       [--results results] [-- EXTRA IOBENCH ARGS]
@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import experiment
 from iobench_tools.lib import fanoutlib
 from iobench_tools.lib.fanoutlib import cell_id
@@ -48,21 +49,20 @@ def parse_args(argv=None):
                          "RESULTS/NAME/")
     ap.add_argument("--replicas", default="1,2,4,8,16",
                     help="replica counts, a list: one writer streams to this many at once")
-    ap.add_argument("--bufs", default="4k,16k,64k,adaptive",
-                    help="the writer's chunk sizes, a list; 'adaptive' sizes chunks by live "
-                         "replicas")
+    axes.add_bufs(ap, "4k,16k,64k,adaptive",
+                  "the writer's chunk sizes; 'adaptive' sizes chunks by live replicas")
     ap.add_argument("--shapes", default="connset,event-loop",
                     help="how the writer serves the replicas, a list: connset (one blocking write"
                          " each, in turn) and event-loop (epoll)")
-    ap.add_argument("--protos", default="tcp,tls",
-                    help="protocols, a list: tcp, tls")
-    ap.add_argument("--bytes", default="100M", help="per replica")
+    axes.add_proto(ap)
+    iobenchlib.add_renamed_option(ap, "--protos", "--proto", "the protocol axis has one name in "
+                                  "every script")
+    axes.add_bytes(ap, "100M", per="replica")
     ap.add_argument("--control", default="auto", metavar="SIZE|auto|none",
                     help="the A/A control: at every shape, protocol and N, the cell of SIZE runs "
                          "twice per round under two names, the scenario's noise floor (auto: 16k "
                          "if in --bufs, else the largest fixed size; none: no control)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="interleaved rounds per cell")
+    axes.add_rounds(ap, 3)
     ap.add_argument("--retries", type=int, default=1,
                     help="runs again a cell's round that failed, this many times")
     ap.add_argument("--budget", default="256k",
@@ -87,7 +87,9 @@ def parse_args(argv=None):
     a.replicas = [int(n) for n in a.replicas.split(",")]
     if any(n < 1 or n > 64 for n in a.replicas):
         ap.error(f"invalid --replicas '{a.replicas}': expected numbers 1..64")
-    a.bufs, a.shapes, a.protos = a.bufs.split(","), a.shapes.split(","), a.protos.split(",")
+    iobenchlib.refuse_renamed(ap, a)
+    # a.protos: the scenario record's field name (fanout.json "protos"), kept for its readers.
+    a.bufs, a.shapes, a.protos = a.bufs.split(","), a.shapes.split(","), a.proto.split(",")
     a.control = control_size(ap, a.control, a.bufs)
     for s in a.shapes:
         if s not in ("connset", "event-loop"):

@@ -14,7 +14,7 @@ The knee (the smallest chunk within --tolerance of the lowest writer CPU per GiB
 how sure it is are judged as scripts/recommend judges a sweep's, on the real writer and on the
 model's, and set side by side: same, within noise, or differs.
 
-  scripts/replication-knee [--chunks 4k,16k,64k,256k] [--replicas 1,4] [--proto tcp,tls]
+  scripts/replication-knee [--bufs 4k,16k,64k,256k] [--replicas 1,4] [--proto tcp,tls]
       [--modes dual,diskless,disk] [--chunking stock,whole,adaptive] [--rounds 5] [--rdb 100M]
 
 Writes OUT/results.json (every sync's figures), OUT/report.md and OUT/plots/*.png (with
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import experiment
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import needs
@@ -60,7 +61,7 @@ def cells(a):
                 for chunking in a.chunking:
                     if chunking == "whole" and mode == "disk":
                         continue  # the disk-based send has no buffer to carry a tail in
-                    sizes = [0] if chunking == "adaptive" else a.chunks
+                    sizes = [0] if chunking == "adaptive" else a.bufs
                     out += [{"proto": proto, "mode": mode, "replicas": n, "chunking": chunking,
                              "chunk": c} for c in sizes]
     return out
@@ -138,8 +139,10 @@ def run_rounds(a, todo, dataset, nbytes, certs, tmp, identity):
 
 def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
-    ap.add_argument("--chunks", default="4k,16k,64k,256k", help="fixed chunk sizes (1k..1m)")
-    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls")
+    axes.add_bufs(ap, "4k,16k,64k,256k", "the primary's fixed chunk sizes (1k..1m)")
+    iobenchlib.add_renamed_option(ap, "--chunks", "--bufs", "the size axis has one name in "
+                                  "every script")
+    axes.add_proto(ap)
     ap.add_argument("--modes", default="dual,diskless,disk", help=", ".join(MODES))
     ap.add_argument("--chunking", default="stock", help="stock, whole, adaptive (the patch's "
                     "variants: stock writes a chunk and its tail, whole carries the tail over, "
@@ -155,13 +158,14 @@ def parse_args(argv=None):
                                      "or none")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
+    iobenchlib.refuse_renamed(ap, a)
     try:
-        a.chunks = parse_size_list(a.chunks)
+        a.bufs = parse_size_list(a.bufs)
     except ValueError as e:
-        ap.error(f"invalid --chunks '{a.chunks}': {e}")
-    bad = [c for c in a.chunks if not 1024 <= c <= 1 << 20]
+        ap.error(f"invalid --bufs '{a.bufs}': {e}")
+    bad = [c for c in a.bufs if not 1024 <= c <= 1 << 20]
     if bad:
-        ap.error(f"invalid --chunks: {bad[0]} outside 1024..1048576 (the patch's range)")
+        ap.error(f"invalid --bufs: {bad[0]} outside 1024..1048576 (the patch's range)")
     if not 0 <= a.retries <= 5:
         ap.error(f"invalid --retries {a.retries}: expected 0..5")
     if not 0 < a.tolerance < 1:

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import experiment, needs
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib.iobenchlib import ROOT, median, size_arg as size, stat
@@ -182,7 +183,7 @@ def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--servers", default="redis,valkey", help="redis, valkey (comma-separated)")
     ap.add_argument("--modes", default="disk,diskless,dual", help="disk, diskless, dual")
-    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls (TLS where the server has it)")
+    axes.add_proto(ap, note="TLS where the server has it")
     ap.add_argument("--rdb", type=size, default=size("100M"), help="RDB size to sync (100M)")
     ap.add_argument("--repeat", type=int, default=3, help="full syncs per cell (3)")
     ap.add_argument("--chunk", type=size, default=16384, help="the model's write size (16k)")

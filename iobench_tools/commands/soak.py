@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 
+from iobench_tools.lib import axes
 from iobench_tools.lib.iobenchlib import ROOT, require_binary
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import runs as iobench_runs
@@ -161,7 +162,7 @@ def main(argv=None):
     ap.add_argument("--clients", type=int, default=4, help="client processes at once")
     ap.add_argument("--per-client", type=int, default=50,
                     help="sessions per client process (two sizes x --repeat)")
-    ap.add_argument("--bytes", default="256k", help="iobench --bytes per session")
+    axes.add_bytes(ap, "256k", per="session")
     ap.add_argument("--hostile-every", type=int, default=1,
                     help="a misbehaving connection after every N client runs (0: none)")
     ap.add_argument("--rss-slack-mib", type=float, default=32,

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import noisefloor
 from iobench_tools.lib import experiment
 from iobench_tools.lib import sweeprun
@@ -90,11 +91,9 @@ def parse_args(argv=None):
     ap.add_argument("name",
                     help="the sweep's name: its runs and manifest go to RESULTS/NAME/ (run again "
                          "to resume)")
-    ap.add_argument("--proto", default="tcp,tls",
-                    help="protocols, a list: tcp, tls")
-    ap.add_argument("--bufs", default="1k,4k,8k,16k,64k",
-                    help="buffer sizes, a list (1k..; 'adaptive' sizes by live connections within"
-                         " --budget)")
+    axes.add_proto(ap)
+    axes.add_bufs(ap, "1k,4k,8k,16k,64k",
+                  "1k..; 'adaptive' sizes by live connections within --budget")
     ap.add_argument("--engine", default="blocking",
                     help="iobench engines, a list: blocking, epoll, uring")
     ap.add_argument("--conns", default="1", help="connections at once, a list (each moves --bytes)")
@@ -110,10 +109,9 @@ def parse_args(argv=None):
                     help="--repeat auto: the recommender's tolerance the knees are decided at")
     ap.add_argument("--warmup", type=int, default=1,
                     help="unmeasured runs per cell before its measured ones")
-    ap.add_argument("--bytes", default=None,
-                    help="payload per run (default 100M; --where netns: what fills "
-                         f"{NETNS_PHASE_S} s of the link, from 100M to 200M: 200M at 5 Gbit/s "
-                         "and up, 100M at 1 Gbit/s)")
+    axes.add_bytes(ap, None, per=f"run (default 100M; --where netns: what fills {NETNS_PHASE_S} "
+                                "s of the link, from 100M to 200M: 200M at 5 Gbit/s and up, "
+                                "100M at 1 Gbit/s)")
     ap.add_argument("--cpus", action="append", default=None, metavar="SENDER[,RECEIVER]|none",
                     help="iobench --cpus for every cell; repeat it for several placements (one "
                          "more matrix axis). Default 0,1: sender on CPU 0, receiver on CPU 1 "

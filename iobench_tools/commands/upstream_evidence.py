@@ -27,6 +27,7 @@ import signal
 import sys
 import tempfile
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import experiment, iobenchlib, realsync, replsynclib, upstreamlib
 from iobench_tools.lib.iobenchlib import ROOT
 
@@ -43,7 +44,7 @@ def parse_args(argv=None):
                     help="the comparisons: " + ", ".join(upstreamlib.PATCHES))
     ap.add_argument("--modes", default="dual,diskless,disk",
                     help="keep only these modes of each comparison")
-    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls")
+    axes.add_proto(ap)
     ap.add_argument("--no-strace", dest="strace", action="store_false",
                     help="skip the strace cross-check (it runs by default)")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream", "loopback"),

@@ -23,6 +23,7 @@ import signal
 import sys
 import tempfile
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import experiment, iobenchlib, realsync, replsynclib, syncload, valkeypr
 from iobench_tools.lib import valkeyevidence as ve
 from iobench_tools.lib.iobenchlib import ROOT
@@ -39,7 +40,7 @@ def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--builds", default="stock,series",
                     help="stock and the builds set beside it: PR folder names or series")
-    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls")
+    axes.add_proto(ap)
     ap.add_argument("--modes", default="dual,diskless,disk", help="dual, diskless, disk")
     ap.add_argument("--load-rps", type=int, default=2000,
                     help="the client load's requests per second (GET, 4 connections)")

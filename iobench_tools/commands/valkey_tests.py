@@ -30,6 +30,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import upstreamlib, valkeypr, valkeytests
 from iobench_tools.lib.iobenchlib import ROOT, command_parser, recorded_command
 
@@ -56,7 +57,7 @@ def parse_args(argv=None):
     ap.add_argument("--builds", default=None,
                     help="stock and the builds to test (8.1.1: stock,0001,0002,0003,0004; "
                          "9.1.2: stock,series)")
-    ap.add_argument("--proto", default="tcp,tls", help="tcp, tls (tcp,tls)")
+    axes.add_proto(ap, note="the units over TCP, and over --tls")
     ap.add_argument("--units", default=",".join(REPLICATION_UNITS),
                     help="the suite's units, as runtest's --single names them (the replication "
                          "units: " + ", ".join(u.split("/")[1] for u in REPLICATION_UNITS) + ")")

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+from iobench_tools.lib import axes
 from iobench_tools.lib.iobenchlib import binary, stat
 from iobench_tools.lib import experiment, iobenchlib
 from iobench_tools.lib import runs as iobench_runs
@@ -52,10 +53,8 @@ def one_run(a, watched):
 
 def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="interleaved rounds of a watched and an unwatched run")
-    ap.add_argument("--bytes", default="512M",
-                    help="payload per run")
+    axes.add_rounds(ap, 5, "a watched and an unwatched run each")
+    axes.add_bytes(ap, "512M")
     ap.add_argument("--buf", default="16k",
                     help="buffer size of every run")
     ap.add_argument("--cpus", default="0,1",

@@ -31,6 +31,12 @@ class RunFailed(Exception):
         self.refused = refused
 
 
+def failed_run(why, exit_status):
+    """A run that failed, as the kernel takes it: refused (not retried) when the command line
+    was (exit status 2)."""
+    return RunFailed(why, refused=exit_status == 2)
+
+
 def cell_id(cell):
     return cell["id"] if isinstance(cell, dict) else cell.id
 

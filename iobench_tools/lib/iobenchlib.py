@@ -175,24 +175,23 @@ def command(args, iobench=None, cpus=""):
     return [*pin, iobench or binary(), *args]
 
 
-def run_json(run, prog, iobench=None, cpus="", env=None, timeout=600, in_kernel=False):
+def run_json(run, prog, iobench=None, cpus="", env=None, timeout=600, fail=None):
     """Runs a client run (lib/runs.py's ClientRun) with its JSON on stdout and returns the
-    document; a failed run stops `prog` with iobench's own error line, or, `in_kernel`, raises
-    the experiment kernel's RunFailed (refused when iobench refused the command line)."""
-    from iobench_tools.lib.experiment import RunFailed, run_child
+    document; a failed run stops `prog` with iobench's own error line, or raises
+    `fail(why, exit_status)` when given (experiment.failed_run: the kernel's RunFailed)."""
     cmd = command(dataclasses.replace(run, json="-", quiet=True).argv("iobench")[1:], iobench,
                   cpus)
     try:
-        p = run_child(cmd, env=env, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         why = f"iobench ran past {timeout} s: {' '.join(cmd)}"
-        if in_kernel:
-            raise RunFailed(why) from None
+        if fail:
+            raise fail(why, None) from None
         sys.exit(f"{prog}: error: {why}")
     if p.returncode != 0:
         lines = p.stderr.strip().splitlines()
         why = f"iobench failed (exit {p.returncode}): {lines[-1] if lines else ' '.join(cmd)}"
-        if in_kernel:
-            raise RunFailed(why, refused=p.returncode == 2)
+        if fail:
+            raise fail(why, p.returncode)
         sys.exit(f"{prog}: error: {why}")
     return json.loads(p.stdout)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from iobench_tools.lib import axes
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib.iobenchlib import free_port
 from iobench_tools.lib import runs as iobench_runs
@@ -308,7 +309,7 @@ def add_sync_options(ap, cpus_help="primary's CPU,replicas' CPU, or none"):
     --cpus, --where, --rate, --mtu, --sync-timeout, --seed, --cache-dir (read by
     check_sync_args)."""
     ap.add_argument("--replicas", default="1,4", help="replicas synced at once (1..16)")
-    ap.add_argument("--rounds", type=int, default=5, help="syncs per cell, interleaved (5)")
+    axes.add_rounds(ap, 5, "a sync per cell per round")
     ap.add_argument("--rdb", type=iobenchlib.size_arg, default=iobenchlib.size_arg("100M"),
                     help="RDB size to sync (100M)")
     ap.add_argument("--cpus", default="0,1", help=cpus_help)

@@ -141,3 +141,13 @@ def test_no_script_loops_over_rounds_outside_the_kernel():
     assert found == set(ROUND_LOOPS_KEPT), (
         f"rounds looped outside the kernel: {sorted(found - set(ROUND_LOOPS_KEPT))}; "
         f"kept loops no longer found: {sorted(set(ROUND_LOOPS_KEPT) - found)}")
+
+
+def test_each_shared_axis_is_declared_once():
+    """--proto, --bufs, --bytes and --rounds mean one thing in every script: lib/axes.py declares
+    them, and no command spells its own."""
+    declared = re.compile(r"add_argument\(\s*[\"'](--proto|--protos|--bufs|--sizes|--chunks|"
+                          r"--bytes|--rounds)[\"']")
+    twins = [f"{p.relative_to(ROOT)}: {m}" for p in (ROOT / "iobench_tools").rglob("*.py")
+             if p.name != "axes.py" for m in declared.findall(p.read_text())]
+    assert not twins, "declared outside lib/axes.py: " + ", ".join(twins)

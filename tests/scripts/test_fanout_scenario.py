@@ -30,7 +30,7 @@ def scenario(tmp_path, name, *args):
 
 def test_tiny_scenario_answers_and_recommends(tmp_path):
     doc = scenario(tmp_path, "fan", "--replicas", "1,3", "--bufs", "16k,adaptive",
-                   "--protos", "tcp")
+                   "--proto", "tcp")
     assert doc["kind"] == "fanout-scenario" and doc["rounds"] == 2
     # Beside each shape and N, the A/A control's twin of 16K (--control auto).
     assert doc["control"] == "16k"
@@ -203,7 +203,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or n
 @needs_root
 def test_fleet_scenario_runs_each_replica_on_its_own_link(tmp_path):
     doc = scenario(tmp_path, "fleet", "--where", "fleet", "--replicas", "2", "--bufs", "16k",
-                   "--shapes", "connset", "--protos", "tcp,tls")
+                   "--shapes", "connset", "--proto", "tcp,tls")
     assert doc["where"] == "fleet" and doc["rate"] == "5gbit"
     run = json.loads(next((tmp_path / "fleet" / "raw").glob("connset-tls-n2-16k.round0.json"))
                      .read_text())
@@ -233,7 +233,7 @@ def test_a_scenario_stopped_mid_run_resumes_with_the_rounds_it_had(tmp_path):
     """Ctrl-C once the first runs have landed: exit 130, what ran kept in progress.json; the same
     command again runs only what was missing and ends with every round."""
     cmd = [str(SCRIPTS / "fanout-scenario"), "fan", "--results", str(tmp_path), "--bytes", "8M",
-           "--rounds", "4", "--replicas", "1,2", "--bufs", "16k", "--protos", "tcp",
+           "--rounds", "4", "--replicas", "1,2", "--bufs", "16k", "--proto", "tcp",
            "--shapes", "connset"]
     progress = tmp_path / "fan" / "progress.json"
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
@@ -262,7 +262,7 @@ def test_a_scenario_stopped_mid_run_resumes_with_the_rounds_it_had(tmp_path):
 
 def test_a_resume_with_other_options_is_refused(tmp_path):
     base = [str(SCRIPTS / "fanout-scenario"), "fan", "--results", str(tmp_path), "--rounds", "1",
-            "--replicas", "1", "--bufs", "16k", "--protos", "tcp", "--shapes", "connset"]
+            "--replicas", "1", "--bufs", "16k", "--proto", "tcp", "--shapes", "connset"]
     first = subprocess.run([*base, "--bytes", "1M"], capture_output=True, text=True, timeout=300,
                            env=ENV)
     assert first.returncode == 0, first.stderr

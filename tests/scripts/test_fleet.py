@@ -46,7 +46,7 @@ PAIRS = [
     {"name": "e", "instance_type": "emu.small", "primary": "p4", "replicas": ["r1", "r2"]},
 ]
 SWEEP = "--proto tcp,tls --bufs 4k,64k --bytes 1M --repeat 3 --warmup 0 --retries 0"
-FANOUT = "--bufs 16k,64k --shapes connset --protos tcp,tls --bytes 1M --rounds 2"
+FANOUT = "--bufs 16k,64k --shapes connset --proto tcp,tls --bytes 1M --rounds 2"
 
 
 def inventory(tmp_path, addresses, config):

@@ -147,6 +147,7 @@ OTHER_PROGRAMS_OPTIONS = {
     "--dual-channel-replication-enabled": "valkey-server", "--enable-debug-command":
     "valkey-server", "--rdbcompression": "valkey-server", "--repl-diskless-sync":
     "valkey-server", "--repl-diskless-sync-delay": "valkey-server", "--save": "valkey-server",
+    "--rps": "valkey-benchmark",
 }
 OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]+)")
 

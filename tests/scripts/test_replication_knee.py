@@ -41,15 +41,16 @@ def knee(*args, tmp_path, timeout=600):
 
 def small_sync(*args, tmp_path):
     """One round of two chunk sizes, dual-channel, 2 replicas, a 4M RDB: the results.json."""
-    p = knee("--chunks", "16k,64k", "--replicas", "2", "--modes", "dual", "--rounds", "1",
+    p = knee("--bufs", "16k,64k", "--replicas", "2", "--modes", "dual", "--rounds", "1",
              "--rdb", "4M", *args, tmp_path=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads((tmp_path / "out" / "results.json").read_text())
 
 
 @pytest.mark.parametrize("args,said", [
-    (["--chunks", "16k,3x"], "invalid --chunks '16k,3x': invalid size '3x'"),
-    (["--chunks", "512"], "invalid --chunks: 512 outside 1024..1048576"),
+    (["--bufs", "16k,3x"], "invalid --bufs '16k,3x': invalid size '3x'"),
+    (["--bufs", "512"], "invalid --bufs: 512 outside 1024..1048576"),
+    (["--chunks", "16k"], "--chunks is --bufs now (the size axis has one name in every script)"),
     (["--modes", "dual,rdma"], "invalid --modes 'dual,rdma': expected some of dual, diskless"),
     (["--chunking", "big"], "invalid --chunking 'big'"),
     (["--replicas", "0,2"], "invalid --replicas [0, 2]: each 1..16"),
@@ -139,7 +140,7 @@ def test_a_study_stopped_mid_run_resumes_with_the_syncs_it_had(tmp_path):
     """Ctrl-C once a sync has landed: every server stopped, exit 130, the syncs kept in
     progress.json; the same command again runs only the missing ones (the 75-minute study no
     longer starts over)."""
-    cmd = [SCRIPT, "--chunks", "16k,64k", "--replicas", "1", "--modes", "dual", "--proto", "tcp",
+    cmd = [SCRIPT, "--bufs", "16k,64k", "--replicas", "1", "--modes", "dual", "--proto", "tcp",
            "--rounds", "2", "--rdb", "2M", "--no-model", "--iobench", BIN,
            "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
     progress = tmp_path / "out" / "progress.json"

@@ -1,0 +1,29 @@
+"""The axes every scenario script shares, declared once: one name and one meaning each (issue #47).
+A command adds the ones it has with its own default and a word on what one unit of it is; the
+flag, its spelling and the base of its help live here. Pinning is `--cpus` wherever it appears
+(iobench's sender,receiver or a server's primary,replicas); confining every process to a set of
+CPUs is `--confine` (iobenchlib.add_confine_option)."""
+
+
+def add_proto(ap, default="tcp,tls", note=""):
+    """--proto: the protocols, a list of tcp and tls."""
+    ap.add_argument("--proto", default=default,
+                    help="protocols, a list: tcp, tls" + (f" ({note})" if note else ""))
+
+
+def add_bufs(ap, default, note=""):
+    """--bufs: the buffer (or chunk) sizes, a list; the size axis has this one name."""
+    ap.add_argument("--bufs", default=default,
+                    help="buffer sizes, a list" + (f": {note}" if note else ""))
+
+
+def add_bytes(ap, default, per="run"):
+    """--bytes: the payload each run (or connection, replica) moves."""
+    ap.add_argument("--bytes", default=default, help=f"payload per {per}")
+
+
+def add_rounds(ap, default=5, note=""):
+    """--rounds: interleaved rounds, every cell once per round."""
+    ap.add_argument("--rounds", type=int, default=default,
+                    help="interleaved rounds: every cell once per round"
+                         + (f" ({note})" if note else ""))
