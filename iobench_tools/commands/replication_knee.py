@@ -209,13 +209,9 @@ def main(argv=None):
            "cells": [dict(c, id=cell_id(c), **runs[cell_id(c)]) for c in todo],
            "failures": failed}
     doc["knees"] = replknee_report.knees(doc)
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump(doc, f, indent=2)
-    with open(os.path.join(a.out, "report.md"), "w") as f:
-        f.write(replknee_report.report_md(doc))
+    report = iobenchlib.write_result_folder(a.out, doc, replknee_report.report_md(doc), indent=2)
     replknee_report.plots(doc, a.out, plt)
-    print(f"{PROG}: {len(todo)} cells in {os.path.relpath(a.out, ROOT)}/report.md")
+    print(f"{PROG}: {len(todo)} cells in {report}")
     if failed:
         fail(f"{len(failed)} sync(s) failed every attempt (in results.json): {failed[0]}")
 

@@ -20,7 +20,6 @@ patched/base with its 95% interval and a verdict: better, parity within noise, o
 
 Writes OUT/results.json and OUT/report.md. Every server it starts is stopped, also on Ctrl-C.
 """
-import json
 import os
 import shutil
 import signal
@@ -124,12 +123,8 @@ def main(argv=None):
         shutil.rmtree(tmp, ignore_errors=True)
     command = iobenchlib.recorded_command("upstream-evidence")
     doc = upstreamlib.document(a, command, rdb, todo, runs, traced)
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    with open(os.path.join(a.out, "report.md"), "w") as f:
-        f.write(upstreamlib.report_md(doc))
-    print(f"{PROG}: {len(todo)} cells in {os.path.relpath(a.out, ROOT)}/report.md")
+    report = iobenchlib.write_result_folder(a.out, doc, upstreamlib.report_md(doc))
+    print(f"{PROG}: {len(todo)} cells in {report}")
 
 
 if __name__ == "__main__":

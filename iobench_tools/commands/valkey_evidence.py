@@ -16,7 +16,6 @@ latency the sync's is read against. Every cell once per round in the experiment 
 order: a failed sync is tried again, and the same command resumes a stopped study (progress.json
 in --out). Writes OUT/results.json and OUT/report.md; every server it starts is stopped.
 """
-import json
 import os
 import shutil
 import signal
@@ -177,12 +176,8 @@ def main(argv=None):
            "cells": [dict(c, runs=runs.get(c["id"], [])) for c in todo],
            "failures": experiment.failures(done)}
     doc["comparisons"] = ve.comparisons(doc)
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    with open(os.path.join(a.out, "report.md"), "w") as f:
-        f.write(ve.report_md(doc))
-    print(f"{PROG}: {len(todo)} cells in {os.path.relpath(a.out, ROOT)}/report.md")
+    report = iobenchlib.write_result_folder(a.out, doc, ve.report_md(doc))
+    print(f"{PROG}: {len(todo)} cells in {report}")
     if doc["failures"]:
         fail(f"{len(doc['failures'])} run(s) failed every attempt (the same command retries "
              f"them): {doc['failures'][0]}")

@@ -154,7 +154,11 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     gtests = run_gtests(a, servers)
     tmp = tempfile.mkdtemp(prefix="iobench-valkey-tests-")
-    runner = valkeytests.Runner(suite, servers["stock"], tmp, a.unit_timeout, a.jobs)
+    try:
+        runner = valkeytests.Runner(suite, servers["stock"], tmp, a.unit_timeout, a.jobs)
+    except valkeytests.SlotsBusy as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        fail(str(e))
     todo = [(b, p, u) for b in a.builds for p in a.proto for u in a.units]
     t0 = time.monotonic()
     try:

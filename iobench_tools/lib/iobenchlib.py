@@ -155,6 +155,19 @@ def fmt_stat(s, digits=3, dash="-"):
     return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}{dash}{s['max']:.{digits}f}]"
 
 
+def write_result_folder(out_dir, doc, report, indent=1):
+    """A study's result folder: results.json (the record, `doc`, whose "kind" names the study)
+    and report.md (`report`, the text made from that record); returns report.md's path relative
+    to the checkout."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(doc, f, indent=indent)
+    path = os.path.join(out_dir, "report.md")
+    with open(path, "w") as f:
+        f.write(report)
+    return os.path.relpath(path, ROOT)
+
+
 def recorded_command(script):
     """How this run of scripts/SCRIPT is written into its results: the script and its
     arguments, any path inside the checkout relative to its root."""

@@ -1,6 +1,7 @@
 """Valkey's Tcl test suite run unit by unit against several builds (scripts/valkey-tests): a
 private copy of the suite per run, its output read into passed/failed/skipped test names, and the
 verdict of each patched build against stock."""
+import fcntl
 import os
 import queue
 import re
@@ -41,6 +42,37 @@ def parse_output(text):
     return out
 
 
+SLOTS = (65535 - 21000) // PORTS_PER_SLOT  # port ranges 21000 + k * PORTS_PER_SLOT
+
+
+class SlotsBusy(Exception):
+    pass
+
+
+def claim_slots(jobs):
+    """{slot: its lock file} for `jobs` port ranges no other run on this machine holds (a lock
+    under /run/lock per range, held while this process lives): two suites at once would
+    otherwise start their servers on the same ports and fail each other's units."""
+    os.makedirs("/run/lock", exist_ok=True)
+    held = {}
+    for slot in range(SLOTS):
+        if len(held) == jobs:
+            break
+        f = open(f"/run/lock/iobench-valkey-ports-{slot}.lock", "a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        held[slot] = f
+    if len(held) < jobs:
+        for f in held.values():
+            f.close()
+        raise SlotsBusy(f"only {len(held)} of the {SLOTS} port ranges are free for {jobs} "
+                        "jobs: other Valkey suites are running here")
+    return held
+
+
 class Runner:
     """Runs one unit of the suite for one build over one protocol, in a copy of the suite of its
     own with ports of its own (a slot), killing whatever the unit left running."""
@@ -49,7 +81,8 @@ class Runner:
         self.suite, self.tmp, self.timeout = suite, tmp, timeout
         self.tools = os.path.dirname(stock_server)  # valkey-cli, valkey-benchmark
         self.slots = queue.Queue()
-        for s in range(jobs):
+        self.slot_locks = claim_slots(jobs)
+        for s in self.slot_locks:
             self.slots.put(s)
         self.trees = set()
         self.count = 0

@@ -221,3 +221,22 @@ def test_the_series_writes_whole_64k_chunks_and_reads_the_rdb_once(tmp_path):
     traced = cells["tls-disk-n1-0004"]["strace"]
     assert abs(traced["writes"] - disk["writes"]) <= 0.02 * disk["writes"] + 5
     assert "## chunk: the series at 64K" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_two_suites_at_once_take_different_port_ranges():
+    """valkey-tests claims its port ranges machine-wide: a second run beside the first gets
+    others, and one that finds none free says so instead of failing the units."""
+    from iobench_tools.lib import valkeytests
+    first = valkeytests.claim_slots(2)
+    try:
+        second = valkeytests.claim_slots(2)
+        try:
+            assert not set(first) & set(second)
+        finally:
+            for f in second.values():
+                f.close()
+        with pytest.raises(valkeytests.SlotsBusy, match="port ranges are free for 99 jobs"):
+            valkeytests.claim_slots(99)
+    finally:
+        for f in first.values():
+            f.close()
