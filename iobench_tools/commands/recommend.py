@@ -147,7 +147,12 @@ def proto_sections(rows, tolerance, micro=None):
         if model:
             lines += ["", costmodel.text(model, sweeplib.size_label, scope)]
         v = sweeplib.decide_knee(rs, tolerance)
-        answers[proto] = sweeplib.answer(rs, tolerance, v, micro, model)
+        answers[proto] = a = sweeplib.answer(rs, tolerance, v, micro, model)
+        if a["size"] is not None:
+            lines += ["", f"Statement: {sweeplib.size_label(a['size'])} ({a['kind']}; "
+                          f"{sweeplib.ANSWER_KINDS[a['kind']]}). The one verdict per protocol: "
+                          "--repeat auto stops once each is decided, and scripts/repeatability "
+                          "counts them across sweeps."]
         k, edge = v["knee"], v["edge"]
         lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                   f"{sweeplib.size_label(best['buf'])}.")

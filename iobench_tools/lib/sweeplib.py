@@ -509,20 +509,34 @@ def one_connection_groups(rows):
     return {k: same_work_rows(v) for k, v in groups.items()}
 
 
-def undecided(rows, tolerance):
-    """The one-connection knees of these rows (per placement and protocol) not yet decided: not
-    at the range's edge, not sure (decide_knee: both sides shown), not decided by the model, and
-    where more runs could still move them. [(placement, proto, verdict)]: the verdict's "more"
-    is the runs per cell that would likely decide it."""
+# What each statement of answer() means, as recommend prints it; the first three are decided.
+ANSWER_KINDS = {
+    "sure": "decided: the knee within the tolerance of the best and the size below it above, "
+            "both shown",
+    "model": "decided by the cost model, at both ends of its cost per call",
+    "edge": "decided: the lowest at the largest size tried, the next below clearly above",
+    "picked": "open: the smallest size shown within, over smaller ones the runs cannot part "
+              "from it",
+    "by count": "open: no size shown within; the fewest calls among the sizes the runs cannot "
+                "tell from the lowest",
+    "noise": "open: nothing shown either way",
+}
+DECIDED = ("sure", "model", "edge")
+
+
+def undecided(rows, tolerance, micro=None):
+    """The one-connection knees of these rows (per placement and protocol) not yet decided:
+    whose statement (answer, the one verdict recommend prints) is not one of DECIDED, and where
+    more runs could still move them. [(placement, proto, verdict)]: the verdict's "more" is the
+    runs per cell that would likely decide it."""
     open_knees = []
     for (placement, proto), rs in one_connection_groups(rows).items():
         v = decide_knee(rs, tolerance)
         # A pick over smaller sizes it cannot tell apart is no decision yet: more rounds may show
         # a smaller size within (the pick would move down), so they run while they can tell.
-        if v["edge"] or v["sure"] or v["more"] is None:
+        if v["more"] is None or answer(rs, tolerance, v, micro)["kind"] in DECIDED:
             continue
-        if not model_decides(model_for(rs, v["best"])[0], rs, v["knee"], v["best"], tolerance)[0]:
-            open_knees.append((placement, proto, v))
+        open_knees.append((placement, proto, v))
     return open_knees
 
 

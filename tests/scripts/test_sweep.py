@@ -606,6 +606,9 @@ def test_a_knee_clear_of_the_noise_is_stated_with_its_confidence(tmp_path):
         "by +" in text, text
     assert "against 64K); 4K is 194.1% ± " in text and "% above 16K [+" in text
     assert "**One connection: 16K**" in text
+    # The one verdict --repeat auto stops on and repeatability counts, printed with its kind.
+    assert "Statement: 16K (sure; decided: " in text
+    assert not sweeplib.undecided(sweeplib.load(str(d))[1], 0.05)
 
 
 def test_a_knee_whose_smaller_size_is_inside_the_noise_is_picked_the_same_way_and_says_so(tmp_path):
