@@ -43,6 +43,9 @@ def parse_args(argv=None):
     ap.add_argument("--modes", default="dual,diskless,disk", help="dual, diskless, disk")
     ap.add_argument("--load-rps", type=int, default=2000,
                     help="the client load's requests per second (GET, 4 connections)")
+    ap.add_argument("--load-command", default="get", choices=["get", "set"],
+                    help="the load's command: get, or set (writes the replicas' output buffers "
+                         "carry while they sync)")
     ap.add_argument("--load-seconds", type=int, default=2,
                     help="the load's window from REPLICAOF, seconds")
     ap.add_argument("--no-load", dest="load", action="store_false",
@@ -103,7 +106,8 @@ def run_one(a, servers, dataset, certs, tmp):
         try:
             if c["mode"] == "idle":
                 return idle(a, server, bench, c, certs, dataset, work, load_cpu)
-            load = (bench, a.load_rps, a.load_seconds, load_cpu) if a.load else None
+            load = ((bench, a.load_rps, a.load_seconds, load_cpu, a.load_command)
+                    if a.load else None)
             fig = realsync.real_sync(server, None, c, a, dataset, certs, work, c["id"],
                                      during=lambda primary: syncload.During(primary, load))
         except (realsync.SyncFailed, syncload.LoadFailed) as e:
@@ -121,7 +125,8 @@ def idle(a, server, bench, c, certs, dataset, work, load_cpu):
                    fleet.primary() if fleet else Place(), ["--rdbcompression", "no"],
                    cpus=a.placement[0], rdb=dataset)
     try:
-        return syncload.idle_load(bench, primary, a.load_rps, a.load_seconds, cpus=load_cpu)
+        return syncload.idle_load(bench, primary, a.load_rps, a.load_seconds, cpus=load_cpu,
+                                  command=a.load_command)
     finally:
         primary.stop()
 
@@ -152,7 +157,9 @@ def main(argv=None):
                 seed=a.seed, retries=a.retries,
                 identity={"servers": build_trees(servers),
                           "rdb": a.rdb, "where": a.where, "cpus": a.cpus, "load":
-                          [a.load_rps, a.load_seconds] if a.load else None}).run()
+                          [a.load_rps, a.load_seconds] if a.load else None,
+                          **({"load_command": a.load_command} if a.load_command != "get"
+                             else {})}).run()
     except KeyboardInterrupt:
         fail("interrupted (every server stopped)")
     finally:
@@ -163,7 +170,8 @@ def main(argv=None):
            "build_trees": build_trees(servers),
            "rdb_bytes": rdb, "rounds": a.rounds, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
-           "load": {"rps": a.load_rps, "seconds": a.load_seconds} if a.load else None,
+           "load": {"rps": a.load_rps, "seconds": a.load_seconds, "command": a.load_command}
+           if a.load else None,
            "sources": {"sync": "iobench watch (eBPF) on the primary and replicas: the socket "
                                "writer's writes and CPU; the sync's time from REPLICAOF to every "
                                "replica's link up",

@@ -42,13 +42,15 @@ def parse_benchmark(text):
 
 
 class Load:
-    """A steady GET load on `node` (a replsynclib.Node) for `seconds`, from `benchmark`."""
+    """A steady load of `command` (get, or set: writes the replicas' buffers must carry) on
+    `node` (a replsynclib.Node) for `seconds`, from `benchmark`."""
 
-    def __init__(self, benchmark, node, rps, seconds, conns=4, cpus=None):
+    def __init__(self, benchmark, node, rps, seconds, conns=4, cpus=None, command="get"):
         tls = (["--tls", "--cacert", f"{node.certs}/ca.crt"] if node.proto == "tls" else [])
         pin = ["taskset", "-c", cpus] if cpus else []
         self.cmd = [*node.place.prefix, *pin, benchmark, "-h", node.ip, "-p", str(node.port),
-                    *tls, "-t", "get", "-c", str(conns), "--rps", str(rps), "--duration",
+                    *tls, "-t", command, *(["-r", "100000"] if command == "set" else []),
+                    "-c", str(conns), "--rps", str(rps), "--duration",
                     str(seconds), "--precision", "3"]
         self.seconds = seconds
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -147,11 +149,13 @@ class MemorySampler:
 
 class During:
     """Both probes around one sync: started before REPLICAOF, stopped once the sync is done;
-    stop() gives {"load": ..., "memory": ...}. `load`: (benchmark, rps, seconds, cpus) or None."""
+    stop() gives {"load": ..., "memory": ...}. `load`: (benchmark, rps, seconds, cpus, command)
+    or None."""
 
     def __init__(self, primary, load):
         self.memory = MemorySampler(primary)
-        self.load = Load(load[0], primary, load[1], load[2], cpus=load[3]) if load else None
+        self.load = (Load(load[0], primary, load[1], load[2], cpus=load[3], command=load[4])
+                     if load else None)
 
     def stop(self):
         memory = self.memory.stop()
@@ -166,9 +170,9 @@ class During:
             self.load.kill()
 
 
-def idle_load(benchmark, node, rps, seconds, cpus=None):
+def idle_load(benchmark, node, rps, seconds, cpus=None, command="get"):
     """The baseline: the same load on a primary that is not syncing."""
-    return Load(benchmark, node, rps, seconds, cpus=cpus).result()
+    return Load(benchmark, node, rps, seconds, cpus=cpus, command=command).result()
 
 
 def benchmark_of(server):

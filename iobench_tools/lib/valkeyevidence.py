@@ -96,7 +96,8 @@ def report_md(doc):
            "rounds, every cell once per round in the experiment kernel's balanced order; "
            f"placement --cpus {doc['cpus']} (primary, replicas; the load runs on the replicas' "
            f"CPU); {doc['where']}",
-           (f"- client load: valkey-benchmark -t get -c 4 --rps {load['rps']} for "
+           (f"- client load: valkey-benchmark -t {load.get('command', 'get')}"
+            f"{' -r 100000' if load.get('command') == 'set' else ''} -c 4 --rps {load['rps']} for "
             f"{load['seconds']} s from REPLICAOF (the same build's benchmark); idle: the same "
             "load with no sync" if load else "- no client load (--no-load)"),
            "- memory: peaks sampled every 20 ms while the sync runs (the fork child's private "

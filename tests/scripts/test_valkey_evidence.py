@@ -100,3 +100,15 @@ def test_a_tiny_study_measures_latency_and_memory_and_leaves_nothing(tmp_path):
     assert cells["tcp-idle-stock"]["runs"][0]["p50_ms"] > 0
     assert "## series against stock" in (out / "report.md").read_text()
     assert not servers_in("iobench-evidence-"), "a server outlived the study"
+
+
+def test_a_write_load_spreads_its_keys_and_a_silent_benchmark_is_a_failed_run():
+    from types import SimpleNamespace
+    node = SimpleNamespace(certs="c", proto="tls", place=SimpleNamespace(prefix=[]),
+                           ip="127.0.0.1", port=7000)
+    load = syncload.Load("/bin/true", node, 500, 1, command="set")
+    assert load.cmd[load.cmd.index("-t") + 1] == "set" and "-r" in load.cmd
+    assert "--tls" in load.cmd and load.cmd[load.cmd.index("--cacert") + 1] == "c/ca.crt"
+    with pytest.raises(syncload.LoadFailed, match="no latency summary"):
+        load.result()
+    assert "-r" not in syncload.Load("/bin/true", node, 500, 1).cmd  # GET reads one key
