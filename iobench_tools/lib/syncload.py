@@ -94,12 +94,14 @@ def kib_field(path, name):
 
 
 def info_memory(node):
-    """used_memory and mem_clients_slaves from the node's INFO memory (None when it does not
-    answer in time)."""
+    """used_memory, mem_clients_slaves and mem_total_replication_buffers (the shared replication
+    buffer the replicas and the backlog hold, where Valkey keeps the writes a syncing replica has
+    yet to receive) from the node's INFO memory (None when it does not answer in time)."""
     out = node.cli("INFO", "memory", check=False)
     got = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
     try:
-        return int(got["used_memory"]), int(got["mem_clients_slaves"])
+        return (int(got["used_memory"]), int(got["mem_clients_slaves"]),
+                int(got.get("mem_total_replication_buffers", 0)))
     except (KeyError, ValueError):
         return None
 
@@ -111,7 +113,8 @@ class MemorySampler:
         self.node, self.pid = node, node.proc.pid
         self.every_s, self.info_every_s = every_s, info_every_s
         self.peak = {"primary_rss_bytes": 0, "child_rss_bytes": 0, "child_private_dirty_bytes": 0,
-                     "used_memory_bytes": 0, "replica_buffers_bytes": 0, "samples": 0}
+                     "used_memory_bytes": 0, "replica_buffers_bytes": 0,
+                     "replication_buffers_bytes": 0, "samples": 0}
         self.before = info_memory(node)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
@@ -135,6 +138,7 @@ class MemorySampler:
                 if got:
                     p["used_memory_bytes"] = max(p["used_memory_bytes"], got[0])
                     p["replica_buffers_bytes"] = max(p["replica_buffers_bytes"], got[1])
+                    p["replication_buffers_bytes"] = max(p["replication_buffers_bytes"], got[2])
                 next_info = time.monotonic() + self.info_every_s
             self.stopping.wait(self.every_s)
 

@@ -15,6 +15,7 @@ FIGURES = [
     ("child_private_dirty_bytes", "child private MiB", 1 << 20),
     ("primary_rss_bytes", "primary RSS MiB", 1 << 20),
     ("replica_buffers_bytes", "replica buffers MiB", 1 << 20),
+    ("replication_buffers_bytes", "replication buffers MiB", 1 << 20),
 ]
 LOAD_FIGURES = [f for f in FIGURES if f[0].endswith("_ms")]
 
@@ -102,7 +103,8 @@ def report_md(doc):
             "load with no sync" if load else "- no client load (--no-load)"),
            "- memory: peaks sampled every 20 ms while the sync runs (the fork child's private "
            "dirty pages from smaps_rollup; INFO memory's mem_clients_slaves for the replicas' "
-           "buffers, every 100 ms)",
+           "output buffers and mem_total_replication_buffers for the shared replication "
+           "buffer, every 100 ms)",
            "- each cell: stock → build medians, the ratio build/stock with its 95% interval "
            "(paired round by round), and 'lower' or 'higher' where the interval excludes 1", ""]
     heads = [h for _, h, _ in FIGURES]
