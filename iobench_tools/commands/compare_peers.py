@@ -333,8 +333,7 @@ def parse_args(argv=None):
     ap.add_argument("--floor", default=os.path.join(ROOT, "build", "release", "iobench-floor"),
                     help="the floor binary: a minimal C write/read loop (built beside iobench)")
     ap.add_argument("--json", help="write every measurement here")
-    ap.add_argument("--out", help="the comparison's progress (the experiment kernel): the same "
-                                  "command resumes a stopped comparison")
+    axes.add_progress_out(ap)
     ap.add_argument("--placement", default="shared,split",
                     help="placements, each measured for every tool alike: shared (all on CPU "
                          "0), split (sender CPU 0, receiver CPU 1), unpinned; default "

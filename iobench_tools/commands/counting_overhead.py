@@ -42,8 +42,7 @@ def main(argv=None):
                     help="the kernel counter measured (--syscalls of the 'on' runs); auto counts "
                          "in a run of its own, so its on/off is what the default costs the "
                          "measured runs")
-    ap.add_argument("--out", help="the scenario's progress (the experiment kernel): the same "
-                                  "command resumes a stopped comparison")
+    axes.add_progress_out(ap)
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
     iobenchlib.refuse_renamed(ap, a)
@@ -68,6 +67,7 @@ def main(argv=None):
         son, soff = stat(on), stat(off)
         print(f"{size:>6} {fmt_stat(son):>24} {fmt_stat(soff):>24} "
               f"{son['median'] / soff['median']:>8.3f}")
+
 
 if __name__ == "__main__":
     main()

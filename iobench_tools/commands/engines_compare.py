@@ -38,8 +38,7 @@ def main(argv=None):
     axes.add_rounds(ap, 5, "each set-up runs every size once per round")
     axes.add_bufs(ap, "4k,16k,64k")
     axes.add_bytes(ap, "100M")
-    ap.add_argument("--out", help="keep every run's JSON here, with the scenario's progress: "
-                                  "the same command resumes a stopped comparison")
+    axes.add_progress_out(ap, "every run's JSON")
     iobenchlib.add_confine_option(ap, "run both sides under taskset -c CPUS (e.g. 0)")
     iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)

@@ -60,8 +60,7 @@ def main(argv=None):
     ap.add_argument("--cpus", default="0,1",
                     help="iobench --cpus: sender CPU, receiver CPU")
     ap.add_argument("--json", help="also write the figures here")
-    ap.add_argument("--out", help="the scenario's progress (the experiment kernel): the same "
-                                  "command resumes a stopped comparison")
+    axes.add_progress_out(ap)
     a = ap.parse_args(argv)
     if not 1 <= a.rounds <= 100:
         ap.error(f"invalid --rounds {a.rounds}: expected 1..100")

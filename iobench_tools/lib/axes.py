@@ -22,6 +22,16 @@ def add_bytes(ap, default, per="run"):
     ap.add_argument("--bytes", default=default, help=f"payload per {per}")
 
 
+def add_progress_out(ap, keeps=""):
+    """--out DIR for a script without a result folder of its own: where the experiment kernel
+    keeps its progress (experiment.run_scenario), so the same command resumes a stopped
+    comparison; `keeps`: what else the script writes there."""
+    ap.add_argument("--out", metavar="DIR",
+                    help=(f"keep {keeps} here, with " if keeps else "keep ")
+                    + "the comparison's progress (the experiment kernel): the same command "
+                      "resumes a stopped comparison")
+
+
 def add_rounds(ap, default=5, note=""):
     """--rounds: interleaved rounds, every cell once per round."""
     ap.add_argument("--rounds", type=int, default=default,
