@@ -1,8 +1,8 @@
 """What a Valkey reviewer asks first of the pull requests in patches/upstream/: each build beside
-stock Valkey 9.1.2 in real full syncs, with the sync's time and writes, the socket writer's CPU,
+stock Valkey 9.1.2 (or --against another) in real full syncs, with the sync's time and writes, the socket writer's CPU,
 the client latency a steady load sees while the sync streams, and the memory the sync takes.
 
-  scripts/valkey-evidence [--builds stock,series] [--proto tcp,tls] [--modes dual,diskless,disk]
+  scripts/valkey-evidence [--builds stock,series] [--against stock] [--proto tcp,tls] [--modes dual,diskless,disk]
       [--replicas 1,4] [--rounds 5] [--rdb 100M] [--load-rps 2000] [--load-seconds 2]
       [--no-load] [--where loopback|fleet] [--out results/upstream-9.1/evidence]
 
@@ -38,7 +38,11 @@ def fail(msg):
 def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--builds", default="stock,series",
-                    help="stock and the builds set beside it: PR folder names or series")
+                    help="the baseline and the builds set beside it: stock, PR folder names, "
+                         "series, or NAME@SIZE (NAME with its REPL_CHUNK_SIZE set to SIZE: the "
+                         "harness's chunk variants)")
+    ap.add_argument("--against", default="stock",
+                    help="the build every other is compared with (one of --builds)")
     axes.add_proto(ap)
     ap.add_argument("--modes", default="dual,diskless,disk", help="dual, diskless, disk")
     ap.add_argument("--load-rps", type=int, default=2000,
@@ -58,10 +62,14 @@ def parse_args(argv=None):
     a = ap.parse_args(argv)
     a.builds = a.builds.split(",")
     known = valkeypr.build_names()
-    bad = [b for b in a.builds if b not in known or b == valkeypr.SERIES_ASAN]
-    if bad or "stock" not in a.builds or len(a.builds) < 2:
-        ap.error(f"invalid --builds '{','.join(a.builds)}': expected stock and one or more of "
-                 f"{', '.join(b for b in known if b not in ('stock', valkeypr.SERIES_ASAN))}")
+    bad = [b for b in a.builds if not valkeypr.known_build(b) or b == valkeypr.SERIES_ASAN]
+    if bad or len(set(a.builds)) != len(a.builds) or len(a.builds) < 2:
+        ap.error(f"invalid --builds '{','.join(a.builds)}': expected two or more of "
+                 f"{', '.join(b for b in known if b != valkeypr.SERIES_ASAN)} "
+                 "(or NAME@SIZE), each once")
+    if a.against not in a.builds:
+        ap.error(f"invalid --against '{a.against}': expected one of --builds "
+                 f"({','.join(a.builds)})")
     if not 100 <= a.load_rps <= 100000:
         ap.error(f"invalid --load-rps {a.load_rps}: expected 100..100000")
     if not 1 <= a.load_seconds <= 60:
@@ -149,7 +157,7 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="iobench-evidence-")
     try:
         with realsync.sync_place(a, tmp) as certs:
-            dataset, rdb, _ = realsync.make_dataset(servers["stock"], a, certs, tmp)
+            dataset, rdb, _ = realsync.make_dataset(servers[a.against], a, certs, tmp)
             print(f"{PROG}: RDB {rdb} bytes; {len(todo)} cells x {a.rounds} rounds",
                   file=sys.stderr, flush=True)
             done = experiment.Experiment(
@@ -167,6 +175,7 @@ def main(argv=None):
     runs = experiment.figures_by_cell(done)
     doc = {"tool": "iobench", "kind": "valkey-evidence", "base": "9.1.2",
            "command": iobenchlib.recorded_command(PROG), "builds": a.builds,
+           **({"against": a.against} if a.against != "stock" else {}),
            "build_trees": build_trees(servers),
            "rdb_bytes": rdb, "rounds": a.rounds, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,

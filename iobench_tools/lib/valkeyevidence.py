@@ -56,13 +56,15 @@ def compare(base, new, key):
 
 
 def comparisons(doc):
-    """Every build but stock against stock, per protocol, mode and N (and the idle load)."""
+    """Every build but the baseline (stock unless the study named another) against it, per
+    protocol, mode and N (and the idle load)."""
+    against = doc.get("against", "stock")
     runs = {c["id"]: c["runs"] for c in doc["cells"]}
     out = []
     for c in doc["cells"]:
-        if c["build"] == "stock":
+        if c["build"] == against:
             continue
-        base = runs.get(cell_id(dict(c, build="stock")))
+        base = runs.get(cell_id(dict(c, build=against)))
         if base is None:
             continue
         keys = LOAD_FIGURES if c["mode"] == "idle" else FIGURES
@@ -90,7 +92,8 @@ def _cell(f, unit):
 
 def report_md(doc):
     load = doc["load"]
-    out = ["# Valkey 9.1.2: each build beside stock, with client latency and memory during a sync",
+    against = doc.get("against", "stock")
+    out = [f"# Valkey 9.1.2: each build beside {against}, with client latency and memory during a sync",
            "", f"- command: `{doc['command']}`",
            f"- builds: {', '.join(f'{b} (`build/valkey/9.1/{b}`)' for b in doc['builds'])}",
            f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "
@@ -105,14 +108,14 @@ def report_md(doc):
            "dirty pages from smaps_rollup; INFO memory's mem_clients_slaves for the replicas' "
            "output buffers and mem_total_replication_buffers for the shared replication "
            "buffer, every 100 ms)",
-           "- each cell: stock → build medians, the ratio build/stock with its 95% interval "
+           f"- each cell: {against} → build medians, the ratio build/{against} with its 95% interval "
            "(paired round by round), and 'lower' or 'higher' where the interval excludes 1", ""]
     heads = [h for _, h, _ in FIGURES]
     for build in doc["builds"]:
         comps = [c for c in doc["comparisons"] if c["build"] == build]
         if not comps:
             continue
-        out += [f"## {build} against stock", "",
+        out += [f"## {build} against {against}", "",
                 "| proto | mode | N | " + " | ".join(heads) + " |",
                 "|---|---|---|" + "---|" * len(heads)]
         for c in comps:

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from iobench_tools.lib.iobenchlib import ROOT
+from iobench_tools.lib.iobenchlib import ROOT, parse_size
 
 BASE = "9.1.2"
 PRS = os.path.join(ROOT, "patches", "upstream")
@@ -190,18 +190,60 @@ SERIES = "series"
 SERIES_ASAN = "series-asan"  # the whole series built with SANITIZER=address
 
 
+# The experiment harness's own knob, never in a PR: NAME@SIZE is build NAME with its full sync
+# chunk (the REPL_CHUNK_SIZE a PR defines) rewritten to SIZE, to find the size the PR should set.
+CHUNK_DEFINE = re.compile(r"^#define REPL_CHUNK_SIZE .*$", re.M)
+
+
 def build_names():
     """What can be built: stock 9.1.2, each PR (with the PRs it needs), the whole series, and
-    the series under AddressSanitizer."""
+    the series under AddressSanitizer (and NAME@SIZE, a chunk variant of any but the last)."""
     return ["stock", *names(), SERIES, SERIES_ASAN]
+
+
+def split_variant(build):
+    """(the build, its chunk in bytes or None) of a build name: 'series@256k' -> ('series',
+    262144). PrError when the size is not one."""
+    name, at, size = build.partition("@")
+    if not at:
+        return name, None
+    try:
+        chunk = parse_size(size)
+    except ValueError:
+        chunk = 0
+    if not 1024 <= chunk <= 16 << 20 or name == SERIES_ASAN:
+        raise PrError(f"invalid chunk variant '{build}': expected NAME@SIZE, SIZE 1k..16m, "
+                      f"NAME not {SERIES_ASAN}")
+    return name, chunk
+
+
+def known_build(build):
+    """Whether `build` names a build (a chunk variant included)."""
+    try:
+        return split_variant(build)[0] in build_names()
+    except PrError:
+        return False
 
 
 def patches_of(build):
     """The commits a build applies, in order."""
+    build = split_variant(build)[0]
     if build == "stock":
         return []
     order = names() if build in (SERIES, SERIES_ASAN) else chain(build)
     return [load(n)["patch"] for n in order]
+
+
+def set_chunk(tree, chunk):
+    """Rewrites the REPL_CHUNK_SIZE a PR defines in `tree` to `chunk` bytes (the harness's chunk
+    variants); PrError when the tree defines none."""
+    path = os.path.join(tree, "src", "server.h")
+    with open(path) as f:
+        text = f.read()
+    if not CHUNK_DEFINE.search(text):
+        raise PrError("a chunk variant needs a build whose PRs define REPL_CHUNK_SIZE")
+    with open(path, "w") as f:
+        f.write(CHUNK_DEFINE.sub(f"#define REPL_CHUNK_SIZE {chunk}", text, count=1))
 
 
 def make_flags(build):
@@ -216,10 +258,14 @@ def build(name, timeout=3600, log=None):
     runtest, utils/), cached by the hash of what
     went into it under build/valkey-src/ and linked as build/valkey/9.1/NAME. PrError says why
     one cannot be had (the source, a patch, the build)."""
-    if name not in build_names():
-        raise PrError(f"no build '{name}' (expected one of: {', '.join(build_names())})")
+    base, chunk = split_variant(name)
+    if base not in build_names():
+        raise PrError(f"no build '{name}' (expected one of: {', '.join(build_names())}, "
+                      f"or NAME@SIZE)")
     patches = patches_of(name)
     h = hashlib.sha256(f"{BASE} {' '.join(make_flags(name))} valkey-unit-gtests".encode())
+    if chunk:
+        h.update(f" REPL_CHUNK_SIZE={chunk}".encode())
     for p in patches:
         with open(p, "rb") as f:
             h.update(f.read())
@@ -256,6 +302,8 @@ def _build_into(dest, name, patches, timeout, log):
     try:
         tree = os.path.join(work, "tree")
         patched_tree(tree, commits(patches))
+        if split_variant(name)[1]:
+            set_chunk(tree, split_variant(name)[1])
         _make(tree, [], f"the {name} build of Valkey {BASE}", name, timeout, log)
         # Valkey's GoogleTest suite (src/unit), built against this tree.
         _make(tree, ["-C", "src", "valkey-unit-gtests"],

@@ -65,10 +65,42 @@ def test_a_build_is_set_against_stock_round_by_round():
         "stock", "series"], rdb_bytes=1, rounds=5, cpus="0,1", where="loopback",
         load={"rps": 2000, "seconds": 2}, failures=[]))
     assert "## series against stock" in text and "x1.500 [" in text and "higher" in text
+    # Against another baseline (the chunk variants against the series at 16K): the same pairs,
+    # the baseline named in every heading.
+    renamed = [dict(c, build={"stock": "series@16k", "series": "series@64k"}[c["build"]])
+               for c in doc["cells"]]
+    moved = {"cells": [dict(c, id=ve.cell_id(c)) for c in renamed], "against": "series@16k"}
+    [c2] = ve.comparisons(moved)
+    assert c2["build"] == "series@64k" and c2["figures"]["p99_ms"] == c["figures"]["p99_ms"]
+    text = ve.report_md(dict(moved, comparisons=[c2], command="x", builds=["series@16k",
+                        "series@64k"], rdb_bytes=1, rounds=5, cpus="0,1", where="loopback",
+                        load=None, failures=[]))
+    assert "## series@64k against series@16k" in text and "beside series@16k" in text
+
+
+def test_a_chunk_variant_is_a_harness_build_of_a_pr_that_names_the_chunk(tmp_path):
+    from iobench_tools.lib import valkeypr
+    assert valkeypr.split_variant("series@256k") == ("series", 262144)
+    assert valkeypr.split_variant("05-chunk-size") == ("05-chunk-size", None)
+    assert valkeypr.known_build("04-whole-chunks@32k") and not valkeypr.known_build("x@16k")
+    for bad in ("series@0", "series@huge", "series-asan@16k", "series@512"):
+        with pytest.raises(valkeypr.PrError, match="invalid chunk variant"):
+            valkeypr.split_variant(bad)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "server.h").write_text("#define A 1\n#define REPL_CHUNK_SIZE (64 * 1024)\n")
+    valkeypr.set_chunk(str(tmp_path), 16384)
+    assert (src / "server.h").read_text() == "#define A 1\n#define REPL_CHUNK_SIZE 16384\n"
+    (src / "server.h").write_text("#define PROTO_IOBUF_LEN (1024 * 16)\n")
+    with pytest.raises(valkeypr.PrError, match="define REPL_CHUNK_SIZE"):
+        valkeypr.set_chunk(str(tmp_path), 16384)
 
 
 def test_bad_input_is_refused_in_one_line():
     for args, said in ((["--builds", "series"], "invalid --builds 'series'"),
+                       (["--builds", "series,series"], "invalid --builds 'series,series'"),
+                       (["--builds", "series,series@1m"], "invalid --against 'stock'"),
+                       (["--builds", "stock,series@7"], "invalid --builds 'stock,series@7'"),
                        (["--builds", "stock,02-nope"], "invalid --builds 'stock,02-nope'"),
                        (["--load-rps", "5"], "invalid --load-rps 5"),
                        (["--modes", "dual,x"], "invalid --modes 'dual,x'")):
