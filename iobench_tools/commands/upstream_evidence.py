@@ -1,5 +1,6 @@
-"""The upstream Valkey patches' evidence, PR #817's way: each patch of patches/upstream/ beside
-the build before it, in real full syncs, at the chunk it concerns.
+"""The upstream Valkey patches' evidence, PR #817's way: each patch of the 8.1.1 series
+(patches/valkey-8.1.1-series/) beside the build before it, in real full syncs, at the chunk it
+concerns.
 
   whole   0002 (whole chunks) beside stock, at 16K: dual-channel and diskless
   unsent  0003 (keep the unsent bytes) beside 0002, at 64K and 256K: disk-based

@@ -4,7 +4,7 @@ the client latency a steady load sees while the sync streams, and the memory the
 
   scripts/valkey-evidence [--builds stock,series] [--against stock] [--proto tcp,tls] [--modes dual,diskless,disk]
       [--replicas 1,4] [--rounds 5] [--rdb 100M] [--load-rps 2000] [--load-seconds 2]
-      [--no-load] [--where loopback|fleet] [--out results/upstream-9.1/evidence]
+      [--no-load] [--large-value SIZE] [--where loopback|fleet] [--out results/upstream-9.1/evidence]
 
 Each build is Valkey 9.1.2 with TLS (`build/valkey/9.1/NAME`: stock, a PR folder's name such as
 04-whole-chunks, or series), built when missing (a few minutes each) exactly as scripts/valkey-pr
@@ -54,6 +54,10 @@ def parse_args(argv=None):
                     help="the load's window from REPLICAOF, seconds")
     ap.add_argument("--no-load", dest="load", action="store_false",
                     help="no client load (and no idle cells): sync and memory figures only")
+    ap.add_argument("--large-value", type=iobenchlib.size_arg, default=None,
+                    help="one more key of this many random bytes in the RDB (e.g. 64M): a write "
+                         "larger than a chunk, which a writer that copies it shows in the fork "
+                         "child's private memory (none)")
     ap.add_argument("--retries", type=int, default=1, help="a failed run is tried again (1)")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream-9.1", "evidence"),
                     help="the folder results.json, report.md and progress.json go to")
@@ -164,7 +168,8 @@ def main(argv=None):
                 PROG, a.out, todo, a.rounds, run_one(a, servers, dataset, certs, tmp),
                 seed=a.seed, retries=a.retries,
                 identity={"servers": build_trees(servers),
-                          "rdb": a.rdb, "where": a.where, "cpus": a.cpus, "load":
+                          "rdb": a.rdb, "where": a.where,
+                          **({"large_value": a.large_value} if a.large_value else {}), "cpus": a.cpus, "load":
                           [a.load_rps, a.load_seconds] if a.load else None,
                           **({"load_command": a.load_command} if a.load_command != "get"
                              else {})}).run()
@@ -177,7 +182,8 @@ def main(argv=None):
            "command": iobenchlib.recorded_command(PROG), "builds": a.builds,
            **({"against": a.against} if a.against != "stock" else {}),
            "build_trees": build_trees(servers),
-           "rdb_bytes": rdb, "rounds": a.rounds, "cpus": a.cpus, "where": a.where,
+           "rdb_bytes": rdb, **({"large_value_bytes": a.large_value} if a.large_value else {}),
+           "rounds": a.rounds, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
            "load": {"rps": a.load_rps, "seconds": a.load_seconds, "command": a.load_command}
            if a.load else None,

@@ -1,4 +1,5 @@
-"""Valkey's own replication tests, the stock build beside each upstream patch of patches/upstream/.
+"""Valkey's own replication tests, the stock build beside each patch of the 8.1.1 series
+(patches/valkey-8.1.1-series/) or each pull request of patches/upstream/ on 9.1.2.
 
 Runs units of Valkey 8.1.1's Tcl test suite (the replication ones by default) over TCP and TLS,
 once per build (scripts/build-valkey-source --upstream LEVEL builds any that is missing: stock,
@@ -53,7 +54,8 @@ def parse_args(argv=None):
     ap = command_parser(__doc__)
     ap.add_argument("--base", default="8.1.1", choices=("8.1.1", "9.1.2"),
                     help="the Valkey release: 8.1.1 and the 0001..0004 series, or 9.1.2 and the "
-                         "pull requests of patches/upstream/NAME/ (8.1.1)")
+                         "pull requests of patches/upstream/NAME/ (8.1.1; its series is in "
+                         "patches/valkey-8.1.1-series/)")
     ap.add_argument("--builds", default=None,
                     help="stock and the builds to test (8.1.1: stock,0001,0002,0003,0004; "
                          "9.1.2: stock,series)")
@@ -73,7 +75,7 @@ def parse_args(argv=None):
         a.builds = (a.builds or "stock,series").split(",")
         a.out = a.out or os.path.join(ROOT, "results", "upstream-9.1", "valkey-tests")
     else:
-        known = ["stock", *sorted(p[:4] for p in os.listdir(os.path.join(ROOT, "patches", "upstream"))
+        known = ["stock", *sorted(p[:4] for p in os.listdir(os.path.join(ROOT, "patches", "valkey-8.1.1-series"))
                                  if re.match(r"\d{4}-", p))]
         a.builds = (a.builds or "stock,0001,0002,0003,0004").split(",")
         a.out = a.out or os.path.join(ROOT, "results", "upstream", "valkey-tests")

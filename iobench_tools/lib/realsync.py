@@ -8,8 +8,10 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
+from iobench_tools.lib import replsynclib
 from iobench_tools.lib.iobenchlib import ROOT
 from iobench_tools.lib.replsynclib import (Fleet, Node, Place, SocketWriter, Watch, load_dataset,
                                            set_mode, socket_io)
@@ -189,12 +191,36 @@ def parse_strace(text):
     return max(by_pid.values(), key=lambda d: d["socket_bytes"])
 
 
+def add_large_value(node, size, tmp):
+    """SETs key `iobench:large` to `size` random bytes (incompressible, stored as one string) on
+    `node` and saves: the RDB's size."""
+    value = os.path.join(tmp, "large-value")
+    with open(value, "wb") as f:
+        left = size
+        while left:
+            f.write(os.urandom(min(left, 1 << 20)))
+            left -= min(left, 1 << 20)
+    with open(value, "rb") as f:
+        p = subprocess.run([*node.cli_args(), "-x", "SET", "iobench:large"], stdin=f,
+                           capture_output=True, text=True, timeout=600)
+    os.remove(value)
+    if p.returncode != 0 or p.stdout.strip() != "OK":
+        sys.exit(f"{replsynclib.PROG}: error: SET of the {size}-byte value: "
+                 f"{p.stdout.strip()} {p.stderr.strip()}")
+    node.cli("SAVE")
+    return os.path.getsize(os.path.join(node.dir, "dump.rdb"))
+
+
 def make_dataset(binary, a, certs, tmp):
-    """The RDB every primary loads: iobench's replication stream, a.rdb bytes, saved once."""
+    """The RDB every primary loads: iobench's replication stream, a.rdb bytes, saved once; with
+    a.large_value (where the command has it), one more key holding that many random bytes, the
+    write larger than a chunk that the fork child's writers must not copy."""
     node = Node(binary, os.path.join(tmp, "dataset"), "tcp", certs, Place(),
                 ["--rdbcompression", "no"])
     try:
         rdb, payload = load_dataset(node, a.rdb, a.cache_dir, tmp)
+        if getattr(a, "large_value", None):
+            rdb = add_large_value(node, a.large_value, tmp)
     finally:
         node.stop()
     path = os.path.join(tmp, "dataset.rdb")

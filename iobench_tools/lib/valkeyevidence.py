@@ -96,7 +96,9 @@ def report_md(doc):
     out = [f"# Valkey 9.1.2: each build beside {against}, with client latency and memory during a sync",
            "", f"- command: `{doc['command']}`",
            f"- builds: {', '.join(f'{b} (`build/valkey/9.1/{b}`)' for b in doc['builds'])}",
-           f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "
+           f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream"
+           + (f" and one string of {doc['large_value_bytes']} random bytes (a write larger than "
+              "a chunk)" if doc.get("large_value_bytes") else "") + f"; {doc['rounds']} "
            "rounds, every cell once per round in the experiment kernel's balanced order; "
            f"placement --cpus {doc['cpus']} (primary, replicas; the load runs on the replicas' "
            f"CPU); {doc['where']}",

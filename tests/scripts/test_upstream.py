@@ -1,4 +1,4 @@
-"""The upstream Valkey patches (patches/upstream/), their builds (scripts/build-valkey-source
+"""The upstream Valkey patches (patches/valkey-8.1.1-series/), their builds (scripts/build-valkey-source
 --upstream), Valkey's own tests run against them (scripts/valkey-tests) and their evidence
 (scripts/upstream-evidence): the patches apply exactly and stay small, bad input stops with one
 line and leaves nothing behind, and a small real run shows what each patch promises."""
@@ -18,7 +18,7 @@ BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 BUILD = ROOT / "scripts" / "build-valkey-source"
 TARBALL = ROOT / "build" / "valkey-src" / "valkey_8.1.1+dfsg1.orig.tar.xz"
 UPSTREAM = ROOT / "build" / "valkey" / "upstream"
-PATCHES = sorted((ROOT / "patches" / "upstream").glob("*.patch"))
+PATCHES = sorted((ROOT / "patches" / "valkey-8.1.1-series").glob("*.patch"))
 
 
 def built(level):
@@ -74,11 +74,11 @@ def test_bad_build_arguments_stop_with_one_line(args, said):
 def test_a_patch_that_does_not_apply_stops_with_one_line_and_leaves_no_temporary_tree(tmp_path):
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
-    (repo / "patches" / "upstream").mkdir(parents=True)
+    (repo / "patches" / "valkey-8.1.1-series").mkdir(parents=True)
     (repo / "build" / "valkey-src").mkdir(parents=True)
     shutil.copy(BUILD, repo / "scripts")
     (repo / "build" / "valkey-src" / TARBALL.name).symlink_to(TARBALL)
-    (repo / "patches" / "upstream" / "0001-broken.patch").write_text(
+    (repo / "patches" / "valkey-8.1.1-series" / "0001-broken.patch").write_text(
         "--- a/src/rio.c\n+++ b/src/rio.c\n@@ -1,1 +1,1 @@\n-no such line\n+nor this\n")
     tmp = tmp_path / "tmp"
     tmp.mkdir()

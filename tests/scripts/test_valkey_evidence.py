@@ -120,7 +120,8 @@ def test_a_tiny_study_measures_latency_and_memory_and_leaves_nothing(tmp_path):
     out = tmp_path / "out"
     p = subprocess.run([str(SCRIPT), "--builds", "stock,series", "--proto", "tcp", "--modes",
                         "dual", "--replicas", "1", "--rounds", "2", "--rdb", "4M",
-                        "--load-seconds", "1", "--iobench", BIN, "--out", str(out),
+                        "--load-seconds", "1", "--large-value", "3M", "--iobench", BIN,
+                        "--out", str(out),
                         "--cache-dir", str(tmp_path / "cache")],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
@@ -130,6 +131,7 @@ def test_a_tiny_study_measures_latency_and_memory_and_leaves_nothing(tmp_path):
     assert sync["p99_ms"] > 0 and sync["p999_ms"] >= sync["p99_ms"] and sync["rps"] > 0
     assert sync["primary_rss_bytes"] > 0 and sync["samples"] > 0 and sync["writes"] > 0
     assert cells["tcp-idle-stock"]["runs"][0]["p50_ms"] > 0
+    assert doc["large_value_bytes"] == 3 << 20 and doc["rdb_bytes"] > 4 << 20
     assert "## series against stock" in (out / "report.md").read_text()
     assert not servers_in("iobench-evidence-"), "a server outlived the study"
 
