@@ -20,10 +20,11 @@ struct Choices {
 
 Choices choices_of(const ClientOptions& o) {
   const EngineKind client = o.client_engine(), server = o.server_engine();
-  return {{client, tls::io_model_for(o.tls, client == EngineKind::kUring), o.client_cpu(),
-           o.timeout_s, o.write_pattern, o.payload.seed},
+  const tls::TlsIo client_io = tls::io_model_for(o.tls, client == EngineKind::kUring);
+  const tls::TlsIo server_io = tls::io_model_for(o.tls, server == EngineKind::kUring);
+  return {{client, client_io, o.client_cpu(), o.timeout_s, o.write_pattern, o.payload.seed},
           std::string(name_of(server)),
-          std::string(name_of(tls::io_model_for(o.tls, server == EngineKind::kUring))),
+          std::string(name_of(server_io)),
           std::string(name_of(o.proto))};
 }
 
@@ -90,6 +91,7 @@ RunConns plan_conns(const ClientOptions& o, const Choices& c, const BufPair& buf
   RunConns r;
   r.kernel_counts = syscalls != SyscallsMode::kOff;
   r.grouped = o.conns > 1 || buf.adaptive || o.fanout != FanoutShape::kOff;
+  const std::vector<uint64_t> lengths = conn_lengths(o);
   if (!r.grouped) {
     if (attaches_tool(syscalls)) r.tracer = tracer_tool_of(syscalls);
     ConnPlan lone;
@@ -99,7 +101,6 @@ RunConns plan_conns(const ClientOptions& o, const Choices& c, const BufPair& buf
     return r;
   }
   const auto k = static_cast<uint32_t>(std::max<size_t>(servers, 1));
-  const std::vector<uint64_t> lengths = conn_lengths(o);
   r.conns.reserve(o.conns);
   for (uint32_t i = 0; i < o.conns; ++i) {
     ConnPlan conn;
@@ -165,9 +166,9 @@ ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
   for (size_t i = 0; i < o.bufs.size(); ++i) {
     SizePlan s;
     s.buf = o.bufs[i];
+    s.steps = plan_steps(o, i, p.counting_run);
     s.runs = plan_conns(o, c, s.buf, measured, group_servers);
     if (p.counting_run) s.counting = plan_conns(o, c, s.buf, o.syscalls, group_servers);
-    s.steps = plan_steps(o, i, p.counting_run);
     p.sizes.push_back(std::move(s));
   }
   p.servers = std::move(servers);
