@@ -218,11 +218,11 @@ Result<std::optional<tls::Context>> client_tls(const ClientPlan& p, const tls::I
 
 Result<Report> run_all(const ClientPlan& plan, const Payload* payload, const tls::Identity* pinned,
                        pid_t local_server, Report report, std::string& error) {
+  auto tls_ctx = client_tls(plan, pinned);
+  if (!tls_ctx) return std::unexpected(tls_ctx.error());
   const SidePlan& first = plan.first_side();
   auto engine = make_engine(first.engine, first.engine_options);
   if (!engine) return std::unexpected(engine.error());
-  auto tls_ctx = client_tls(plan, pinned);
-  if (!tls_ctx) return std::unexpected(tls_ctx.error());
   LiveLine live(!plan.access.quiet && isatty(STDERR_FILENO));
   const std::optional<tls::Context>& ctx = *tls_ctx;
   Series series{plan, payload, **engine, ctx ? &*ctx : nullptr, local_server, live};
@@ -328,9 +328,6 @@ Report report_header(const ClientOptions& o, const std::optional<LocalServer>& l
 
 int run_client_command(const ClientOptions& o) {
   interrupt::install({SIGINT, SIGTERM});
-  // Before the loopback fork, so the private server counts with the same backend (off, strace
-  // and perf name no counter: auto).
-  set_process_counter_kind(counter_kind_of(o.syscalls));
   ReportFiles files;
   for (auto [path, file, option] : {std::tuple{&o.json_path, &files.json, "--json"},
                                     {&o.csv_path, &files.csv, "--csv"}}) {
@@ -339,6 +336,9 @@ int run_client_command(const ClientOptions& o) {
     if (!f) return error_exit(f.error().message, 2);
     *file = std::move(*f);
   }
+  // Before the loopback fork, so the private server counts with the same backend (off, strace
+  // and perf name no counter: auto).
+  set_process_counter_kind(counter_kind_of(o.syscalls));
   const bool loopback = o.connect.empty();
   const int64_t payload_start = probe_now().cpu_ns;
   auto payload = loopback ? loopback_payload(o) : sender_payload(o);

@@ -83,35 +83,40 @@ std::vector<uint64_t> conn_lengths(const ClientOptions& o) {
   return out;
 }
 
-// A run's connections when it counts the kernel as `syscalls` says. A group's connection i
-// reaches servers[i % k], and each server sees its share of the connections as a group of its
-// own.
+// A run's connections when it counts the kernel as `syscalls` says, each with its HELLO (this
+// side's plan for it comes from that HELLO: plan_sides). A group's connection i reaches
+// servers[i % k], and each server sees its share of the connections as a group of its own.
 RunConns plan_conns(const ClientOptions& o, const Choices& c, const BufPair& buf,
                     SyscallsMode syscalls, size_t servers) {
   RunConns r;
   r.kernel_counts = syscalls != SyscallsMode::kOff;
   r.grouped = o.conns > 1 || buf.adaptive || o.fanout != FanoutShape::kOff;
-  const std::vector<uint64_t> lengths = conn_lengths(o);
   if (!r.grouped) {
     if (attaches_tool(syscalls)) r.tracer = tracer_tool_of(syscalls);
     ConnPlan lone;
     lone.hello = make_hello(o, c, buf, syscalls, {1, 0, o.payload.bytes, 0});
-    lone.side = plan_side(lone.hello, Side::kClient, c.client);
     r.conns.push_back(std::move(lone));
-    return r;
-  }
-  const auto k = static_cast<uint32_t>(std::max<size_t>(servers, 1));
-  r.conns.reserve(o.conns);
-  for (uint32_t i = 0; i < o.conns; ++i) {
-    ConnPlan conn;
-    conn.server = i % k;
-    conn.start_s = o.stagger_s * i;
-    const Slot slot{(o.conns - i % k + k - 1) / k, i / k, lengths[i], o.payload.bytes};
-    conn.hello = make_hello(o, c, buf, syscalls, slot);
-    conn.side = plan_side(conn.hello, Side::kClient, c.client);
-    r.conns.push_back(std::move(conn));
+  } else {
+    const auto k = static_cast<uint32_t>(std::max<size_t>(servers, 1));
+    const std::vector<uint64_t> lengths = conn_lengths(o);
+    r.conns.reserve(o.conns);
+    for (uint32_t i = 0; i < o.conns; ++i) {
+      ConnPlan conn;
+      conn.server = i % k;
+      conn.start_s = o.stagger_s * i;
+      const Slot slot{(o.conns - i % k + k - 1) / k, i / k, lengths[i], o.payload.bytes};
+      conn.hello = make_hello(o, c, buf, syscalls, slot);
+      r.conns.push_back(std::move(conn));
+    }
   }
   return r;
+}
+
+// This side's plan for each of a size's connections, from the HELLO its server decides from too.
+void plan_sides(SizePlan& s, const SideChoice& client) {
+  for (RunConns* runs : {&s.runs, s.counting ? &*s.counting : nullptr})
+    if (runs)
+      for (ConnPlan& conn : runs->conns) conn.side = plan_side(conn.hello, Side::kClient, client);
 }
 
 // "16K run 2/5", "1K warm-up 1/2", "64K counting run", with "size 2/3" when there are several.
@@ -169,6 +174,7 @@ ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
     s.steps = plan_steps(o, i, p.counting_run);
     s.runs = plan_conns(o, c, s.buf, measured, group_servers);
     if (p.counting_run) s.counting = plan_conns(o, c, s.buf, o.syscalls, group_servers);
+    plan_sides(s, c.client);
     p.sizes.push_back(std::move(s));
   }
   p.servers = std::move(servers);
