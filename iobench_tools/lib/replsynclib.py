@@ -330,6 +330,8 @@ def check_sync_args(ap, a, choices):
     """The options of the real-sync commands (replication-knee, upstream-evidence), checked and
     read in place: each comma list of `choices` ({option: allowed values}), --replicas (1..16),
     --rounds (1..100), --where fleet (root), --mtu, and --cpus into a.placement."""
+    if not 1 <= a.sync_timeout <= 3600:
+        ap.error(f"invalid --sync-timeout {a.sync_timeout}: expected 1..3600 seconds")
     for opt, allowed in choices.items():
         value = getattr(a, opt)
         wrong = [v for v in value.split(",") if v not in allowed]

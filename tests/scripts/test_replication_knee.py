@@ -162,3 +162,33 @@ def test_a_study_stopped_mid_run_resumes_with_the_syncs_it_had(tmp_path):
         assert after[c][r]["ended"] == ended, f"{c} round {r} synced again"
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     assert all(len(c["real"]) == 2 for c in doc["cells"]) and doc["failures"] == []
+
+@needs_sync
+def test_a_sync_that_never_finishes_fails_in_one_line_and_leaves_nothing(tmp_path):
+    """A replica behind a 1 Mbit/s link cannot take a 4 MiB RDB within --sync-timeout 2: the
+    sync fails, is recorded, and the study ends with one line and a non-zero exit, with no
+    server, namespace or temporary tree left."""
+    before_ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    r = subprocess.run([SCRIPT, "--where", "fleet", "--rate", "1mbit", "--rdb", "4M",
+                        "--sync-timeout", "2", "--retries", "0", "--rounds", "1", "--bufs", "16k",
+                        "--replicas", "1", "--modes", "dual", "--proto", "tcp", "--no-model",
+                        "--iobench", BIN, "--out", str(tmp_path / "out"),
+                        "--cache-dir", str(tmp_path / "cache")],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert r.returncode == 1, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert "failed every attempt" in last and "not linked up within 2 s" in last, r.stderr
+    assert "Traceback" not in r.stderr
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert len(doc["failures"]) == 1
+    assert not servers_in("iobench-knee-"), "a server outlived the failed sync"
+    assert subprocess.run(["ip", "netns", "list"], capture_output=True,
+                          text=True).stdout == before_ns, "a namespace was left"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out"]
+
+
+def test_a_sync_timeout_out_of_range_is_refused(tmp_path):
+    r = knee("--sync-timeout", "0", tmp_path=tmp_path, timeout=60)
+    assert r.returncode == 2 and "invalid --sync-timeout 0" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 or "usage:" in r.stderr

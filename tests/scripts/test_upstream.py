@@ -151,6 +151,21 @@ def test_valkey_tests_without_tclsh_says_so(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+def test_valkey_tests_over_tls_without_tcl_tls_says_so(tmp_path):
+    # A tclsh whose `package require tls` fails, as Debian's tcl without tcl-tls does.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "python3").symlink_to("/usr/bin/python3")
+    (bindir / "tclsh").write_text("#!/bin/sh\necho \"can't find package tls\" >&2\nexit 1\n")
+    (bindir / "tclsh").chmod(0o755)
+    for base in ("8.1.1", "9.1.2"):
+        r = subprocess.run([str(ROOT / "scripts" / "valkey-tests"), "--base", base, "--proto",
+                            "tls"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PATH=f"{bindir}:/bin"))
+        assert r.returncode == 1 and "Tcl's tls package is missing" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.slow
 @pytest.mark.real_server
 @needs_builds
