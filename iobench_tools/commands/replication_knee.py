@@ -205,7 +205,7 @@ def main(argv=None):
     doc = {"tool": "iobench", "kind": "replication-knee", "command": command,
            "server": version.strip(), "rdb_bytes": rdb, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.fleet else None,
-           "tolerance": a.tolerance, "rounds": a.rounds,
+           "tolerance": a.tolerance, "rounds": a.rounds, "order": "balanced",
            "cells": [dict(c, id=cell_id(c), **runs[cell_id(c)]) for c in todo],
            "failures": failed}
     doc["knees"] = replknee_report.knees(doc)

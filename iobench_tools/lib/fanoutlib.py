@@ -286,16 +286,18 @@ def sleeps(rs):
 
 
 def table(runs, replicas, bufs, shape, proto):
+    # Scenarios run before the replicas' sleeps were counted carry no such column.
+    counted = any("replica_sleeps_per_gib" in r for rs in runs.values() for r in rs)
     out = [f"\n### {shape}, {proto}\n",
            "| N | chunk | writer CPU s/GiB delivered (median [min–max]) | µs per chunk round "
-           "| last replica done s | peak buffer memory | stalls | replicas' sleeps per GiB "
-           "| runs |",
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+           "| last replica done s | peak buffer memory | stalls | "
+           + ("replicas' sleeps per GiB | " if counted else "") + "runs |",
+           "|---:|---|---|---:|---:|---:|---:|" + ("---:|" if counted else "") + "---:|"]
     for n in replicas:
         for b in bufs:
             rs = runs.get(cell_id({"shape": shape, "proto": proto, "replicas": n, "buf": b}), [])
             if not rs:
-                out.append(f"| {n} | {b} | failed | | | | | | 0 |")
+                out.append(f"| {n} | {b} | failed | | | | |{' |' if counted else ''} 0 |")
                 continue
             cpu = stat([r["writer_cpu_s_per_gib"] for r in rs])
             out.append(
@@ -303,5 +305,6 @@ def table(runs, replicas, bufs, shape, proto):
                 f"{sweeplib.median([r['writer_cpu_us_per_chunk'] for r in rs]):.1f} | "
                 f"{sweeplib.median([r['last_done_s'] for r in rs]):.3f} | "
                 f"{sweeplib.size_label(int(sweeplib.median([r['peak_buffer_bytes'] for r in rs])))}"
-                f" | {int(sweeplib.median([r['stalls'] for r in rs]))} | {sleeps(rs)} | {len(rs)} |")
+                f" | {int(sweeplib.median([r['stalls'] for r in rs]))} | "
+                + (f"{sleeps(rs)} | " if counted else "") + f"{len(rs)} |")
     return "\n".join(out)

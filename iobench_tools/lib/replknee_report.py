@@ -96,6 +96,11 @@ def _knee_text(j):
     return (f"{format_size(j['knee'])}" + (" (sure)" if j["sure"] else " (not sure)"))
 
 
+# How a study ordered its rounds, as its record names it (the studies before the experiment
+# kernel shuffled each round and did not say so).
+ORDERS = {"shuffle": "a shuffled order", "balanced": "a balanced order (a Williams square)"}
+
+
 def report_md(doc):
     tol = doc["tolerance"]
     lines = ["# The replication chunk's knee on the real server", "",
@@ -103,7 +108,8 @@ def report_md(doc):
              f"- server: {doc['server']} (Debian's source, TLS, iobench's chunk patch: "
              "docs/valkey-patch.md)",
              f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "
-             f"rounds, every cell once per round in a balanced order (a Williams square); placement --cpus "
+             f"rounds, every cell once per round in {ORDERS[doc.get('order', 'shuffle')]}; "
+             "placement --cpus "
              f"{doc['cpus']} (primary, replicas); "
              + (f"the emulated fleet: each replica its own namespace and veth, tbf {doc['link']['rate']}, "
                 f"MTU {doc['link']['mtu']}" if doc.get("link") else "loopback"),
@@ -118,16 +124,19 @@ def report_md(doc):
         lines.append(f"| {k['proto']} | {k['mode']} | {k['replicas']} | {k['chunking']} | "
                      f"{_knee_text(k['real'])} | {_knee_text(k['model'])} | {k['verdict']} | "
                      f"{k['real']['why']} |")
+    # Studies before the writer's reads were counted carry no read/written figure.
+    reads = any("source_read_bytes" in x for c in doc["cells"] for x in c["real"])
     lines += ["", "## Every cell", "",
-              "| cell | writer | writes | bytes/write | read/written | writer s/GiB real | "
-              "model s/GiB | primary s/GiB | replicas s/GiB | sync s | BGSAVEs |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| cell | writer | writes | bytes/write | " + ("read/written | " if reads else "")
+              + "writer s/GiB real | model s/GiB | primary s/GiB | replicas s/GiB | sync s | "
+              "BGSAVEs |", "|---|---|---|---|" + ("---|" if reads else "") + "---|" * 6]
     for c in doc["cells"]:
         r = c["real"]
         med = lambda key: sweeplib.median([x[key] for x in r])  # noqa: E731
         lines.append(
             f"| {c['id']} | {r[0]['writer'] if r else '-'} | {med('writes'):.0f} | "
-            f"{med('bytes_per_write'):.0f} | {_read_ratio(r)} | {fmt_stat(_cost(c, 'real'))} | "
+            f"{med('bytes_per_write'):.0f} | " + (f"{_read_ratio(r)} | " if reads else "")
+            + f"{fmt_stat(_cost(c, 'real'))} | "
             f"{fmt_stat(_cost(c, 'model'))} | "
             f"{fmt_stat(_cost(c, 'real', 'primary_cpu_s_per_gib'))} | "
             f"{fmt_stat(_cost(c, 'real', 'replica_cpu_s_per_gib'))} | "

@@ -93,6 +93,9 @@ def _cell(f, unit):
 def report_md(doc):
     load = doc["load"]
     against = doc.get("against", "stock")
+    # Studies before the shared replication buffer was sampled carry no such figure.
+    figures = FIGURES if any("replication_buffers_bytes" in r for c in doc["cells"]
+                             for r in c["runs"]) else FIGURES[:-1]
     out = [f"# Valkey 9.1.2: each build beside {against}, with client latency and memory during a sync",
            "", f"- command: `{doc['command']}`",
            f"- builds: {', '.join(f'{b} (`build/valkey/9.1/{b}`)' for b in doc['builds'])}",
@@ -108,11 +111,11 @@ def report_md(doc):
             "load with no sync" if load else "- no client load (--no-load)"),
            "- memory: peaks sampled every 20 ms while the sync runs (the fork child's private "
            "dirty pages from smaps_rollup; INFO memory's mem_clients_slaves for the replicas' "
-           "output buffers and mem_total_replication_buffers for the shared replication "
-           "buffer, every 100 ms)",
+           + ("output buffers and mem_total_replication_buffers for the shared replication "
+              "buffer, every 100 ms)" if figures is FIGURES else "buffers, every 100 ms)"),
            f"- each cell: {against} → build medians, the ratio build/{against} with its 95% interval "
            "(paired round by round), and 'lower' or 'higher' where the interval excludes 1", ""]
-    heads = [h for _, h, _ in FIGURES]
+    heads = [h for _, h, _ in figures]
     for build in doc["builds"]:
         comps = [c for c in doc["comparisons"] if c["build"] == build]
         if not comps:
@@ -122,7 +125,7 @@ def report_md(doc):
                 "|---|---|---|" + "---|" * len(heads)]
         for c in comps:
             cells = [(_cell(c["figures"][k], u) if k in c["figures"] else "")
-                     for k, _, u in FIGURES]
+                     for k, _, u in figures]
             out.append(f"| {c['proto']} | {c['mode']} | {c['replicas'] or '-'} | "
                        + " | ".join(cells) + " |")
         out.append("")
