@@ -24,6 +24,7 @@ from iobench_tools.lib import carryover
 from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
 from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import resultfolder
 
 
 def source_text(window):
@@ -360,7 +361,14 @@ def main(argv=None):
         if micro is None:
             sys.exit(f"recommend: --micro '{a.micro}' has fewer than 3 sizes of "
                      "BM_TcpLoopbackWriteRead (scripts/micro --benchmark_filter=TcpLoopback)")
-    if os.path.exists(os.path.join(a.sweep_dir, "fleet.json")):
+    try:
+        kind = resultfolder.kind_of(a.sweep_dir)
+    except resultfolder.NotAResult:
+        kind = "sweep"  # sweeplib.load says what a sweep lacks, in the words a user knows
+    if kind not in ("fleet", "fanout-scenario", "sweep"):
+        sys.exit(f"recommend: error: '{a.sweep_dir}' holds a {kind} study, not a sweep: its "
+                 f"report is {os.path.join(a.sweep_dir, 'report.md')} (scripts/{kind} writes it)")
+    if kind == "fleet":
         text, pairs = fleetlib.report(a.sweep_dir, a.tolerance, a.cost)
         for p in pairs:  # each swept pair's own tables and knees, beside its results
             own = (fanout_report(p["fanout"], a.tolerance) if p["fanout"] else
@@ -374,7 +382,7 @@ def main(argv=None):
         print(f"wrote {out}")
         return
     fanout = os.path.join(a.sweep_dir, "fanout.json")
-    if os.path.exists(fanout):
+    if kind == "fanout-scenario":
         out = a.out or os.path.join(a.sweep_dir, "recommendation.md")
         with open(out, "w") as f:
             f.write(fanout_report(json.load(open(fanout)), a.tolerance))

@@ -306,6 +306,7 @@ def describe_sweep(a, placements, manifest):
         "max_repeat": a.max_repeat if a.repeat == "auto" else None,
         "syscalls": a.syscalls, "retries": a.retries, "backoff_s": a.backoff,
         "source_window": a.source_window,
+        "kind": "sweep",
         "order": a.order, "seed": a.seed if a.order in ("shuffle", "balanced") else None,
         "control": a.control,
         "placements": [c or "unpinned" for c in placements],

@@ -5,13 +5,14 @@ fails here. A folder is read by its kind: a sweep (manifest.json), a fan-out sce
 (fanout.json), or a study whose results.json names its kind."""
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from iobench_tools.commands import recommend
-from iobench_tools.lib import (replknee_report, replsync_report, sweeplib, upstreamlib,
-                               valkeyevidence, valkeytests)
+from iobench_tools.lib import (replknee_report, replsync_report, resultfolder, sweeplib,
+                               upstreamlib, valkeyevidence, valkeytests)
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = {"replication-knee": replknee_report.report_md,
@@ -23,21 +24,39 @@ STUDIES = {"replication-knee": replknee_report.report_md,
 
 def rendered(folder):
     """(the committed page, the text today's code renders from the folder's record), or None
-    for a folder that holds no record with a page."""
-    if (folder / "results.json").is_file() and (folder / "report.md").is_file():
-        doc = json.loads((folder / "results.json").read_text())
-        return folder / "report.md", STUDIES[doc["kind"]](doc)
-    if (folder / "fanout.json").is_file() and (folder / "recommendation.md").is_file():
-        doc = json.loads((folder / "fanout.json").read_text())
-        return folder / "recommendation.md", recommend.fanout_report(doc, 0.05)
-    if (folder / "manifest.json").is_file() and (folder / "recommendation.md").is_file():
+    for a folder that holds no record with a page; read by its kind (lib/resultfolder.py)."""
+    try:
+        kind = resultfolder.kind_of(str(folder))
+    except resultfolder.NotAResult:
+        return None
+    if kind == "sweep" and (folder / "recommendation.md").is_file():
         manifest, rows = sweeplib.load(str(folder), "recommend", "processes")
         return folder / "recommendation.md", recommend.report(manifest, rows, 0.05)
+    if kind == "fanout-scenario" and (folder / "recommendation.md").is_file():
+        doc = json.loads((folder / "fanout.json").read_text())
+        return folder / "recommendation.md", recommend.fanout_report(doc, 0.05)
+    if kind in STUDIES and (folder / "report.md").is_file():
+        return folder / "report.md", STUDIES[kind](json.loads((folder / "results.json").read_text()))
     return None
 
 
 FOLDERS = sorted(Path(d) for d, _, _ in os.walk(ROOT / "results")
                  if rendered(Path(d)) is not None)
+
+
+def test_each_folder_names_its_kind_and_recommend_refuses_a_study(tmp_path):
+    kinds = {str(f.relative_to(ROOT)): resultfolder.kind_of(str(f)) for f in FOLDERS}
+    assert kinds["results/ec2-emulated"] == "sweep"  # an older manifest names no kind
+    assert kinds["results/fanout"] == "fanout-scenario"
+    assert kinds["results/upstream-9.1/evidence-prs"] == "valkey-evidence"
+    for bad, said in ((tmp_path / "none", "no such directory"), (tmp_path, "no fleet.json")):
+        with pytest.raises(resultfolder.NotAResult, match=said):
+            resultfolder.kind_of(str(bad))
+    study = ROOT / "results" / "upstream-9.1" / "evidence-prs"
+    p = subprocess.run([str(ROOT / "scripts" / "recommend"), str(study), "--out",
+                        str(tmp_path / "r.md")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "holds a valkey-evidence study, not a sweep" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "r.md").exists()
 
 
 def test_every_kind_of_committed_folder_is_read():
