@@ -165,8 +165,28 @@ class Node:
         return "master_link_status:up" in info and "master_sync_in_progress:0" in info
 
     def stop(self):
+        """Kills the server and its fork children: a save child whose replicas' link is gone
+        would otherwise outlive it, blocked on a write until repl-timeout."""
+        children = _children(self.proc.pid)
         self.proc.kill()
         self.proc.wait()
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _children(pid):
+    """The pids of a process's children (every thread's), from /proc."""
+    out = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return out
 
 
 class Watch:
