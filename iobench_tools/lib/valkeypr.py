@@ -302,8 +302,9 @@ def _build_into(dest, name, patches, timeout, log):
     try:
         tree = os.path.join(work, "tree")
         patched_tree(tree, commits(patches))
-        if split_variant(name)[1]:
-            set_chunk(tree, split_variant(name)[1])
+        chunk = split_variant(name)[1]
+        if chunk:
+            set_chunk(tree, chunk)
         _make(tree, [], f"the {name} build of Valkey {BASE}", name, timeout, log)
         # Valkey's GoogleTest suite (src/unit), built against this tree.
         _make(tree, ["-C", "src", "valkey-unit-gtests"],
