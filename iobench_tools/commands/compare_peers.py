@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib import cgroup_cpu, experiment
 from iobench_tools.lib.iobenchlib import GiB, ROOT, fmt_stat, free_port, stat
@@ -117,12 +118,12 @@ def iobench(a, size, nbytes, proto):
         p = g.run(argv, capture_output=True, text=True, timeout=600)
         if p.returncode != 0:
             raise RuntimeError(f"iobench failed: {p.stderr.strip()}")
-        runs = json.loads(p.stdout)["results"][0]["runs"]
-        moved = sum(r["sender"]["bytes"] for r in runs)
-        wall = sum(max(r["sender"]["duration_ns"], r["receiver"]["duration_ns"]) for r in runs)
-        data = sum(r["sender"]["cpu_s"] + r["receiver"]["cpu_s"] for r in runs)
-        segs = [r["sender"].get("segments", {}).get("out") for r in runs]
-        calls = sum(r["sender"]["io_calls"] for r in runs)
+        runs = iobenchjson.loads(p.stdout).results[0].runs
+        moved = sum(r.sender.bytes for r in runs)
+        wall = sum(max(r.sender.duration_ns, r.receiver.duration_ns) for r in runs)
+        data = sum(r.sender.cpu_s + r.receiver.cpu_s for r in runs)
+        segs = [r.sender.segments_out for r in runs]
+        calls = sum(r.sender.io_calls for r in runs)
         return {"bytes": moved, "gbps": moved * 8 / wall, "data_cpu_s": data,
                 "segs_per_write": sum(segs) / calls if None not in segs and calls else None}
     return measured(go)

@@ -7,7 +7,7 @@ import sys
 from iobench_tools.lib import axes
 from iobench_tools.lib import experiment
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
-from iobench_tools.lib import iobenchlib
+from iobench_tools.lib import iobenchjson, iobenchlib
 from iobench_tools.lib import runs as iobench_runs
 
 
@@ -15,15 +15,14 @@ def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):
     doc = run_json(iobench_runs.ClientRun(buf=size, bytes=nbytes, syscalls=syscalls, proto=proto),
                    "counting-overhead", iobench=iobench, cpus=cpus, timeout=300,
                    fail=experiment.failed_run)
-    size = doc["results"][0]
-    run = size["runs"][0]
-    s, r = run["sender"], run["receiver"]
+    size = iobenchjson.read(doc).results[0]
+    s, r = size.runs[0].sender, size.runs[0].receiver
     # auto counts in a separate run per size (its measured runs count nothing): check that one.
-    counted = size["counting_run"]["sender"] if syscalls == "auto" else s
-    if syscalls != "off" and counted["syscalls"]["source"] not in ("bpf", "perf_event", "task_io"):
+    counted = size.counted("sender")
+    if syscalls != "off" and counted.syscalls.source not in ("bpf", "perf_event", "task_io"):
         raise experiment.RunFailed(
-            f"kernel counting unavailable: {counted['syscalls']['note']}", refused=True)
-    return (s["cpu_s"] + r["cpu_s"]) / (s["bytes"] / GiB)
+            f"kernel counting unavailable: {counted.syscalls.note}", refused=True)
+    return (s.cpu_s + r.cpu_s) / (s.bytes / GiB)
 
 
 def main(argv=None):

@@ -14,6 +14,7 @@ import os
 import shlex
 import sys
 
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, median, require_binary, run_json, stat
 from iobench_tools.lib import experiment, iobenchlib
@@ -23,13 +24,11 @@ DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine
 
 def size_figures(res):
     """One size's (CPU s/GiB sender + receiver, syscalls per GiB, receiver Gbit/s)."""
-    run = res["runs"][0]
-    s, v = run["sender"], run["receiver"]
+    s, v = res.runs[0].sender, res.runs[0].receiver
     # --syscalls auto: the kernel's counts are in the size's counting run.
-    k = res.get("counting_run") or run
-    kgib = k["receiver"]["bytes"] / GiB
-    sys_total = (k["sender"]["syscalls"]["total"] + k["receiver"]["syscalls"]["total"]) / kgib
-    return [s["cpu_s_per_gib"] + v["cpu_s_per_gib"], sys_total, v["throughput_gbps"]]
+    ks, kv = res.counted("sender"), res.counted("receiver")
+    sys_total = (ks.syscalls.total + kv.syscalls.total) / (kv.bytes / GiB)
+    return [s.cpu_s_per_gib + v.cpu_s_per_gib, sys_total, v.throughput_gbps]
 
 
 def main(argv=None):
@@ -64,7 +63,7 @@ def main(argv=None):
         if a.out:
             with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
                 json.dump(doc, f, indent=1)
-        return {res["label"]: size_figures(res) for res in doc["results"]}
+        return {res.label: size_figures(res) for res in iobenchjson.read(doc).results}
 
     cells = [{"id": label, "args": args} for label, args in setups]
     runs, failed = experiment.run_scenario(

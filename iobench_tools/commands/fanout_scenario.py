@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib import experiment
 from iobench_tools.lib import fanoutlib
@@ -169,25 +170,23 @@ def example(a, extra):
 
 def figures(doc):
     """One run's figures from its JSON (None when it failed)."""
-    run = doc["results"][0]["runs"][0]
-    g = run.get("group") or {}
-    f = g.get("fanout")
-    if not f or run.get("partial") or g.get("error"):
+    run = doc.first_run
+    g = run.group
+    f = g.fanout if g else None
+    if not f or run.partial or g.error:
         return None
-    gib = f["writer_cpu_s"] / f["writer_cpu_s_per_gib_delivered"] \
-        if f["writer_cpu_s_per_gib_delivered"] else 0
-    sleeps = (g.get("receiver") or {}).get("probe", {}).get("vol_ctxsw")
-    return {"writer_cpu_s_per_gib": f["writer_cpu_s_per_gib_delivered"],
+    gib = f.writer_cpu_s / f.writer_cpu_s_per_gib_delivered \
+        if f.writer_cpu_s_per_gib_delivered else 0
+    sleeps = g.receiver.vol_ctxsw
+    return {"writer_cpu_s_per_gib": f.writer_cpu_s_per_gib_delivered,
             # The replicas' voluntary context switches per GiB (each a sleep and a wake-up the
             # writer's write pays for on loopback): what a size's bimodal runs follow.
             "replica_sleeps_per_gib": sleeps / gib if sleeps is not None and gib else None,
-            "writer_cpu_us_per_chunk": f["writer_cpu_us_per_chunk"],
-            "last_done_s": f["last_done_s"], "slowest_s": f["slowest_s"],
-            "peak_buffer_bytes": g["sender"]["peak_buffer_bytes"],
-            "peak_chunk_bytes": f["peak_chunk_bytes"], "chunks": f["chunks"],
-            "writes": f["writes"], "waits": f["waits"],
-            "stalls": sum(r.get("stalls", 0) for r in f["replicas_detail"]),
-            "policy": g["sender"].get("policy")}
+            "writer_cpu_us_per_chunk": f.writer_cpu_us_per_chunk,
+            "last_done_s": f.last_done_s, "slowest_s": f.slowest_s,
+            "peak_buffer_bytes": g.sender.peak_buffer_bytes,
+            "peak_chunk_bytes": f.peak_chunk_bytes, "chunks": f.chunks,
+            "writes": f.writes, "waits": f.waits, "stalls": f.stalls, "policy": g.sender.policy}
 
 
 def run_rounds(a, extra, out_dir):
@@ -204,7 +203,7 @@ def run_rounds(a, extra, out_dir):
             raise experiment.RunFailed("ran past 600 s") from None
         fig = None
         if p.returncode == 0 and os.path.exists(out):
-            fig = figures(json.load(open(out)))
+            fig = figures(iobenchjson.load(out))
         if fig is None:
             raise experiment.RunFailed(p.stderr.strip()[-300:] or f"exit status {p.returncode}",
                                        refused=p.returncode == 2)
@@ -232,7 +231,7 @@ def doc_base(a, extra, runs, failures, started):
             "budget": a.budget, "control": a.control, "replicas": a.replicas, "bufs": a.bufs,
             "shapes": a.shapes,
             "protos": a.protos, "duration_s": round(time.time() - started, 1),
-            "context": json.load(open(os.path.join(out_dir, "raw", first)))["context"],
+            "context": iobenchjson.load(os.path.join(out_dir, "raw", first)).context,
             "cells": runs, "failures": failures}
 
 

@@ -6,6 +6,7 @@ iobench JSON run and prints the prediction beside the measured CPU (sender + rec
 import json
 import re
 import sys
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import costmodel
 from iobench_tools.lib import iobenchlib
 
@@ -35,16 +36,14 @@ def main(argv=None):
     print(f"fit over {len(pts)} sizes: {per_call:.0f} ns per syscall "
           f"({calls_per_iter:.2f} syscalls per write+read), {per_byte * 1e3:.1f} ps per byte "
           f"(copied in and out once)")
-    run = json.load(open(args.run_json))
+    run = iobenchjson.load(args.run_json)
     print(f"{'buf':>6} {'calls':>8} {'bytes':>11} {'predicted s':>12} {'measured s':>11} {'ratio':>6}")
-    for r in run["results"]:
-        runs = r["runs"]
-        s = runs[0]["sender"]
-        v = runs[0]["receiver"]
-        calls = s["syscalls"]["total"] + v["syscalls"]["total"]
-        predicted = (calls * per_call + s["bytes"] * per_byte) / 1e9
-        measured = sorted(x["sender"]["cpu_s"] + x["receiver"]["cpu_s"] for x in runs)[len(runs) // 2]
-        print(f"{r['label']:>6} {calls:>8.0f} {s['bytes']:>11} {predicted:>12.4f} {measured:>11.4f} "
+    for r in run.results:
+        s, v = r.runs[0].sender, r.runs[0].receiver
+        calls = s.syscalls.total + v.syscalls.total
+        predicted = (calls * per_call + s.bytes * per_byte) / 1e9
+        measured = sorted(x.sender.cpu_s + x.receiver.cpu_s for x in r.runs)[len(r.runs) // 2]
+        print(f"{r.label:>6} {calls:>8.0f} {s.bytes:>11} {predicted:>12.4f} {measured:>11.4f} "
               f"{measured / predicted:>6.2f}")
 
 

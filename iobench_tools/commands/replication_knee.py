@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib import experiment
 from iobench_tools.lib import iobenchlib
@@ -99,10 +100,9 @@ def model_run(c, a, nbytes, work):
     p = experiment.run_child(argv, env=env, timeout=600)
     if p.returncode != 0:
         fail(f"the model run failed: {p.stderr.strip()}")
-    run = json.load(open(out))["results"][0]["runs"][0]
-    f = run["group"]["fanout"]
+    f = iobenchjson.load(out).first_run.group.fanout
     shown = replace(model, json=None, cache_dir=None).shown()
-    return {"writer_cpu_s_per_gib": f["writer_cpu_s_per_gib_delivered"],
+    return {"writer_cpu_s_per_gib": f.writer_cpu_s_per_gib_delivered,
             "command": shown.replace("./iobench ", "scripts/netns-link ... -- ", 1)
             if a.fleet else shown}
 

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib import experiment, needs
 from iobench_tools.lib import iobenchlib
@@ -91,12 +92,12 @@ def model(proto, nbytes, chunk, repeat, cache, pattern=None):
     if p.returncode != 0:
         raise experiment.RunFailed(f"the model run failed: {p.stderr.strip()}",
                                    refused=p.returncode == 2)
-    runs = [r["sender"] for r in json.loads(p.stdout)["results"][0]["runs"]]
-    med = lambda k: median(r[k] for r in runs)  # noqa: E731
+    runs = [r.sender for r in iobenchjson.loads(p.stdout).results[0].runs]
+    med = lambda k: median(getattr(r, k) for r in runs)  # noqa: E731
     shown = replace(run, cache_dir=None,
                     write_pattern="@watch.json" if pattern else None).shown()
     return {"command": shown, "writes": med("io_calls"),
-            "segments_out": median(r["segments"]["out"] for r in runs),
+            "segments_out": median(r.segments_out for r in runs),
             "bytes_per_write": med("bytes_per_call"), "writer_cpu_s_per_gib": med("cpu_s_per_gib"),
             "transfer_s": med("duration_ns") / 1e9}
 

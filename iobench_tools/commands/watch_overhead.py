@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib.iobenchlib import binary, stat
 from iobench_tools.lib import experiment, iobenchlib
@@ -47,8 +48,8 @@ def one_run(a, watched):
             watch.wait(timeout=60)
     if run.returncode != 0:
         raise experiment.RunFailed(f"iobench: {err.strip()}", refused=run.returncode == 2)
-    r = json.loads(out)["results"][0]["runs"][0]
-    return r["sender"]["cpu_s_per_gib"], r["receiver"]["cpu_s_per_gib"]
+    r = iobenchjson.loads(out).first_run
+    return r.sender.cpu_s_per_gib, r.receiver.cpu_s_per_gib
 
 
 def main(argv=None):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib.iobenchlib import free_port
@@ -206,8 +207,7 @@ class Watch:
         _, err = self.proc.communicate(timeout=60)
         if self.proc.returncode != 0:
             sys.exit(f"{PROG}: error: iobench watch: {err.strip()}")
-        with open(self.path) as f:
-            return json.load(f)["watch"]["processes"]
+        return iobenchjson.watch_processes(self.path)
 
     def kill(self):
         if self.proc.poll() is None:

@@ -6,6 +6,7 @@ import os
 import sys
 
 from iobench_tools.lib import costmodel
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import iobenchlib
 from iobench_tools.lib import samework
 from iobench_tools.lib.iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
@@ -66,33 +67,31 @@ def rows_of(cell, doc, two_hosts=False):
     and the host's busy time (the sender's window, which holds the receiver's; both hosts' sum
     when the sides ran on two) — what a comparison of two cells resamples."""
     rows = []
-    for result in doc["results"]:
+    report = iobenchjson.read(doc)
+    for result in report.results:
         row = {"proto": cell["proto"], "engine": cell["engine"], "conns": cell["conns"],
-               "buf": result["send_buf_bytes"], "label": result["label"],
-               "context": doc["context"], "runs": len(result["runs"]),
-               "placement": placement(cell, doc), "cell_id": cell["id"],
+               "buf": result.send_buf_bytes, "label": result.label,
+               "context": report.context, "runs": len(result.runs),
+               "placement": placement(report), "cell_id": cell["id"],
                "control_of": cell.get("control_of")}
-        for side in ("sender", "receiver"):
-            summary = result["summary"][side]
-            row[side] = {k: summary[k] for k in summary}
+        for side in iobenchjson.SIDES:
+            row[side] = result.summary(side)
             # The share of its data phase the side's CPU was busy (iobench's regime line).
-            sides = [r[side] for r in result["runs"] if r.get(side) and r[side].get("duration_ns")]
-            if sides:
-                row[side]["busy"] = stat([x["cpu_s"] / (x["duration_ns"] / 1e9) for x in sides])
+            busy = [r.side(side).busy for r in result.runs if r.side(side) and
+                    r.side(side).duration_ns]
+            if busy:
+                row[side]["busy"] = stat(busy)
         row["group"] = group_summary(result)
-        runs = [r for r in result["runs"] if r.get("sender") and r.get("receiver")
-                and not r.get("partial")]
-        row["process_runs"] = [r["sender"]["cpu_s_per_gib"] + r["receiver"]["cpu_s_per_gib"]
-                               for r in runs]
+        runs = [r for r in result.runs if r.both]
+        row["process_runs"] = [r.sender.cpu_s_per_gib + r.receiver.cpu_s_per_gib for r in runs]
         # Each of those runs' sender busy share (None without the figures): its regime.
-        row["busy_runs"] = [r["sender"]["cpu_s"] / (r["sender"]["duration_ns"] / 1e9)
-                            if r["sender"].get("duration_ns") else None for r in runs]
+        row["busy_runs"] = [r.sender.busy for r in runs]
         # Both sides' voluntary context switches per GiB moved (each a sleep and a wake-up):
         # what a sender or receiver that waits pays per wait, beside the calls it makes.
-        switches = [(r["sender"]["voluntary_ctxsw"] + r["receiver"]["voluntary_ctxsw"])
-                    / (r["sender"]["bytes"] / GiB) for r in runs
-                    if r["sender"].get("bytes") and "voluntary_ctxsw" in r["sender"]
-                    and "voluntary_ctxsw" in r["receiver"]]
+        switches = [(r.sender.voluntary_ctxsw + r.receiver.voluntary_ctxsw)
+                    / (r.sender.bytes / GiB) for r in runs
+                    if r.sender.bytes and r.sender.voluntary_ctxsw is not None
+                    and r.receiver.voluntary_ctxsw is not None]
         row["switches_per_gib"] = median(switches) if switches else None
         host = [host_per_gib(r, two_hosts) for r in runs]
         missing = [x for x in host if isinstance(x, str)]
@@ -102,7 +101,7 @@ def rows_of(cell, doc, two_hosts=False):
         row["total_cpu_runs"] = row["process_runs"]
         # The round each run was measured in (interleaved sweeps): two cells' runs of one round
         # ran back to back and share the host's drift, so they are compared round by round.
-        rounds = [r.get("round") for r in runs]
+        rounds = [r.round for r in runs]
         row["rounds"] = rounds if rounds and None not in rounds and \
             len(set(rounds)) == len(rounds) else None
         rows.append(row)
@@ -117,36 +116,21 @@ def host_per_gib(run, two_hosts):
     """A run's host busy seconds per GiB moved, or the reason it has none (a string): a side
     without the figure, a window too short for the clock that measured it, or a busy time of
     zero (idle periods begun before the window outweighed it)."""
-    sides = [run["sender"], run["receiver"]] if two_hosts else [run["sender"]]
-    blocks = [s.get("host_busy") or {} for s in sides]
-    if any(b.get("source", "none") == "none" for b in blocks):
+    sides = [run.sender, run.receiver] if two_hosts else [run.sender]
+    if any(s.host_busy.source == "none" for s in sides):
         return "have no host_busy figures (an iobench from before they were measured)"
-    short = [s["duration_ns"] / 1e9 for s, b in zip(sides, blocks) if b["source"] == "proc_stat"
-             and s["duration_ns"] / 1e9 < PROC_STAT_MIN_WALL_S]
+    short = [s.wall_s for s in sides if s.host_busy.source == "proc_stat"
+             and s.wall_s < PROC_STAT_MIN_WALL_S]
     if short:
         return (f"measured it from /proc/stat's 10 ms ticks over a data phase of "
                 f"{short[0]:.3f} s (under {PROC_STAT_MIN_WALL_S:.0f} s: run more --bytes)")
-    if any(b["busy_ns"] <= 0 for b in blocks) or not run["sender"]["bytes"]:
+    if any(s.host_busy.busy_ns <= 0 for s in sides) or not run.sender.bytes:
         return "measured a busy time of 0 (a data phase too short: run more --bytes)"
-    return sum(b["busy_ns"] for b in blocks) / 1e9 / (run["sender"]["bytes"] / GiB)
+    return sum(s.host_busy.busy_ns for s in sides) / 1e9 / (run.sender.bytes / GiB)
 
 
-# A side's summary figures (iobench's SideSummary) read from one run's side in the JSON.
-RUN_FIGURES = {
-    "bytes": lambda s: s["bytes"],
-    "wall_s": lambda s: s["duration_ns"] / 1e9,
-    **{k: (lambda s, k=k: s[k]) for k in (
-        "throughput_gbps", "throughput_mib_s", "cpu_user_s", "cpu_sys_s", "cpu_s",
-        "cpu_s_per_gib", "io_calls", "bytes_per_call")},
-    "syscalls": lambda s: s["syscalls"]["data_direction"],
-    "syscalls_total": lambda s: s["syscalls"]["total"],
-    "syscalls_per_mib": lambda s: s["syscalls"]["per_mib"],
-    "bytes_per_syscall": lambda s: s["syscalls"]["bytes_per_syscall"],
-    "records": lambda s: (s.get("tls") or {}).get(
-        "records_out" if s["role"] == "sender" else "records_in", 0),
-}
-# Taken from the counting run when there is one (--syscalls auto), as iobench does.
-COUNTED = ("syscalls", "syscalls_total", "syscalls_per_mib", "bytes_per_syscall")
+# Re-exported: the summary and the merge of rounds are iobench's format, read in iobenchjson.
+summarize, merge_rounds = iobenchjson.summarize, iobenchjson.merge_rounds
 
 
 def stat(values):
@@ -154,40 +138,12 @@ def stat(values):
     return iobenchlib.stat(values) or {"median": 0.0, "min": 0.0, "max": 0.0}
 
 
-def summarize(result, side):
-    """A side's summary over a result's measured runs: median, min and max of each figure."""
-    sides = [r[side] for r in result["runs"] if r.get(side)]
-    out = {k: stat([f(s) for s in sides]) for k, f in RUN_FIGURES.items()}
-    counting = (result.get("counting_run") or {}).get(side)
-    if counting:
-        out.update({k: stat([RUN_FIGURES[k](counting)]) for k in COUNTED})
-    return out
-
-
-def merge_rounds(docs):
-    """One cell's JSON from its rounds (scripts/sweep --order round-robin|shuffle: one iobench
-    run per cell per round): the first round's document holding every round's measured runs,
-    numbered in round order, each marked with its round, and the summaries recomputed over
-    them; the syscall figures come from the first round's counting run."""
-    merged = json.loads(json.dumps(docs[0]))
-    for i, result in enumerate(merged["results"]):
-        runs = []
-        for rnd, doc in enumerate(docs, 1):
-            for run in doc["results"][i]["runs"]:
-                runs.append(dict(run, run=len(runs), round=rnd))
-        result["runs"] = runs
-        result["summary"] = {side: summarize(result, side) for side in ("sender", "receiver")}
-    merged["rounds"] = len(docs)
-    return merged
-
-
-def placement(cell, doc):
+def placement(report):
     """How a cell's two sides were placed on CPUs: 'unpinned', '--cpus 0', '--cpus 0,1', or
     'unrecorded' for a run from before iobench recorded it."""
-    opts = doc.get("options", {})
-    if "sender_cpu" not in opts:
+    if not report.placement_recorded:
         return "unrecorded"
-    s, r = opts["sender_cpu"], opts["receiver_cpu"]  # null (or -1): unpinned
+    s, r = report.sender_cpu, report.receiver_cpu  # null (or -1): unpinned
     if (s is None or s < 0) and (r is None or r < 0):
         return "unpinned"
     return f"--cpus {s}" if s == r else f"--cpus {s},{r}"
@@ -195,16 +151,16 @@ def placement(cell, doc):
 
 def group_summary(result):
     """Medians over runs of a multi-connection result's memory and fairness, or None."""
-    runs = [r["group"] for r in result["runs"] if "group" in r]
-    if not runs:
+    groups = [r.group for r in result.runs if r.group is not None]
+    if not groups:
         return None
-    peak = {side: median([g[side].get("peak_buffer_bytes", 0) for g in runs
-                          if g[side].get("available")]) for side in ("sender", "receiver")}
+    peak = {side: median([getattr(g, side).peak_buffer_bytes for g in groups
+                          if getattr(g, side).available]) for side in iobenchjson.SIDES}
     return {"peak_buffer_bytes": peak,
-            "slowest_conn_gbps": median([g["fairness"]["conn_gbps_min"] for g in runs]),
-            "median_conn_gbps": median([g["fairness"]["conn_gbps_median"] for g in runs]),
-            "aggregate_gbps": median([g["fairness"]["aggregate_gbps"] for g in runs]),
-            "policy": runs[0]["sender"].get("policy", "")}
+            "slowest_conn_gbps": median([g.fairness["conn_gbps_min"] for g in groups]),
+            "median_conn_gbps": median([g.fairness["conn_gbps_median"] for g in groups]),
+            "aggregate_gbps": median([g.fairness["aggregate_gbps"] for g in groups]),
+            "policy": groups[0].sender.policy or ""}
 
 
 def syscalls_per_gib(row, side):

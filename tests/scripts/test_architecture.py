@@ -151,3 +151,49 @@ def test_each_shared_axis_is_declared_once():
     twins = [f"{p.relative_to(ROOT)}: {m}" for p in (ROOT / "iobench_tools").rglob("*.py")
              if p.name != "axes.py" for m in declared.findall(p.read_text())]
     assert not twins, "declared outside lib/axes.py: " + ", ".join(twins)
+
+
+# Keys only iobench's JSON has (its sizes, runs, sides and groups): indexing one is reading that
+# format, which only lib/iobenchjson.py does. The sweep's rows and work counts (their own
+# records, made from the reader's values) share some figure names and are not iobench's JSON.
+IOBENCH_JSON_KEYS = ("results", "counting_run", "send_buf_bytes", "duration_ns", "host_busy",
+                     "writer_cpu_s_per_gib_delivered", "sender_cpu", "receiver_cpu", "replicas_detail", "segments", "fairness",
+                     "schema_version", "watch", "tls", "vol_ctxsw")
+# The format's writers, beside its reader: they keep a document as iobench wrote it.
+IOBENCH_JSON_WRITERS = {
+    "iobench_tools/lib/compact.py": "summarises a kept cell's per-connection lists in place",
+}
+
+
+def test_only_the_reader_indexes_iobench_json():
+    keys = "|".join(IOBENCH_JSON_KEYS)
+    index = re.compile(rf'\[["\']({keys})["\']\]|\.get\(["\']({keys})["\'][,)]'
+                       r'|\[["\']runs["\']\]\[0\]')
+    found, scanned = [], 0
+    for path in (ROOT / "iobench_tools").rglob("*.py"):
+        rel = str(path.relative_to(ROOT))
+        if rel == "iobench_tools/lib/iobenchjson.py" or rel in IOBENCH_JSON_WRITERS:
+            continue
+        scanned += 1
+        found += [f"{rel}:{n}: {line.strip()}"
+                  for n, line in enumerate(path.read_text().splitlines(), 1) if index.search(line)]
+    assert scanned > 20
+    assert not found, "iobench's JSON read outside lib/iobenchjson.py:\n" + "\n".join(found)
+
+
+def test_the_reader_reads_what_iobench_writes():
+    """The reader's keys are iobench's: a key it reads that a fresh run does not write would read
+    None forever. Checked on the committed JSON of a sweep cell (no run needed)."""
+    import json
+    import sys
+    sys.path.insert(0, str(ROOT))
+    from iobench_tools.lib import iobenchjson
+    cell = next((ROOT / "results" / "ec2-emulated" / "cells").glob("*.json"), None) or \
+        next(p for p in (ROOT / "results").rglob("*.json") if '"counting_run"' in p.read_text())
+    report = iobenchjson.read(json.loads(cell.read_text()))
+    run = report.first_run
+    for side in (run.sender, run.receiver):
+        for name in ("bytes", "duration_ns", "cpu_s", "cpu_s_per_gib", "io_calls",
+                     "bytes_per_call", "throughput_gbps"):
+            assert getattr(side, name) is not None, (cell, side.role, name)
+        assert side.syscalls is not None and side.syscalls.source, (cell, side.role)

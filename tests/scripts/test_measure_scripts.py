@@ -140,3 +140,17 @@ def test_a_confined_group_confines_everything_it_starts():
         old = subprocess.run([str(SCRIPTS / script), "--cpus", "0"], capture_output=True, text=True)
         assert old.returncode == 2 and "--cpus is --confine now" in old.stderr \
             and "use --confine 0" in old.stderr, (script, old.stderr)
+
+
+def test_micro_model_predicts_each_size_of_a_committed_run():
+    # The committed reference pair (scripts/micro and one iobench run), read by iobenchjson.
+    micro = ROOT / "results" / "micro"
+    p = subprocess.run([str(SCRIPTS / "micro-model"), str(micro / "reference.json"),
+                        str(micro / "reference-iobench-run.json")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = [line.split() for line in p.stdout.splitlines()[2:]]
+    assert [r[0] for r in rows] == ["1K", "4K", "16K", "64K"][:len(rows)] and len(rows) >= 2, p.stdout
+    for r in rows:  # calls, bytes, predicted, measured and their ratio, all numbers
+        assert int(r[1]) > 0 and int(r[2]) > 0 and float(r[3]) > 0 and float(r[4]) > 0
+        assert float(r[5]) == pytest.approx(float(r[4]) / float(r[3]), abs=0.011)
