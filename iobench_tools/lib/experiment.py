@@ -6,6 +6,9 @@ same command, runs only what is missing and ends with the rounds it had.
 A scenario gives its cells (each with a unique `id`: a dataclass, or a dict with an "id" key),
 how many rounds, the order, and `run_one(cell, round, attempt)`, which returns the run's figures
 (a JSON-able dict) or raises RunFailed. The kernel owns the loop over rounds; nothing else does.
+A scenario that stops when its answer is decided gives `after_round(rounds_done)` (True: stop);
+one that keeps its progress in a record of its own (the sweep's manifest) subclasses Experiment
+and overrides load() and save().
 """
 import json
 import os
@@ -24,11 +27,13 @@ ORDERS = ("balanced", "round-robin", "shuffle", "cell")
 
 class RunFailed(Exception):
     """One run of a cell did not give figures; `refused` when the command line itself was
-    refused (running it again would be refused again: no retry)."""
+    refused (running it again would be refused again: no retry, and none of the cell's later
+    rounds); `detail`: what else the attempt's record keeps (an exit status, a partial file)."""
 
-    def __init__(self, message, refused=False):
+    def __init__(self, message, refused=False, detail=None):
         super().__init__(message)
         self.refused = refused
+        self.detail = detail or {}
 
 
 def failed_run(why, exit_status):
@@ -105,6 +110,8 @@ class Experiment:
     identity: dict = field(default_factory=dict)  # what must match for a resume (the cells' axes)
     quiet: bool = False
     resumable: bool = True  # False: out_dir is a temporary folder, removed when the run ends
+    after_round: object = None  # (rounds done) -> True to stop before the next round
+    on_interrupt: str = "exit"  # "exit": save, say how to resume, exit 130; "raise": save, re-raise
 
     def path(self):
         return os.path.join(self.out_dir, PROGRESS)
@@ -137,7 +144,7 @@ class Experiment:
 
     def attempt(self, cell, rnd):
         """One (cell, round): its figures and attempts, retried after a failure."""
-        attempts = []
+        attempts, refused = [], False
         for k in range(1, self.retries + 2):
             if k > 1:
                 time.sleep(self.backoff_s * 2 ** (k - 2))
@@ -145,16 +152,18 @@ class Experiment:
             try:
                 figures = self.run_one(cell, rnd, k)
                 return {"status": "ok", "figures": figures, "attempts": attempts,
-                        "seconds": round(time.monotonic() - t0, 2), "ended": round(time.time(), 3)}
+                        "seconds": round(time.monotonic() - t0, 2), "ended": round(time.time(), 6)}
             except RunFailed as e:
-                attempts.append({"error": str(e), "seconds": round(time.monotonic() - t0, 2)})
+                attempts.append({"error": str(e), "seconds": round(time.monotonic() - t0, 2),
+                                 **e.detail})
                 if not self.quiet:
                     print(f"{self.prog}: {cell_id(cell)} round {rnd + 1} attempt {k} failed: {e}",
                           file=sys.stderr)
                 if e.refused:
+                    refused = True
                     break
         return {"status": "failed", "error": attempts[-1]["error"], "attempts": attempts,
-                "ended": round(time.time(), 3)}
+                **({"refused": True} if refused else {}), "ended": round(time.time(), 6)}
 
     def run(self):
         """Runs what is missing; returns {cell id: {round: record}} over every round. Ctrl-C or
@@ -168,21 +177,25 @@ class Experiment:
         seen = {}
         previous = signal.signal(signal.SIGTERM, raise_interrupt)
         try:
-            for order in schedule:
+            for k, order in enumerate(schedule, 1):
                 for idx in order:
                     cell = self.cells[idx]
                     cid = cell_id(cell)
                     rnd = seen[cid] = seen.get(cid, -1) + 1  # cell order: its rounds in turn
                     mine = done.setdefault(cid, {})
-                    if mine.get(rnd, {}).get("status") == "ok":
+                    if mine.get(rnd, {}).get("status") == "ok" or _refused(mine):
                         continue
                     mine[rnd] = self.attempt(cell, rnd)
                     self.save(done, "running")
                 if not self.quiet and self.order != "cell":
                     print(f"{self.prog}: round {max(seen.values()) + 1}/{self.rounds} done",
                           file=sys.stderr)
+                if self.after_round and self.order != "cell" and self.after_round(k):
+                    break
         except KeyboardInterrupt:
             self.save(done, "interrupted")
+            if self.on_interrupt == "raise":
+                raise
             kept = (f"kept in {self.path()}; the same command resumes" if self.resumable else
                     "not kept (give --out DIR to make a scenario resumable)")
             sys.stderr.write(f"\n{self.prog}: interrupted: {_ok_runs(done)} of "
@@ -206,6 +219,11 @@ def run_scenario(prog, cells, rounds, run_one, out_dir=None, **options):
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     return figures_by_cell(done), failures(done)
+
+
+def _refused(rounds):
+    """Did a round of this cell have its command line refused? Every later round would be too."""
+    return any(rec.get("refused") for rec in rounds.values())
 
 
 def _ok_runs(done):

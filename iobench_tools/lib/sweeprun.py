@@ -1,6 +1,8 @@
-"""Running a sweep's cells (scripts/sweep): each cell's runs with their retries, the rounds
-that interleave the cells and merge into each cell's JSON, and when --repeat auto stops (every
-knee decided, the rounds the A/A noise floor planned, or --max-repeat)."""
+"""Running a sweep's cells (scripts/sweep) on the experiment kernel (lib/experiment.py: its
+schedule, retries, interrupts and the stop after a round): what one run of a cell is, the
+manifest as the kernel's progress record, the rounds merged into each cell's JSON, and when
+--repeat auto stops (every knee decided, the rounds the A/A noise floor planned, or
+--max-repeat)."""
 import argparse
 import json
 import os
@@ -23,35 +25,29 @@ def progress(done, total, started, note):
     sys.stderr.flush()
 
 
-def run_cell(a, cell, out_dir, command):
-    """Runs a cell; after a failure (a run that broke, not a refused command line: exit status
-    2) runs it again, up to --retries times, waiting --backoff seconds, doubled each time. Each
-    failed attempt's partial figures (iobench writes its report when a run fails) are kept
-    beside the cell as cells/ID.failedN.json. Returns the cell's manifest record."""
+def run_attempt(a, cell, out_dir, attempt, command):
+    """One attempt at a cell's file (cells/ID.json, or a round's cells/ID.rN.json). A failed
+    attempt's partial figures (iobench writes its report when a run fails) are kept beside the
+    cell as cells/ID.failedN.json; it raises the kernel's RunFailed, refused (not retried, no
+    later round) when iobench refused the command line (exit status 2)."""
     path = os.path.join(out_dir, cell["file"])
-    attempts = []
-    for attempt in range(1, a.retries + 2):
-        if attempt > 1:
-            time.sleep(a.backoff * 2 ** (attempt - 2))
-        cmd, env = command(path + ".tmp")
-        t0 = time.monotonic()
-        p = experiment.run_child(cmd, env=env, timeout=None)
-        seconds = round(time.monotonic() - t0, 2)
-        if p.returncode == 0 and os.path.exists(path + ".tmp"):
-            os.replace(path + ".tmp", path)
-            return dict(cell, status="ok", seconds=seconds, attempts=attempts)
-        lines = (p.stderr or p.stdout).strip().splitlines()
-        partial = None
-        if os.path.exists(path + ".tmp"):
-            partial = cell["file"].removesuffix(".json") + f".failed{attempt}.json"
-            os.replace(path + ".tmp", os.path.join(out_dir, partial))
-        attempts.append({"error": lines[-1] if lines else f"exit status {p.returncode}",
-                         "exit_status": p.returncode, "seconds": seconds,
-                         "partial_file": partial})
-        if p.returncode == 2:
-            break  # refused as given: the same command again would be refused again
-    return dict(cell, status="failed", error=attempts[-1]["error"],
-                seconds=round(sum(x["seconds"] for x in attempts), 2), attempts=attempts)
+    cmd, env = command(path + ".tmp")
+    p = experiment.run_child(cmd, env=env, timeout=None)
+    if p.returncode == 0 and os.path.exists(path + ".tmp"):
+        os.replace(path + ".tmp", path)
+        return
+    lines = (p.stderr or p.stdout).strip().splitlines()
+    partial = None
+    if os.path.exists(path + ".tmp"):
+        partial = cell["file"].removesuffix(".json") + f".failed{attempt}.json"
+        os.replace(path + ".tmp", os.path.join(out_dir, partial))
+    raise experiment.RunFailed(lines[-1] if lines else f"exit status {p.returncode}",
+                               refused=p.returncode == 2,
+                               detail={"exit_status": p.returncode, "partial_file": partial})
+
+
+def round_file(cell, rnd):
+    return cell["file"].removesuffix(".json") + f".r{rnd}.json"
 
 
 def schedule(n, a):
@@ -68,25 +64,15 @@ def schedule(n, a):
                                    a.seed)
 
 
-def run_round(a, cell, rec, rnd, out_dir, command):
-    """Round `rnd` of a cell: one measured run into cells/ID.rN.json (kept until the cell's
-    rounds are merged into its JSON). The first round
-    counts syscalls as --syscalls asks; with auto, later rounds count nothing (their CPU is
-    measured uncounted either way; the counting run of round 1 gives the syscall figures)."""
-    if any(x.get("exit_status") == 2 for r in rec["rounds"].values()
-           for x in r.get("attempts", [])):
-        return  # iobench refused the cell's command line: every round would be refused
-    done = rec["rounds"].get(str(rnd))
-    rfile = cell["file"].removesuffix(".json") + f".r{rnd}.json"
-    if done and done["status"] == "ok" and os.path.exists(os.path.join(out_dir, rfile)):
-        return
+def round_args(a, rnd):
+    """The options of round `rnd` (from 1): one measured run. The first round counts syscalls
+    as --syscalls asks; with auto, later rounds count nothing (their CPU is measured uncounted
+    either way; the counting run of round 1 gives the syscall figures)."""
     ra = argparse.Namespace(**vars(a))
     ra.repeat = 1
     if rnd > 1 and a.syscalls == "auto":
         ra.syscalls = "off"
-    r = run_cell(ra, dict(cell, file=rfile), out_dir, lambda out: command(ra, out))
-    rec["rounds"][str(rnd)] = {k: r[k] for k in ("status", "seconds", "attempts", "error")
-                               if k in r} | {"file": rfile, "ended": round(time.time(), 6)}
+    return ra
 
 
 def finish_rounds(rec, rounds, out_dir):
@@ -197,33 +183,98 @@ def resume_records(cells, previous, out_dir, per_round):
     return recs, skipped
 
 
-def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
-    """Runs the rounds (or each cell's repeats), saving the manifest after every run; --repeat
-    auto stops as decided_after says (every knee decided, or the rounds the noise floor
-    planned), else at --max-repeat."""
-    per_round = a.order != "cell"
-    started = time.monotonic()
-    step, steps, ran = 0, len(rounds) * len(cells), len(rounds)
-    for rnd, order in enumerate(rounds, 1):
-        for idx in order:
-            cell, step = cells[idx], step + 1
-            rec = recs[cell["id"]]
+def manifest_record(r, file=None):
+    """A kernel record of one run as the manifest keeps it (a round's, or a cell's own in
+    --order cell); one read back from the manifest is kept as it is."""
+    if "figures" not in r:
+        return r
+    out = {"status": r["status"], "seconds": r.get("seconds") if r["status"] == "ok" else
+           round(sum(x["seconds"] for x in r["attempts"]), 2), "attempts": r["attempts"]}
+    if r["status"] != "ok":
+        out["error"] = r["error"]
+    if r.get("refused"):
+        out["refused"] = True
+    return out | ({"file": file} if file else {}) | {"ended": r["ended"]}
+
+
+class SweepRounds(experiment.Experiment):
+    """The sweep's cells on the experiment kernel (its schedule, retries, --repeat auto's stop
+    after a round, interrupts), with the manifest's cell records as its progress: a round is
+    done when its record is ok and its file is there, a cell when the cell is ok (merged)."""
+
+    def __init__(self, recs, per_round, save_manifest, **kw):
+        super().__init__(**kw)
+        self.recs, self.per_round, self.save_manifest = recs, per_round, save_manifest
+
+    def load(self):
+        done = {}
+        for cell in self.cells:
+            rec = self.recs[cell["id"]]
             if rec["status"] == "ok":
-                continue
-            note = f"{cell['id']} round {rnd}/{len(rounds)}" if per_round else cell["id"]
-            progress(step - 1, steps, started, note)
-            if per_round:
-                run_round(a, cell, rec, rnd, out_dir,
-                          lambda ra, out, c=cell: command(ra, c, out))
-            else:
-                rec.update(run_cell(a, cell, out_dir, lambda out, c=cell: command(a, c, out)))
-                if rec["status"] == "ok":
-                    path = os.path.join(out_dir, cell["file"])
-                    compact.write_cell(path, json.load(open(path)))
-            save()
-        if a.repeat == "auto" and decided_after(rnd, cells, recs, out_dir, a):
-            ran, steps = rnd, rnd * len(cells)
-            break
+                done[cell["id"]] = {n: {"status": "ok"} for n in range(self.rounds)}
+            elif self.per_round:
+                done[cell["id"]] = {
+                    int(n) - 1: dict(r, refused=True) if _refused(r) else r
+                    for n, r in rec["rounds"].items() if _refused(r) or (
+                        r["status"] == "ok" and os.path.exists(os.path.join(self.out_dir,
+                                                                           r["file"])))}
+        return done
+
+    def save(self, done, state):
+        for cell in self.cells:
+            rec = self.recs[cell["id"]]
+            if rec["status"] == "ok" and "figures" not in done.get(cell["id"], {}).get(0, {}):
+                continue  # finished before this run: kept as it was
+            for n, r in done.get(cell["id"], {}).items():
+                if self.per_round:
+                    rec["rounds"][str(n + 1)] = manifest_record(r, round_file(cell, n + 1))
+                elif "figures" in r:
+                    rec.update(manifest_record(r))
+                    if r["status"] == "ok":
+                        rec.pop("error", None)
+        self.save_manifest()
+
+
+def _refused(r):
+    return r.get("refused") or any(x.get("exit_status") == 2 for x in r.get("attempts", []))
+
+
+def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
+    """Runs the rounds (or each cell's repeats) on the experiment kernel, saving the manifest
+    after every run; --repeat auto stops as decided_after says (every knee decided, or the
+    rounds the noise floor planned), else at --max-repeat."""
+    per_round = a.order != "cell"
+    started, steps = time.monotonic(), len(rounds) * len(cells) if per_round else len(cells)
+    state = {"ran": len(rounds), "step": sum(1 for c in cells if recs[c["id"]]["status"] == "ok")
+             * (len(rounds) if per_round else 1)}
+
+    def run_one(cell, n, attempt):
+        if attempt == 1:
+            progress(state["step"], steps, started,
+                     f"{cell['id']} round {n + 1}/{len(rounds)}" if per_round else cell["id"])
+            state["step"] += 1
+        if not per_round:  # each cell's --repeat runs back to back, in one iobench
+            run_attempt(a, cell, out_dir, attempt, lambda out: command(a, cell, out))
+            path = os.path.join(out_dir, cell["file"])
+            compact.write_cell(path, json.load(open(path)))
+            return {}
+        ra = round_args(a, n + 1)
+        run_attempt(ra, dict(cell, file=round_file(cell, n + 1)), out_dir, attempt,
+                    lambda out: command(ra, cell, out))
+        return {}
+
+    def after_round(k):
+        if a.repeat == "auto" and decided_after(k, cells, recs, out_dir, a):
+            state["ran"] = k
+            return True
+        return False
+
+    SweepRounds(recs, per_round, save, prog="sweep", out_dir=out_dir, cells=cells,
+                rounds=len(rounds) if per_round else 1, run_one=run_one,
+                order=a.order if per_round else "cell", seed=a.seed, retries=a.retries,
+                backoff_s=a.backoff, quiet=True, after_round=after_round,
+                on_interrupt="raise").run()
+    ran = state["ran"]
     if a.repeat == "auto":
         manifest["rounds_run"] = ran
         manifest["noise_floor"] = getattr(a, "noise_floor", None)

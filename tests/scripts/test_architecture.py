@@ -116,8 +116,6 @@ def test_no_option_is_declared_by_hand():
 # Loops over rounds that are not the experiment kernel's, each with why it stays (issue #47):
 # a new scenario runs its rounds through lib/experiment.py and is not added here.
 ROUND_LOOPS_KEPT = {
-    "iobench_tools/lib/sweeprun.py": "the sweep's runner: --repeat auto and its manifest "
-                                     "predate the kernel, which it is to be folded into",
     "iobench_tools/commands/replication_sync.py": "--repeat syncs of one cell against one "
                                                   "loaded primary, back to back: not rounds",
 }
@@ -157,7 +155,8 @@ def test_each_shared_axis_is_declared_once():
 # format, which only lib/iobenchjson.py does. The sweep's rows and work counts (their own
 # records, made from the reader's values) share some figure names and are not iobench's JSON.
 IOBENCH_JSON_KEYS = ("results", "counting_run", "send_buf_bytes", "duration_ns", "host_busy",
-                     "writer_cpu_s_per_gib_delivered", "sender_cpu", "receiver_cpu", "replicas_detail", "segments", "fairness",
+                     "writer_cpu_s_per_gib_delivered", "sender_cpu", "receiver_cpu",
+                     "replicas_detail", "segments", "fairness",
                      "schema_version", "watch", "tls", "vol_ctxsw")
 # The format's writers, beside its reader: they keep a document as iobench wrote it.
 IOBENCH_JSON_WRITERS = {

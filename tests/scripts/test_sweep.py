@@ -538,6 +538,37 @@ def test_a_cell_still_broken_after_its_retries_fails_and_the_rerun_retries_it(tm
     assert calls.read_text().strip() == "7"
 
 
+def test_a_sweep_killed_mid_run_resumes_with_the_rounds_it_had(tmp_path):
+    """The sweep runs on the experiment kernel: killed (SIGTERM, as a supervisor would) during
+    its 4th run, it keeps the 3 rounds done; started again it runs only the 3 it lacks (the
+    killed one again) and merges all 3 rounds of each cell."""
+    count = tmp_path / "calls"
+    fake = tmp_path / "killing-iobench"
+    fake.write_text(f"""#!/bin/bash
+n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}
+[ $n -eq 4 ] && kill -TERM $PPID
+exec {BIN} "$@"
+""")
+    fake.chmod(0o755)
+    args = [str(SCRIPTS / "sweep"), "killed", "--control", "none", "--results", str(tmp_path),
+            "--iobench", str(fake), "--bytes", "1M", "--repeat", "3", "--warmup", "0",
+            "--proto", "tcp", "--bufs", "4k,16k", "--cpus", "none", "--backoff", "0"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 130 and "interrupted" in p.stderr, p.stdout + p.stderr
+    m = json.loads((tmp_path / "killed" / "manifest.json").read_text())
+    kept = sorted((c["id"], n) for c in m["cells"] for n, r in c["rounds"].items()
+                  if r["status"] == "ok")
+    assert len(kept) == 3 and not m.get("finished"), m["cells"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert count.read_text().strip() == "7"  # 3 before, the killed 4th, and 3 after
+    m = json.loads((tmp_path / "killed" / "manifest.json").read_text())
+    assert m["finished"] and all(c["status"] == "ok" for c in m["cells"])
+    for c in m["cells"]:
+        doc = json.loads((tmp_path / "killed" / c["file"]).read_text())
+        assert [r["round"] for r in doc["results"][0]["runs"]] == [1, 2, 3]
+
+
 def test_a_refused_command_line_is_not_retried(tmp_path):
     p = sweep(tmp_path, "refused", "--proto", "tcp", "--bufs", "17m", "--retries", "3",
               "--backoff", "0", check=1)
