@@ -72,6 +72,21 @@ def one_sync(server, binary, primary, mode, proto, certs, workdir, place):
     return fig, wjson
 
 
+def repeated_syncs(server, binary, primary, mode, proto, certs, tmp, place, repeat):
+    """`repeat` full syncs of one cell against one loaded primary, back to back (the kernel's
+    cell order): each sync's figures, and each one's watch JSON."""
+    def run_one(cell, i, attempt):
+        fig, wjson = one_sync(server, binary, primary, mode, proto, certs,
+                              os.path.join(tmp, f"{cell['id']}-{i}"), place)
+        return {"fig": fig, "watch_json": wjson}
+
+    runs, _ = experiment.run_scenario(
+        "replication-sync", [{"id": f"{server}-{proto}-{mode}"}], repeat, run_one, order="cell",
+        retries=0, quiet=True)
+    done = next(iter(runs.values()))
+    return [r["fig"] for r in done], [r["watch_json"] for r in done]
+
+
 LINK = []  # netns: scripts/netns-link's options, so the model crosses the same emulated link
 
 
@@ -154,13 +169,8 @@ def run_server(name, binary, version, a, certs, tmp, skipped, places):
                     skipped.append(f"{name} {proto} dual: dual-channel replication is Valkey's")
                     continue
                 set_mode(name, mode, primary)
-                syncs, watches = [], []
-                for i in range(a.repeat):
-                    work = os.path.join(tmp, f"{name}-{proto}-{mode}-{i}")
-                    fig, wjson = one_sync(name, binary, primary, mode, proto, certs, work,
-                                          places["replica"])
-                    syncs.append(fig)
-                    watches.append(wjson)
+                syncs, watches = repeated_syncs(name, binary, primary, mode, proto, certs, tmp,
+                                                places["replica"], a.repeat)
                 cell = {"server": name, "version": version, "proto": proto, "mode": mode,
                         "rdb_bytes": rdb, "syncs": syncs, "real": median_real(syncs)}
                 nbytes = int(cell["real"]["socket_bytes"])
