@@ -1,12 +1,17 @@
 """Compares engine set-ups on loopback the way the README's engine tables are made: every
 set-up runs once per round, set-ups alternating inside each round, so a noisy neighbour hits
 them alike. Prints a markdown table per size: CPU s/GiB and syscalls/GiB (sender + receiver),
-receiver Gbit/s, medians with min-max over the rounds.
+receiver Gbit/s, medians with min-max over the rounds; then each set-up's CPU against the
+first's, paired round by round (the median ratio and its 95% interval: "parity within noise"
+when it holds 1), beside whether the two did the same work (the same syscalls per GiB).
 
   scripts/engines-compare [--rounds 5] [--bufs 4k,16k,64k] [--bytes 100M] [--out DIR]
-                          [LABEL=ARGS ...]
+                          [--binary LABEL=PATH ...] [LABEL=ARGS ...]
   e.g. scripts/engines-compare blocking="--engine blocking" \\
            multishot="--engine uring" batch="--engine uring --uring-recv batch"
+  A build against another (the data path before and after a change, same options):
+       scripts/engines-compare --binary before=OLD/iobench before="--cpus 0,1" \\
+           after="--cpus 0,1"
 Default set-ups: blocking, epoll, uring (TCP).
 """
 import json
@@ -17,7 +22,7 @@ import sys
 from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib.iobenchlib import GiB, fmt_stat, median, require_binary, run_json, stat
-from iobench_tools.lib import experiment, iobenchlib
+from iobench_tools.lib import experiment, iobenchlib, statslib
 from iobench_tools.lib import runs as iobench_runs
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
 
@@ -31,9 +36,49 @@ def size_figures(res):
     return [s.cpu_s_per_gib + v.cpu_s_per_gib, sys_total, v.throughput_gbps]
 
 
+def binaries_of(given, labels):
+    """--binary LABEL=PATH: {label: path}; exits with one line naming a bad one."""
+    out = {}
+    for item in given:
+        label, sep, path = item.partition("=")
+        if not sep or label not in labels:
+            sys.exit(f"engines-compare: invalid --binary '{item}': expected LABEL=PATH with a "
+                     f"set-up's LABEL ({', '.join(labels)})")
+        out[label] = require_binary("engines-compare", os.path.abspath(path))
+    return out
+
+
+def print_against_first(figures, labels):
+    """Each set-up's CPU against the first set-up's, size by size, paired round by round, and
+    whether the two made the same syscalls per GiB (within 1%: the same work)."""
+    if len(labels) < 2:
+        return
+    print(f"\n| size | set-up | CPU vs {labels[0]} (paired, 95% interval) | same work |")
+    print("|---|---|---|---|")
+    for buf, by_label in figures.items():
+        base = by_label.get(labels[0], [])
+        for label in labels[1:]:
+            rows = by_label.get(label, [])
+            if not base or not rows:
+                continue
+            ratio, _, (low, high), _, how = statslib.compare(
+                {"rounds": [r[3] for r in base], "cpu": [r[0] for r in base]},
+                {"rounds": [r[3] for r in rows], "cpu": [r[0] for r in rows]}, key="cpu")
+            verdict = "parity within noise" if low <= 1 <= high else \
+                "cheaper" if high < 1 else "dearer"
+            calls_a, calls_b = median(r[1] for r in base), median(r[1] for r in rows)
+            same = "yes" if calls_a and abs(calls_b / calls_a - 1) <= 0.01 else \
+                f"no ({calls_b / 1000:.1f} k vs {calls_a / 1000:.1f} k syscalls/GiB)"
+            print(f"| {buf} | {label} | x{ratio:.3f} [{low:.3f}-{high:.3f}] {how}: {verdict} "
+                  f"| {same} |")
+
+
 def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("setups", nargs="*", help="LABEL=ARGS (iobench options)")
+    ap.add_argument("--binary", action="append", default=[], metavar="LABEL=PATH",
+                    help="the iobench the set-up LABEL runs (default: --iobench); two builds "
+                         "with the same options compare their data paths")
     axes.add_rounds(ap, 5, "each set-up runs every size once per round")
     axes.add_bufs(ap, "4k,16k,64k")
     axes.add_bytes(ap, "100M")
@@ -51,6 +96,7 @@ def main(argv=None):
         if not sep or not label:
             sys.exit(f"engines-compare: invalid set-up '{s}': expected LABEL=ARGS")
         setups.append((label, shlex.split(args)))
+    binaries = binaries_of(a.binary, [label for label, _ in setups])
     if a.out:
         os.makedirs(a.out, exist_ok=True)
 
@@ -58,8 +104,8 @@ def main(argv=None):
         """One run of a set-up over every size: per size (cpu, syscalls, gbps) per GiB."""
         label, args = cell["id"], cell["args"]
         doc = run_json(iobench_runs.ClientRun(buf=a.bufs, bytes=a.bytes, extra=tuple(args)),
-                       f"engines-compare: {label}", iobench=a.iobench, cpus=a.confine,
-                       fail=experiment.failed_run)
+                       f"engines-compare: {label}", iobench=binaries.get(label, a.iobench),
+                       cpus=a.confine, fail=experiment.failed_run)
         if a.out:
             with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
                 json.dump(doc, f, indent=1)
@@ -68,14 +114,16 @@ def main(argv=None):
     cells = [{"id": label, "args": args} for label, args in setups]
     runs, failed = experiment.run_scenario(
         "engines-compare", cells, a.rounds, run_one, out_dir=a.out,
-        identity={"bufs": a.bufs, "bytes": a.bytes, "confine": a.confine})
+        identity={"bufs": a.bufs, "bytes": a.bytes, "confine": a.confine,
+                  **({"binaries": binaries} if binaries else {})})
     # figures[buf][label] = list of (cpu_per_gib, syscalls_per_gib, gbps)
     figures = {}
     for label, rs in runs.items():
         for r in rs:
             for buf, fig in r.items():
                 if buf != "round":
-                    figures.setdefault(buf, {}).setdefault(label, []).append(tuple(fig))
+                    figures.setdefault(buf, {}).setdefault(label, []).append(
+                        (*fig, r["round"]))
     print("| size | set-up | CPU s/GiB | syscalls/GiB | Gbit/s |")
     print("|---|---|---|---|---|")
     for buf, by_label in figures.items():
@@ -83,9 +131,10 @@ def main(argv=None):
             rows = by_label.get(label, [])
             if not rows:
                 continue
-            cpu, sc, gbps = zip(*rows)
+            cpu, sc, gbps, _ = zip(*rows)
             print(f"| {buf} | {label} | {fmt_stat(stat(cpu), 2)} | {median(sc) / 1000:.1f} k "
                   f"| {median(gbps):.1f} |")
+    print_against_first(figures, [label for label, _ in setups])
     for x in failed:
         print(f"engines-compare: failed: {x}", file=sys.stderr)
     if failed:

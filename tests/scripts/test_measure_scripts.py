@@ -41,8 +41,12 @@ def test_engines_compare_prints_a_row_per_size_and_setup(tmp_path):
     p = script("engines-compare", "--rounds", "1", "--bufs", "4k,16k", "--bytes", "1M",
                "--out", str(tmp_path), "blocking=--engine blocking", "epoll=--engine epoll")
     assert p.returncode == 0, p.stderr
-    rows = [l for l in p.stdout.splitlines() if l.startswith("| 4K") or l.startswith("| 16K")]
+    table, against = p.stdout.split("\n\n")
+    rows = [l for l in table.splitlines() if l.startswith("| 4K") or l.startswith("| 16K")]
     assert [r.split("|")[2].strip() for r in rows] == ["blocking", "epoll", "blocking", "epoll"]
+    # Against the first set-up: one round pairs nothing, and says so.
+    assert [l.split("|")[1:3] for l in against.splitlines()[2:]] == [
+        [" 4K ", " epoll "], [" 16K ", " epoll "]] and "unpaired" in against, against
     # syscalls/GiB: the kernel's (or iobench's) counts, never empty: 4K is >= 2 x 256 K calls/GiB.
     assert float(rows[0].split("|")[4].strip().removesuffix(" k")) >= 500, rows[0]
     assert sorted(f.name for f in tmp_path.iterdir()) == ["blocking-round0.json",
@@ -52,6 +56,21 @@ def test_engines_compare_prints_a_row_per_size_and_setup(tmp_path):
                    "--out", str(tmp_path), "blocking=--engine blocking", "epoll=--engine epoll")
     assert again.returncode == 0 and "resuming: 2 run(s) already done" in again.stderr
     assert again.stdout == p.stdout
+
+
+def test_engines_compare_sets_two_builds_side_by_side_paired(tmp_path):
+    # One build under two labels (an A/A of the data path): the same work, and a ratio whose
+    # interval is printed beside its verdict.
+    p = script("engines-compare", "--rounds", "5", "--bufs", "16k", "--bytes", "1M",
+               "--binary", f"after={BIN}", "before=--engine blocking", "after=--engine blocking")
+    assert p.returncode == 0, p.stderr
+    row = next(l for l in p.stdout.splitlines() if l.startswith("| 16K | after | x"))
+    assert re.search(r"x\d\.\d{3} \[\d\.\d{3}-\d\.\d{3}\] paired over 5 rounds: "
+                     r"(parity within noise|cheaper|dearer) \| yes \|$", row), row
+    bad = script("engines-compare", "--binary", f"other={BIN}", "a=--engine blocking")
+    assert bad.returncode != 0 and "invalid --binary 'other=" in bad.stderr
+    missing = script("engines-compare", "--binary", f"a={tmp_path}/none", "a=--engine blocking")
+    assert missing.returncode != 0 and f"no iobench at {tmp_path}/none" in missing.stderr
 
 
 def test_engines_compare_does_not_retry_a_refused_setup():
