@@ -4,7 +4,7 @@ lowest total CPU per GiB) with how sure it is (the runs' 95% bootstrap intervals
 Mann-Whitney U test), and the recommended default for one connection and for many. A knee inside
 the noise is not recommended: the report says how many more runs per cell would tell.
 
-  scripts/recommend results/<name> [--tolerance 0.05] [--cost processes|host] [--out FILE]
+  scripts/recommend results/<name> [--tolerance 0.05] [--cost processes|host] [--report FILE]
                     [--micro MICRO.json]
 
 A fleet (results/<name>/fleet.json, scripts/fleet) gets the knee per pair, per instance type and
@@ -338,9 +338,11 @@ def main(argv=None):
     ap.add_argument("--tolerance", type=float, default=0.05,
                     help="how far above the cheapest a size may cost and still be the knee (0.05:"
                          " 5%%)")
-    ap.add_argument("--out",
+    ap.add_argument("--report", metavar="FILE",
                     help="write the recommendation here (default: recommendation.md in the "
                          "sweep's folder)")
+    iobenchlib.add_renamed_option(ap, "--out", "--report", "--out names a folder in every "
+                                  "script; this is one file")
     ap.add_argument("--micro", metavar="MICRO.json",
                     help="iobench-micro's JSON from this host (scripts/micro): the TCP cost "
                          "model's cost per syscall is checked against its measured one, and "
@@ -350,6 +352,7 @@ def main(argv=None):
                          "or the host's busy time per GiB over the data phase (all CPUs, "
                          "softirqs wherever they land)")
     a = ap.parse_args(argv)
+    iobenchlib.refuse_renamed(ap, a)
     if not 0 <= a.tolerance < 1:
         sys.exit(f"recommend: invalid --tolerance {a.tolerance}: expected 0..1")
     micro = None
@@ -376,14 +379,14 @@ def main(argv=None):
             if own:
                 with open(os.path.join(p["dir"], "recommendation.md"), "w") as f:
                     f.write(own)
-        out = a.out or os.path.join(a.sweep_dir, "recommendation.md")
+        out = a.report or os.path.join(a.sweep_dir, "recommendation.md")
         with open(out, "w") as f:
             f.write(text)
         print(f"wrote {out}")
         return
     fanout = os.path.join(a.sweep_dir, "fanout.json")
     if kind == "fanout-scenario":
-        out = a.out or os.path.join(a.sweep_dir, "recommendation.md")
+        out = a.report or os.path.join(a.sweep_dir, "recommendation.md")
         with open(out, "w") as f:
             f.write(fanout_report(json.load(open(fanout)), a.tolerance))
         print(f"wrote {out}")
@@ -392,7 +395,7 @@ def main(argv=None):
     if not rows:
         sys.exit(f"recommend: no finished cells in {a.sweep_dir}")
     text = report(manifest, rows, a.tolerance, micro)
-    out = a.out or os.path.join(a.sweep_dir, "recommendation.md")
+    out = a.report or os.path.join(a.sweep_dir, "recommendation.md")
     with open(out, "w") as f:
         f.write(text)
     print(f"wrote {out}")

@@ -5,7 +5,7 @@ between-sweep term by which a sweep's intervals must be widened where they do no
 size's ratio to the largest size pooled across the sweeps with how many independent sweeps a
 verdict on it needs.
 
-  scripts/repeatability SWEEP... [--tolerance 0.05] [--micro MICRO.json] [--out FILE]
+  scripts/repeatability SWEEP... [--tolerance 0.05] [--micro MICRO.json] [--report FILE]
 
 A SWEEP is a sweep's folder or a .tar.xz of one (how results/reference-repeat keeps ten sweeps'
 cells within a results folder's 5 MB)."""
@@ -30,11 +30,14 @@ def parse_args(argv=None):
                          ".tar.xz archives of them")
     ap.add_argument("--tolerance", type=float, default=0.05,
                     help="the recommender's tolerance the knees are judged at (0.05)")
-    ap.add_argument("--out", help="write the report here (default: stdout)")
+    ap.add_argument("--report", metavar="FILE", help="write the report here (default: stdout)")
+    iobenchlib.add_renamed_option(ap, "--out", "--report", "--out names a folder in every "
+                                  "script; this is one file")
     ap.add_argument("--micro", metavar="MICRO.json",
                     help="iobench-micro's JSON from this host: the cost models are checked "
                          "against it, as scripts/recommend --micro does")
     a = ap.parse_args(argv)
+    iobenchlib.refuse_renamed(ap, a)
     if not 0 < a.tolerance < 1:
         ap.error(f"invalid --tolerance '{a.tolerance}': expected a fraction in (0, 1)")
     if len(a.sweeps) < 2:
@@ -181,8 +184,8 @@ def main(argv=None):
     except ValueError as e:
         sys.exit(f"repeatability: {e}")
     text = report(sweeps, a.tolerance, micro)
-    if a.out:
-        with open(a.out, "w") as f:
+    if a.report:
+        with open(a.report, "w") as f:
             f.write(text)
     else:
         sys.stdout.write(text)

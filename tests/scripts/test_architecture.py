@@ -187,3 +187,17 @@ def test_the_reader_reads_what_iobench_writes():
                      "bytes_per_call", "throughput_gbps"):
             assert getattr(side, name) is not None, (cell, side.role, name)
         assert side.syscalls is not None and side.syscalls.source, (cell, side.role)
+
+
+def test_out_names_a_folder_in_every_script():
+    """--out is a folder wherever a script declares it (a one-file output is --report, or
+    --json): its help begins "the folder", or its metavar is DIR."""
+    decl = re.compile(r'add_argument\(\s*"--out"(.*?)\)\n', re.S)
+    found, not_folder = 0, []
+    for path in (ROOT / "iobench_tools").rglob("*.py"):
+        for m in decl.finditer(path.read_text()):
+            found += 1
+            if not re.search(r'help="the folder |metavar="DIR"', m.group(1)):
+                not_folder.append(f"{path.relative_to(ROOT)}: --out{m.group(1)[:80]}")
+    assert found >= 6, "the pattern no longer finds the --out declarations"
+    assert not not_folder, "\n".join(not_folder)

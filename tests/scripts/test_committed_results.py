@@ -53,10 +53,17 @@ def test_each_folder_names_its_kind_and_recommend_refuses_a_study(tmp_path):
         with pytest.raises(resultfolder.NotAResult, match=said):
             resultfolder.kind_of(str(bad))
     study = ROOT / "results" / "upstream-9.1" / "evidence-prs"
-    p = subprocess.run([str(ROOT / "scripts" / "recommend"), str(study), "--out",
+    p = subprocess.run([str(ROOT / "scripts" / "recommend"), str(study), "--report",
                         str(tmp_path / "r.md")], capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "holds a valkey-evidence study, not a sweep" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "r.md").exists()
+    # --out names a folder in every script: recommend's one file is --report, and the old name
+    # says so in one line.
+    p = subprocess.run([str(ROOT / "scripts" / "recommend"), str(ROOT / "results" / "fanout"),
+                        "--out", str(tmp_path / "r.md")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "--out is --report now" in p.stderr, p.stderr
+    assert not (tmp_path / "r.md").exists()
 
 
 def test_every_kind_of_committed_folder_is_read():
