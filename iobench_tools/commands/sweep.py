@@ -112,11 +112,11 @@ def parse_args(argv=None):
     axes.add_bytes(ap, None, per=f"run (default 100M; --where netns: what fills {NETNS_PHASE_S} "
                                 "s of the link, from 100M to 200M: 200M at 5 Gbit/s and up, "
                                 "100M at 1 Gbit/s)")
-    ap.add_argument("--cpus", action="append", default=None, metavar="SENDER[,RECEIVER]|none",
-                    help="iobench --cpus for every cell; repeat it for several placements (one "
-                         "more matrix axis). Default 0,1: sender on CPU 0, receiver on CPU 1 "
-                         "(one CPU: 0). 'none' leaves a cell unpinned: its runs are draws from "
-                         "the scheduler's placements, reported as the distribution they are")
+    axes.add_cpus(ap, None, placements=True, note=(
+        "iobench --cpus for every cell; repeat it for several placements, one more matrix "
+        "axis. Default 0,1: sender on CPU 0, receiver on CPU 1; one CPU: 0. 'none' leaves a "
+        "cell unpinned: its runs are draws from the scheduler's placements, reported as the "
+        "distribution they are"))
     ap.add_argument("--syscalls", default="auto",
                     choices=["auto", "bpf", "tracepoints", "taskio", "off"],
                     help="iobench --syscalls for every cell; taskio keeps the CPU figures free of "

@@ -58,8 +58,7 @@ def main(argv=None):
     axes.add_bytes(ap, "512M")
     ap.add_argument("--buf", default="16k",
                     help="buffer size of every run")
-    ap.add_argument("--cpus", default="0,1",
-                    help="iobench --cpus: sender CPU, receiver CPU")
+    axes.add_cpus(ap, "0,1", note="iobench --cpus")
     ap.add_argument("--json", help="also write the figures here")
     axes.add_progress_out(ap)
     a = ap.parse_args(argv)

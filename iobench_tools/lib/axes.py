@@ -22,6 +22,14 @@ def add_bytes(ap, default, per="run"):
     ap.add_argument("--bytes", default=default, help=f"payload per {per}")
 
 
+def add_cpus(ap, default, sides="sender CPU, receiver CPU", note="", placements=False):
+    """--cpus: pinning, one CPU per side (iobench's --cpus; a real sync's primary and replicas).
+    `placements`: the option repeats, each one more placement of every cell (the sweep's axis)."""
+    ap.add_argument("--cpus", default=default, metavar=None if not placements else
+                    "SENDER[,RECEIVER]|none", action="append" if placements else "store",
+                    help=f"pinning, one CPU per side: {sides}" + (f" ({note})" if note else ""))
+
+
 def add_progress_out(ap, keeps=""):
     """--out DIR for a script without a result folder of its own: where the experiment kernel
     keeps its progress (experiment.run_scenario), so the same command resumes a stopped

@@ -332,7 +332,7 @@ def add_sync_options(ap, cpus_help="primary's CPU,replicas' CPU, or none"):
     axes.add_rounds(ap, 5, "a sync per cell per round")
     ap.add_argument("--rdb", type=iobenchlib.size_arg, default=iobenchlib.size_arg("100M"),
                     help="RDB size to sync (100M)")
-    ap.add_argument("--cpus", default="0,1", help=cpus_help)
+    axes.add_cpus(ap, "0,1", "primary, replicas", cpus_help)
     ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
                     help="loopback, or the emulated fleet: each replica in its own network "
                     "namespace behind its own capped veth (root)")

@@ -133,10 +133,10 @@ def test_no_script_loops_over_rounds_outside_the_kernel():
 
 
 def test_each_shared_axis_is_declared_once():
-    """--proto, --bufs, --bytes and --rounds mean one thing in every script: lib/axes.py declares
-    them, and no command spells its own."""
+    """--proto, --bufs, --bytes, --rounds and --cpus (pinning) mean one thing in every script:
+    lib/axes.py declares them, and no command spells its own."""
     declared = re.compile(r"add_argument\(\s*[\"'](--proto|--protos|--bufs|--sizes|--chunks|"
-                          r"--bytes|--rounds)[\"']")
+                          r"--bytes|--rounds|--cpus)[\"']")
     twins = [f"{p.relative_to(ROOT)}: {m}" for p in (ROOT / "iobench_tools").rglob("*.py")
              if p.name != "axes.py" for m in declared.findall(p.read_text())]
     assert not twins, "declared outside lib/axes.py: " + ", ".join(twins)
