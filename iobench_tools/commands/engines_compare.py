@@ -21,7 +21,8 @@ import sys
 
 from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
-from iobench_tools.lib.iobenchlib import GiB, fmt_stat, median, require_binary, run_json, stat
+from iobench_tools.lib.iobenchlib import (GiB, ROOT, fmt_stat, median, require_binary,
+                                          run_json, stat)
 from iobench_tools.lib import experiment, iobenchlib, statslib
 from iobench_tools.lib import runs as iobench_runs
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
@@ -44,7 +45,9 @@ def binaries_of(given, labels):
         if not sep or label not in labels:
             sys.exit(f"engines-compare: invalid --binary '{item}': expected LABEL=PATH with a "
                      f"set-up's LABEL ({', '.join(labels)})")
-        out[label] = require_binary("engines-compare", os.path.abspath(path))
+        path = require_binary("engines-compare", os.path.abspath(path))
+        # Kept in the progress record: a build inside the checkout is named from its root.
+        out[label] = os.path.relpath(path, ROOT) if path.startswith(ROOT + os.sep) else path
     return out
 
 
@@ -103,9 +106,10 @@ def main(argv=None):
     def run_one(cell, rnd, attempt):
         """One run of a set-up over every size: per size (cpu, syscalls, gbps) per GiB."""
         label, args = cell["id"], cell["args"]
+        binary = os.path.join(ROOT, binaries[label]) if label in binaries else a.iobench
         doc = run_json(iobench_runs.ClientRun(buf=a.bufs, bytes=a.bytes, extra=tuple(args)),
-                       f"engines-compare: {label}", iobench=binaries.get(label, a.iobench),
-                       cpus=a.confine, fail=experiment.failed_run)
+                       f"engines-compare: {label}", iobench=binary, cpus=a.confine,
+                       fail=experiment.failed_run)
         if a.out:
             with open(os.path.join(a.out, f"{label}-round{rnd}.json"), "w") as f:
                 json.dump(doc, f, indent=1)
