@@ -23,18 +23,23 @@ from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
 from iobench_tools.lib.iobenchlib import (GiB, ROOT, fmt_stat, median, require_binary,
                                           run_json, stat)
-from iobench_tools.lib import experiment, iobenchlib, statslib
+from iobench_tools.lib import experiment, iobenchlib, samework, statslib
 from iobench_tools.lib import runs as iobench_runs
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
 
 
 def size_figures(res):
-    """One size's (CPU s/GiB sender + receiver, syscalls per GiB, receiver Gbit/s)."""
+    """One size's CPU s/GiB (sender + receiver), syscalls per GiB (both sides), receiver
+    Gbit/s, and its wire counts per GiB (samework's: writes, reads, TLS records each way)."""
     s, v = res.runs[0].sender, res.runs[0].receiver
     # --syscalls auto: the kernel's counts are in the size's counting run.
     ks, kv = res.counted("sender"), res.counted("receiver")
-    sys_total = (ks.syscalls.total + kv.syscalls.total) / (kv.bytes / GiB)
-    return [s.cpu_s_per_gib + v.cpu_s_per_gib, sys_total, v.throughput_gbps]
+    gib = kv.bytes / GiB
+    sys_total = (ks.syscalls.total + kv.syscalls.total) / gib
+    return [s.cpu_s_per_gib + v.cpu_s_per_gib, sys_total, v.throughput_gbps,
+            {"bytes": GiB, "writes": ks.syscalls.data_direction / gib,
+             "reads": kv.syscalls.data_direction / gib, "records_out": ks.records / gib,
+             "records_in": kv.records / gib}]
 
 
 def binaries_of(given, labels):
@@ -51,9 +56,26 @@ def binaries_of(given, labels):
     return out
 
 
+def median_counts(rows):
+    """The median wire counts per GiB of a set-up's rounds, or None when none were kept."""
+    counts = [r[4] for r in rows if r[4]]
+    return {k: median(c[k] for c in counts) for k in counts[0]} if counts else None
+
+
+def same_work_text(base, rows):
+    a, b = median_counts(base), median_counts(rows)
+    same = samework.same_counts(a, b) if a and b else None
+    if same is None:
+        return "n/a (not counted)"
+    return "yes" if same else (f"no ({b['writes'] / 1000:.1f} k vs {a['writes'] / 1000:.1f} k "
+                               f"writes/GiB, {b['reads'] / 1000:.1f} k vs "
+                               f"{a['reads'] / 1000:.1f} k reads/GiB)")
+
+
 def print_against_first(figures, labels):
     """Each set-up's CPU against the first set-up's, size by size, paired round by round, and
-    whether the two made the same syscalls per GiB (within 1%: the same work)."""
+    whether the two did the same work (samework: the same writes and TLS records per byte, reads
+    within 15%: how the bytes arrive moves the reads, not the work)."""
     if len(labels) < 2:
         return
     print(f"\n| size | set-up | CPU vs {labels[0]} (paired, 95% interval) | same work |")
@@ -69,9 +91,7 @@ def print_against_first(figures, labels):
                 {"rounds": [r[3] for r in rows], "cpu": [r[0] for r in rows]}, key="cpu")
             verdict = "parity within noise" if low <= 1 <= high else \
                 "cheaper" if high < 1 else "dearer"
-            calls_a, calls_b = median(r[1] for r in base), median(r[1] for r in rows)
-            same = "yes" if calls_a and abs(calls_b / calls_a - 1) <= 0.01 else \
-                f"no ({calls_b / 1000:.1f} k vs {calls_a / 1000:.1f} k syscalls/GiB)"
+            same = same_work_text(base, rows)
             print(f"| {buf} | {label} | x{ratio:.3f} [{low:.3f}-{high:.3f}] {how}: {verdict} "
                   f"| {same} |")
 
@@ -127,7 +147,7 @@ def main(argv=None):
             for buf, fig in r.items():
                 if buf != "round":
                     figures.setdefault(buf, {}).setdefault(label, []).append(
-                        (*fig, r["round"]))
+                        (*fig[:3], r["round"], fig[3] if len(fig) > 3 else None))
     print("| size | set-up | CPU s/GiB | syscalls/GiB | Gbit/s |")
     print("|---|---|---|---|---|")
     for buf, by_label in figures.items():
@@ -135,7 +155,7 @@ def main(argv=None):
             rows = by_label.get(label, [])
             if not rows:
                 continue
-            cpu, sc, gbps, _ = zip(*rows)
+            cpu, sc, gbps = list(zip(*rows))[:3]
             print(f"| {buf} | {label} | {fmt_stat(stat(cpu), 2)} | {median(sc) / 1000:.1f} k "
                   f"| {median(gbps):.1f} |")
     print_against_first(figures, [label for label, _ in setups])

@@ -22,7 +22,12 @@ def _within(a, b, tolerance):
 
 def same_work(a, b):
     """Are rows a and b the same work? None when the counts cannot say (no syscalls counted)."""
-    ca, cb = work_counts(a), work_counts(b)
+    return same_counts(work_counts(a), work_counts(b))
+
+
+def same_counts(ca, cb):
+    """Are two runs' wire counts ({bytes, writes, reads, records_out, records_in}, as
+    iobenchlib.work_counts gives them) the same work? None when they cannot say."""
     if not all(c[k] for c in (ca, cb) for k in ("bytes", "writes", "reads")) or \
             None in (ca["records_out"], cb["records_out"], ca["records_in"], cb["records_in"]):
         return None  # not counted (--syscalls off, an older summary): the counts cannot say
