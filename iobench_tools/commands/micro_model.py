@@ -42,7 +42,8 @@ def main(argv=None):
         s, v = r.runs[0].sender, r.runs[0].receiver
         calls = s.syscalls.total + v.syscalls.total
         predicted = (calls * per_call + s.bytes * per_byte) / 1e9
-        measured = sorted(x.sender.cpu_s + x.receiver.cpu_s for x in r.runs)[len(r.runs) // 2]
+        cpu = sorted(x.sender.cpu_s + x.receiver.cpu_s for x in r.runs)
+        measured = cpu[len(cpu) // 2]
         print(f"{r.label:>6} {calls:>8.0f} {s.bytes:>11} {predicted:>12.4f} {measured:>11.4f} "
               f"{measured / predicted:>6.2f}")
 
