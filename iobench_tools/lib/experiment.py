@@ -36,10 +36,10 @@ class RunFailed(Exception):
         self.detail = detail or {}
 
 
-def failed_run(why, exit_status):
+def failed_run(why, exit_status, detail=None):
     """A run that failed, as the kernel takes it: refused (not retried) when the command line
-    was (exit status 2)."""
-    return RunFailed(why, refused=exit_status == 2)
+    was (exit status 2); `detail` goes into the attempt's record."""
+    return RunFailed(why, refused=exit_status == 2, detail=detail)
 
 
 def cell_id(cell):

@@ -243,7 +243,7 @@ SUMMARY_FIGURES = {
 COUNTED = ("syscalls", "syscalls_total", "syscalls_per_mib", "bytes_per_syscall")
 
 
-def _stat(values):
+def stat_or_zeros(values):
     """median/min/max; zeros where a figure has no runs (a partial cell)."""
     return stat(values) or {"median": 0.0, "min": 0.0, "max": 0.0}
 
@@ -254,10 +254,10 @@ def summarize(result, side):
     if isinstance(result, dict):
         result = SizeResult.of(result)
     sides = [r.side(side) for r in result.runs if r.side(side)]
-    out = {k: _stat([f(s) for s in sides]) for k, f in SUMMARY_FIGURES.items()}
+    out = {k: stat_or_zeros([f(s) for s in sides]) for k, f in SUMMARY_FIGURES.items()}
     counting = result.counting.side(side) if result.counting else None
     if counting:
-        out.update({k: _stat([SUMMARY_FIGURES[k](counting)]) for k in COUNTED})
+        out.update({k: stat_or_zeros([SUMMARY_FIGURES[k](counting)]) for k in COUNTED})
     return out
 
 

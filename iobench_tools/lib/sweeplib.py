@@ -129,13 +129,7 @@ def host_per_gib(run, two_hosts):
     return sum(s.host_busy.busy_ns for s in sides) / 1e9 / (run.sender.bytes / GiB)
 
 
-# Re-exported: the summary and the merge of rounds are iobench's format, read in iobenchjson.
-summarize, merge_rounds = iobenchjson.summarize, iobenchjson.merge_rounds
-
-
-def stat(values):
-    """median/min/max; zeros where a figure has no runs (a partial cell)."""
-    return iobenchlib.stat(values) or {"median": 0.0, "min": 0.0, "max": 0.0}
+stat = iobenchjson.stat_or_zeros  # median/min/max; zeros for a figure with no runs
 
 
 def placement(report):

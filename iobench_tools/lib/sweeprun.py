@@ -11,6 +11,7 @@ import time
 
 from iobench_tools.lib import compact
 from iobench_tools.lib import experiment
+from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import noisefloor
 from iobench_tools.lib import sweeplib
 
@@ -41,9 +42,9 @@ def run_attempt(a, cell, out_dir, attempt, command):
     if os.path.exists(path + ".tmp"):
         partial = cell["file"].removesuffix(".json") + f".failed{attempt}.json"
         os.replace(path + ".tmp", os.path.join(out_dir, partial))
-    raise experiment.RunFailed(lines[-1] if lines else f"exit status {p.returncode}",
-                               refused=p.returncode == 2,
-                               detail={"exit_status": p.returncode, "partial_file": partial})
+    raise experiment.failed_run(lines[-1] if lines else f"exit status {p.returncode}",
+                                p.returncode,
+                                detail={"exit_status": p.returncode, "partial_file": partial})
 
 
 def round_file(cell, rnd):
@@ -85,7 +86,7 @@ def finish_rounds(rec, rounds, out_dir):
         return
     docs = [json.load(open(os.path.join(out_dir, rec["rounds"][str(n)]["file"])))
             for n in range(1, rounds + 1)]
-    compact.write_cell(os.path.join(out_dir, rec["file"]), sweeplib.merge_rounds(docs))
+    compact.write_cell(os.path.join(out_dir, rec["file"]), iobenchjson.merge_rounds(docs))
     rec["status"] = "ok"
     rec.pop("error", None)
     compact.drop_round_files(rec, out_dir)
@@ -105,7 +106,7 @@ def decided_after(rnd, cells, recs, out_dir, a):
         if rec["status"] == "ok" or not all(x and x["status"] == "ok" for x in rounds):
             continue  # finished before (its rounds are fixed) or broken: not this decision's
         docs = [json.load(open(os.path.join(out_dir, x["file"]))) for x in rounds]
-        rows += sweeplib.rows_of(cell, sweeplib.merge_rounds(docs))
+        rows += sweeplib.rows_of(cell, iobenchjson.merge_rounds(docs))
     plan_from_noise_floor(rows, rnd, a)
     planned = (getattr(a, "noise_floor", None) or {}).get("planned_rounds")
     # While the A/A interval excludes 1 no knee is decided (recommend says so): run on.

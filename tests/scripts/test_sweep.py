@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 from emulated_hosts import emulated_hosts, why_not
-from iobench_tools.lib import experiment, sweeplib
+from iobench_tools.lib import experiment, iobenchjson, sweeplib
 
 
 def sweep(tmp_path, name, *args, check=None):
@@ -614,14 +614,14 @@ def test_shuffled_rounds_follow_the_seed(tmp_path):
 
 @pytest.mark.parametrize("proto", ["tcp", "tls"])
 def test_summaries_recomputed_from_runs_match_iobench(tmp_path, proto):
-    # sweeplib.summarize (used to merge rounds) against iobench's own summary of the same runs.
+    # iobenchjson.summarize (used to merge rounds) against iobench's own summary of the same runs.
     out = tmp_path / "run.json"
     subprocess.run([BIN, "--proto", proto, "--buf", "4k,16k", "--bytes", "1M", "--repeat", "3",
                     "--json", str(out), "-q"], check=True, capture_output=True, timeout=120)
     doc = json.loads(out.read_text())
     for result in doc["results"]:
         for side in ("sender", "receiver"):
-            mine, theirs = sweeplib.summarize(result, side), result["summary"][side]
+            mine, theirs = iobenchjson.summarize(result, side), result["summary"][side]
             assert mine.keys() == theirs.keys()
             for k in theirs:
                 for st in ("median", "min", "max"):
