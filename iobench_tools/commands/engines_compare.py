@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import sys
+from typing import NamedTuple
 
 from iobench_tools.lib import iobenchjson
 from iobench_tools.lib import axes
@@ -26,6 +27,15 @@ from iobench_tools.lib.iobenchlib import (GiB, ROOT, fmt_stat, median, require_b
 from iobench_tools.lib import experiment, iobenchlib, samework, statslib
 from iobench_tools.lib import runs as iobench_runs
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
+
+
+class SizeRound(NamedTuple):
+    """One set-up's figures at one size in one round."""
+    cpu: float       # CPU s/GiB, sender + receiver
+    syscalls: float  # per GiB, both sides
+    gbps: float      # the receiver's
+    round: int
+    counts: dict     # samework's wire counts per GiB; None in a progress record kept before them
 
 
 def size_figures(res):
@@ -58,7 +68,7 @@ def binaries_of(given, labels):
 
 def median_counts(rows):
     """The median wire counts per GiB of a set-up's rounds, or None when none were kept."""
-    counts = [r[4] for r in rows if r[4]]
+    counts = [r.counts for r in rows if r.counts]
     return {k: median(c[k] for c in counts) for k in counts[0]} if counts else None
 
 
@@ -87,8 +97,8 @@ def print_against_first(figures, labels):
             if not base or not rows:
                 continue
             ratio, _, (low, high), _, how = statslib.compare(
-                {"rounds": [r[3] for r in base], "cpu": [r[0] for r in base]},
-                {"rounds": [r[3] for r in rows], "cpu": [r[0] for r in rows]}, key="cpu")
+                {"rounds": [r.round for r in base], "cpu": [r.cpu for r in base]},
+                {"rounds": [r.round for r in rows], "cpu": [r.cpu for r in rows]}, key="cpu")
             verdict = "parity within noise" if low <= 1 <= high else \
                 "cheaper" if high < 1 else "dearer"
             same = same_work_text(base, rows)
@@ -140,14 +150,14 @@ def main(argv=None):
         "engines-compare", cells, a.rounds, run_one, out_dir=a.out,
         identity={"bufs": a.bufs, "bytes": a.bytes, "confine": a.confine,
                   **({"binaries": binaries} if binaries else {})})
-    # figures[buf][label] = list of (cpu_per_gib, syscalls_per_gib, gbps)
+    # figures[buf][label] = the set-up's SizeRound of each round
     figures = {}
     for label, rs in runs.items():
         for r in rs:
             for buf, fig in r.items():
                 if buf != "round":
                     figures.setdefault(buf, {}).setdefault(label, []).append(
-                        (*fig[:3], r["round"], fig[3] if len(fig) > 3 else None))
+                        SizeRound(*fig[:3], r["round"], fig[3] if len(fig) > 3 else None))
     print("| size | set-up | CPU s/GiB | syscalls/GiB | Gbit/s |")
     print("|---|---|---|---|---|")
     for buf, by_label in figures.items():
@@ -155,9 +165,9 @@ def main(argv=None):
             rows = by_label.get(label, [])
             if not rows:
                 continue
-            cpu, sc, gbps = list(zip(*rows))[:3]
-            print(f"| {buf} | {label} | {fmt_stat(stat(cpu), 2)} | {median(sc) / 1000:.1f} k "
-                  f"| {median(gbps):.1f} |")
+            print(f"| {buf} | {label} | {fmt_stat(stat(r.cpu for r in rows), 2)} | "
+                  f"{median(r.syscalls for r in rows) / 1000:.1f} k "
+                  f"| {median(r.gbps for r in rows):.1f} |")
     print_against_first(figures, [label for label, _ in setups])
     for x in failed:
         print(f"engines-compare: failed: {x}", file=sys.stderr)
