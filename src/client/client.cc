@@ -52,14 +52,13 @@ Result<std::unique_ptr<TracedProcess>> trace(TracerTool tool, pid_t pid) {
 }
 
 // A lone connection's run, with --syscalls strace|perf's tools attached around it.
-Result<RunRecord> run_once(const ClientPlan& p, const RunConns& run, const Payload* payload,
-                           Engine& engine, const tls::Context* tls_ctx, pid_t local_server,
-                           LiveLine& live) {
+Result<RunRecord> run_once(const ClientPlan& p, const ClientReach& reach, const RunConns& run,
+                           Engine& engine, const tls::Context* tls_ctx, LiveLine& live) {
   std::unique_ptr<TracedProcess> my_trace, server_trace;
   if (run.tracer) {
     // The server's tracer first: `strace -f` on this process would follow that fork.
-    if (local_server > 0) {
-      auto theirs = trace(*run.tracer, local_server);
+    if (reach.local_server > 0) {
+      auto theirs = trace(*run.tracer, reach.local_server);
       if (!theirs) return std::unexpected(theirs.error());
       server_trace = std::move(*theirs);
     }
@@ -67,7 +66,7 @@ Result<RunRecord> run_once(const ClientPlan& p, const RunConns& run, const Paylo
     if (!mine) return std::unexpected(mine.error());
     my_trace = std::move(*mine);
   }
-  auto session = open_session(p, run.conns.front(), 0, tls_ctx, engine, payload);
+  auto session = open_session(p, reach, run.conns.front(), 0, tls_ctx, engine);
   if (!session) return std::unexpected(session.error());
   Stream& stream = *session->stream;
   const SidePlan& plan = session->side;
@@ -150,13 +149,12 @@ void time_tls_crypto(Report& report) {
 
 namespace {
 
-// What every run of a series shares: the plan, the payload, the engine and the TLS context.
+// What every run of a series shares: the plan, where it goes, the engine and the TLS context.
 struct Series {
   const ClientPlan& plan;
-  const Payload* payload;
+  const ClientReach& reach;
   Engine& engine;
   const tls::Context* tls;
-  pid_t local_server;
   LiveLine& live;
 
   // One run: a group or a lone connection, as the server will see it (both sides decide from
@@ -165,8 +163,8 @@ struct Series {
     const RunConns& conns = size.conns_for(step);
     const SoftirqCounts softirqs_before = read_softirqs();
     live.begin_run(step.label, plan.run_bytes, step.counting);
-    auto rec = conns.grouped ? run_group(plan, size, conns, payload, tls)
-                             : run_once(plan, conns, payload, engine, tls, local_server, live);
+    auto rec = conns.grouped ? run_group(plan, reach, size, conns, tls)
+                             : run_once(plan, reach, conns, engine, tls, live);
     live.end_run();
     if (!rec) return rec;
     rec->softirqs = softirq_delta(softirqs_before, read_softirqs());
@@ -216,16 +214,16 @@ Result<std::optional<tls::Context>> client_tls(const ClientPlan& p, const tls::I
 
 }  // namespace
 
-Result<Report> run_all(const ClientPlan& plan, const Payload* payload, const tls::Identity* pinned,
-                       pid_t local_server, Report report, std::string& error) {
-  auto tls_ctx = client_tls(plan, pinned);
+Result<Report> run_all(const ClientPlan& plan, const ClientReach& reach, Report report,
+                       std::string& error) {
+  auto tls_ctx = client_tls(plan, reach.pinned);
   if (!tls_ctx) return std::unexpected(tls_ctx.error());
   const SidePlan& first = plan.first_side();
   auto engine = make_engine(first.engine, first.engine_options);
   if (!engine) return std::unexpected(engine.error());
   LiveLine live(!plan.access.quiet && isatty(STDERR_FILENO));
   const std::optional<tls::Context>& ctx = *tls_ctx;
-  Series series{plan, payload, **engine, ctx ? &*ctx : nullptr, local_server, live};
+  Series series{plan, reach, **engine, ctx ? &*ctx : nullptr, live};
   for (const SizePlan& planned : plan.sizes) {
     SizeResults size{planned.buf, {}, std::nullopt, std::nullopt};
     const auto steps = static_cast<int>(planned.steps.size());
@@ -251,9 +249,9 @@ Result<Report> run_all(const ClientPlan& plan, const Payload* payload, const tls
   return report;
 }
 
-int emit_report(const ClientOptions& o, ReportFiles& files, const Report& report) {
-  const bool stdout_taken = o.json_path == "-" || o.csv_path == "-";
-  if (!o.quiet) {
+int emit_report(const ReportPlan& plan, ReportFiles& files, const Report& report) {
+  const bool stdout_taken = plan.json_path == "-" || plan.csv_path == "-";
+  if (!plan.quiet) {
     const std::string table = render_table(report);
     std::fputs(table.c_str(), stdout_taken ? stderr : stdout);
     std::fflush(stdout_taken ? stderr : stdout);
@@ -273,21 +271,7 @@ int emit_report(const ClientOptions& o, ReportFiles& files, const Report& report
   return 0;
 }
 
-PayloadSpec sender_payload_spec(const ClientOptions& o) {
-  PayloadSpec spec = o.payload;
-  spec.bytes = window_payload_bytes(spec.bytes, o.source_window);
-  return spec;
-}
-
-Result<std::optional<Payload>> sender_payload(const ClientOptions& o) {
-  // Built or loaded before any connection, so generation is never inside a measurement.
-  if (o.reverse) return std::optional<Payload>{};
-  auto p = load_payload_shown(sender_payload_spec(o), o.quiet);
-  if (!p) return std::unexpected(p.error());
-  return std::optional<Payload>(std::move(*p));
-}
-
-int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> report,
+int finish_client(const ReportPlan& plan, ReportFiles& files, Result<Report> report,
                   const std::string& error) {
   const int sig = interrupt::received();
   if (!report) {
@@ -295,7 +279,7 @@ int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> rep
     return interrupt::exit_code(1, sig);
   }
   if (sig) report->interrupted = interrupt::name(sig);
-  int rc = report->sizes.empty() ? 0 : emit_report(o, files, *report);
+  int rc = report->sizes.empty() ? 0 : emit_report(plan, files, *report);
   if (!error.empty()) {
     fmt::print(stderr, "iobench: error: {}\n", error);
     return interrupt::exit_code(1, sig);
@@ -310,17 +294,27 @@ int error_exit(const std::string& message, int code) {
   return interrupt::exit_code(code);
 }
 
+// The payload as the plan says, built or loaded before any connection, so generation is never
+// inside a measurement; kept only when this process sends it.
+Result<std::optional<Payload>> load_planned_payload(const PayloadPlan& plan, bool quiet) {
+  if (!plan.load) return std::optional<Payload>{};
+  auto p = load_payload_shown(*plan.load, quiet);
+  if (!p) return std::unexpected(p.error());
+  if (!plan.sent_here) return std::optional<Payload>{};
+  return std::optional<Payload>(std::move(*p));
+}
+
 // The report's header: where the run went and what the sender streamed.
-Report report_header(const ClientOptions& o, const std::optional<LocalServer>& local,
+Report report_header(const ReportPlan& plan, const std::optional<LocalServer>& local,
                      const std::optional<Payload>& payload) {
   Report report;
   report.context = collect_context();
-  report.options = o;
+  report.options = plan.options;
   report.mode = local ? RunMode::kLoopback : RunMode::kClient;
-  report.server = local ? local->addr.str() : o.connect;
-  report.payload_source = local     ? describe_payload(o.payload)
-                          : payload ? payload->source
-                                    : "generated by the server";
+  report.server = local ? local->addr.str() : plan.options.connect;
+  report.payload_source = !plan.payload_source.empty() ? plan.payload_source
+                          : payload                    ? payload->source
+                                                       : "generated by the server";
   return report;
 }
 
@@ -328,42 +322,35 @@ Report report_header(const ClientOptions& o, const std::optional<LocalServer>& l
 
 int run_client_command(const ClientOptions& o) {
   interrupt::install({SIGINT, SIGTERM});
-  ReportFiles files;
-  for (auto [path, file, option] : {std::tuple{&o.json_path, &files.json, "--json"},
-                                    {&o.csv_path, &files.csv, "--csv"}}) {
-    if (path->empty()) continue;
-    auto f = OutputFile::open(*path, option);
-    if (!f) return error_exit(f.error().message, 2);
-    *file = std::move(*f);
-  }
-  // Before the loopback fork, so the private server counts with the same backend (off, strace
-  // and perf name no counter: auto).
-  set_process_counter_kind(counter_kind_of(o.syscalls));
-  const bool loopback = o.connect.empty();
+  // The plan, made once: everything below reads it, not the options.
+  const ClientPlan plan = plan_client(o);
+  // --json and --csv, opened before anything is built or run: a bad path costs nothing.
+  auto files = ReportFiles::open(plan.report.json_path, plan.report.csv_path);
+  if (!files) return error_exit(files.error().message, 2);
+  set_process_counter_kind(plan.counter);
   const int64_t payload_start = probe_now().cpu_ns;
-  auto payload = loopback ? loopback_payload(o) : sender_payload(o);
+  auto payload = load_planned_payload(plan.payload, plan.access.quiet);
   if (!payload) return error_exit(payload.error().message, 1);
   const int64_t payload_ns = probe_now().cpu_ns - payload_start;
   std::optional<LocalServer> local;
-  if (loopback) {
-    auto started = start_local_server(o, *payload);
+  if (plan.loopback) {
+    auto started = start_local_server(*plan.loopback, *payload);
     if (!started) return error_exit(started.error().message, 1);
     local = std::move(*started);
   }
-  // The plan, made once: every run below reads it, not the options.
-  const ClientPlan plan = plan_client(o, local ? std::vector{local->addr} : o.servers);
   const std::optional<Payload>& mine = *payload;
+  const ClientReach reach{local ? std::vector{local->addr} : plan.servers,
+                          local && local->identity ? &*local->identity : nullptr,
+                          local ? local->pid : 0, mine ? &*mine : nullptr};
   std::string error;
-  auto done = run_all(plan, mine ? &*mine : nullptr,
-                      local && local->identity ? &*local->identity : nullptr,
-                      local ? local->pid : 0, report_header(o, local, mine), error);
+  auto done = run_all(plan, reach, report_header(plan.report, local, mine), error);
   // The loopback server is reaped before the report: its whole CPU is part of the run's cost,
   // and anything measuring this process from outside (GNU time, a parent's RUSAGE_CHILDREN)
   // then sees it.
   const auto server_times = local ? reap_server(local->pid, 5.0) : std::nullopt;
   if (done) time_tls_crypto(*done);
   if (done) finish_process_cpu(*done, payload_ns, server_times);
-  return finish_client(o, files, std::move(done), error);
+  return finish_client(plan.report, *files, std::move(done), error);
 }
 
 }  // namespace iobench

@@ -69,8 +69,8 @@ proto::SideResult side_totals(const GroupRecord& g, bool sender) {
 // One group run in flight: what its connection threads share.
 struct GroupRun {
   const ClientPlan& plan;
+  const ClientReach& reach;
   const RunConns& run;
-  const Payload* payload;
   const tls::Context* tls;
   GroupSide& mine;
   uint64_t group_id;
@@ -97,7 +97,7 @@ void run_connection(GroupRun& r, uint32_t i) {
   std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
       std::chrono::nanoseconds(r.t0 + static_cast<int64_t>(conn.start_s * 1e9))));
   auto engine = connection_engine(r, i, conn.side);
-  auto session = engine ? open_session(r.plan, conn, r.group_id, r.tls, **engine, r.payload)
+  auto session = engine ? open_session(r.plan, r.reach, conn, r.group_id, r.tls, **engine)
                         : Result<ClientSession>(std::unexpected(engine.error()));
   if (!session) {
     c.error = session.error().message;
@@ -159,8 +159,8 @@ Result<RunRecord> group_record(GroupRun& r, proto::GroupResult my_side) {
 
 }  // namespace
 
-Result<RunRecord> run_group(const ClientPlan& plan, const SizePlan& size, const RunConns& run,
-                            const Payload* payload, const tls::Context* tls_ctx) {
+Result<RunRecord> run_group(const ClientPlan& plan, const ClientReach& reach, const SizePlan& size,
+                            const RunConns& run, const tls::Context* tls_ctx) {
   const GroupShape& shape = plan.group;
   const auto conns = static_cast<uint32_t>(run.conns.size());
   const BufPair& buf = size.buf;
@@ -174,8 +174,8 @@ Result<RunRecord> run_group(const ClientPlan& plan, const SizePlan& size, const 
   if (one_writer)
     fanout.emplace(shape.fanout, shape.fanout_engine, conns, !shape.staggered,
                    plan.access.timeout_s, shape.source_rate);
-  GroupRun r{plan,           run, payload, tls_ctx, mine, group_id,
-             monotonic_ns(), {},  {},      fanout ? &*fanout : nullptr};
+  GroupRun r{plan,           reach, run, tls_ctx, mine, group_id,
+             monotonic_ns(), {},    {},  fanout ? &*fanout : nullptr};
   r.g.conns.resize(conns);
   r.theirs.resize(conns);
   std::vector<std::thread> threads;

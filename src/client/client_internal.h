@@ -30,33 +30,25 @@ struct ClientSession {
   SidePlan side;
 };
 
-// Connects `conn` to its server, shakes hands, prepares this side (prepare_side) and sends the
-// HELLO with `group_id` (0: a lone connection); returns once the server has ACKed it.
-Result<ClientSession> open_session(const ClientPlan& plan, const ConnPlan& conn,
-                                   uint64_t group_id, const tls::Context* tls_ctx, Engine& engine,
-                                   const Payload* payload);
+// Connects `conn` to its server (reach.servers[conn.server]), shakes hands, prepares this side
+// (prepare_side) with the payload it streams and sends the HELLO with `group_id` (0: a lone
+// connection); returns once the server has ACKed it.
+Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& reach,
+                                   const ConnPlan& conn, uint64_t group_id,
+                                   const tls::Context* tls_ctx, Engine& engine);
 
 // One group run (--conns, --buf adaptive, --fanout): every connection on its own thread, each
 // verified on its own. A record comes back whenever the run started; record.group->error says
 // what failed.
-Result<RunRecord> run_group(const ClientPlan& plan, const SizePlan& size, const RunConns& run,
-                            const Payload* payload, const tls::Context* tls_ctx);
+Result<RunRecord> run_group(const ClientPlan& plan, const ClientReach& reach, const SizePlan& size,
+                            const RunConns& run, const tls::Context* tls_ctx);
 
-// Runs every size's steps. On the first failure, `error` is set and the report holds the runs
-// completed so far.
-// `pinned`: loopback's ephemeral server identity, the only certificate a TLS client trusts then.
-// `local_server`: the loopback server's pid (0 in two-host mode), for --syscalls strace|perf.
-Result<Report> run_all(const ClientPlan& plan, const Payload* payload, const tls::Identity* pinned,
-                       pid_t local_server, Report report, std::string& error);
-// The payload this client's sender loads: the run's, or with --source-window the window's bytes.
-PayloadSpec sender_payload_spec(const ClientOptions& o);
-Result<std::optional<Payload>> sender_payload(const ClientOptions& o);
-// --json and --csv, opened before the first run.
-struct ReportFiles {
-  OutputFile json, csv;
-};
+// Runs every size's steps where `reach` says. On the first failure, `error` is set and the
+// report holds the runs completed so far.
+Result<Report> run_all(const ClientPlan& plan, const ClientReach& reach, Report report,
+                       std::string& error);
 // Prints the report (if any) and the error (if any); returns the exit code.
-int finish_client(const ClientOptions& o, ReportFiles& files, Result<Report> report,
+int finish_client(const ReportPlan& plan, ReportFiles& files, Result<Report> report,
                   const std::string& error);
 
 // Loopback mode (client/loopback.cc): a private server forked on 127.0.0.1 with an ephemeral
@@ -66,11 +58,8 @@ struct LocalServer {
   pid_t pid = 0;
   std::optional<tls::Identity> identity;  // TLS: made in memory, the only one the client trusts
 };
-// The payload this process sends (none with --reverse: the server process sends, and finds it in
-// the cache, built here first so it is not built inside the server's measured session).
-Result<std::optional<Payload>> loopback_payload(const ClientOptions& o);
 // Forks the private server; `payload` is dropped in the child.
-Result<LocalServer> start_local_server(const ClientOptions& o, std::optional<Payload>& payload);
+Result<LocalServer> start_local_server(const LoopbackPlan& plan, std::optional<Payload>& payload);
 
 // TLS runs: times the cipher on this host for the report's "tls cost" (before the process CPU is
 // taken, so its ~40 ms land in the client's `rest`).

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "payload/spec.h"
+#include "payload/window.h"
 #include "report/report.h"
 
 namespace iobench {
@@ -15,6 +16,7 @@ namespace {
 // names it.
 struct Choices {
   SideChoice client;
+  tls::TlsIo server_io;  // loopback's private server makes its TLS context with it
   std::string server_engine, server_tls_io, proto;
 };
 
@@ -23,6 +25,7 @@ Choices choices_of(const ClientOptions& o) {
   const tls::TlsIo client_io = tls::io_model_for(o.tls, client == EngineKind::kUring);
   const tls::TlsIo server_io = tls::io_model_for(o.tls, server == EngineKind::kUring);
   return {{client, client_io, o.client_cpu(), o.timeout_s, o.write_pattern, o.payload.seed},
+          server_io,
           std::string(name_of(server)),
           std::string(name_of(server_io)),
           std::string(name_of(o.proto))};
@@ -149,11 +152,39 @@ std::vector<RunStep> plan_steps(const ClientOptions& o, size_t size, bool counti
   return out;
 }
 
+// Loopback's private server: as the client's options ask, one connection at a time on its one
+// thread unless --conns.
+LoopbackPlan plan_loopback(const ClientOptions& o, const Choices& c) {
+  LoopbackPlan l;
+  ServerConfig& cfg = l.config;
+  // --fanout: a writer blocked on one replica starves the others; they wait twice its send
+  // timeout (as a replica's repl-timeout outlasts one stalled write), so the writer's timeout
+  // decides which replica is dropped.
+  cfg.options.idle_timeout_s = o.fanout == FanoutShape::kOff ? o.timeout_s : 2 * o.timeout_s;
+  cfg.local_payload = o.payload;
+  cfg.log = o.verbose;
+  cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);
+  // One connection at a time (each run, the counting run): served on the server's one thread.
+  cfg.serial = o.conns == 1;
+  cfg.kernel_counters = o.syscalls != SyscallsMode::kOff;
+  if (o.proto == Proto::kTls) {
+    l.tls.emplace();
+    l.tls->ktls = o.tls.ktls == tls::Ktls::kOff ? tls::Ktls::kOff : tls::Ktls::kAuto;
+    l.tls->io = c.server_io;
+  }
+  return l;
+}
+
 }  // namespace
 
-ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
+ClientPlan plan_client(const ClientOptions& o) {
   ClientPlan p;
+  const bool loopback = o.connect.empty();
   const Choices c = choices_of(o);
+  if (loopback)
+    p.loopback = plan_loopback(o, c);
+  else
+    p.servers = o.servers;
   p.access = {o.timeout_s, o.hello_timeout_s, o.auth_token, o.quiet};
   if (o.proto == Proto::kTls) {
     p.tls = o.tls;
@@ -166,8 +197,9 @@ ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
   // taxes every syscall of the machine). A forced counter counts in every measured run.
   p.counting_run = o.syscalls == SyscallsMode::kAuto;
   const SyscallsMode measured = p.counting_run ? SyscallsMode::kOff : o.syscalls;
-  // A group's connections reach every server given; a lone connection the first.
-  const size_t group_servers = o.servers.size() > 1 ? servers.size() : 1;
+  // A group's connections reach every server given (loopback: its one); a lone connection the
+  // first.
+  const size_t group_servers = o.servers.size() > 1 ? o.servers.size() : 1;
   for (size_t i = 0; i < o.bufs.size(); ++i) {
     SizePlan s;
     s.buf = o.bufs[i];
@@ -177,11 +209,23 @@ ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers) {
     plan_sides(s, c.client);
     p.sizes.push_back(std::move(s));
   }
-  p.servers = std::move(servers);
   p.repeat_auto = o.repeat_auto;
   p.target_ci = o.target_ci;
   p.last_measured_step = o.warmup + o.repeat - 1;
   p.run_bytes = o.payload.bytes * o.conns;
+  // What the door does before the runs. The counter kind is set before the loopback fork, so the
+  // private server counts with the same backend (off, strace and perf name no counter: auto).
+  p.counter = counter_kind_of(o.syscalls);
+  // The payload is loaded before any connection, so generation is never inside a measurement:
+  // the run's, or with --source-window the window's bytes. Under --reverse the server sends; on
+  // loopback it is still built here, so the forked server finds it in its cache and never builds
+  // it inside its measured session.
+  p.payload.sent_here = !o.reverse;
+  if (!o.reverse || loopback) {
+    p.payload.load = o.payload;
+    p.payload.load->bytes = window_payload_bytes(o.payload.bytes, o.source_window);
+  }
+  p.report = {o, o.json_path, o.csv_path, o.quiet, loopback ? describe_payload(o.payload) : ""};
   return p;
 }
 

@@ -1,9 +1,13 @@
-// The client's plan, made once at the door from its options (plan_client): every size's runs in
-// order and, for each run, the HELLO each connection sends and this side's plan for it
-// (plan_side, called once per connection of each kind of run). The files that run it read the
-// plan, never the options, and nothing patches it: a session copies its connection's side plan,
-// and prepare_side fills in the payload that copy streams.
+// The client's plan, made once at the door from its options (plan_client), before anything is
+// opened, built or started: what the door prepares (the report's files, the payload, loopback's
+// private server), every size's runs in order and, for each run, the HELLO each connection sends
+// and this side's plan for it (plan_side, called once per connection of each kind of run). The
+// files that run it read the plan, never the options, and nothing patches it: where the runs go
+// is known once the door has started what they need (ClientReach), a session copies its
+// connection's side plan, and prepare_side fills in the payload that copy streams.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
@@ -13,9 +17,13 @@
 #include "adaptive/policy.h"
 #include "config/options.h"
 #include "net/address.h"
+#include "payload/payload.h"
+#include "payload/spec.h"
 #include "proto/messages.h"
+#include "server/server.h"
 #include "session/plan.h"
 #include "tls/options.h"
+#include "tls/tls.h"
 
 namespace iobench {
 
@@ -75,8 +83,32 @@ struct GroupShape {
   bool staggered = false;
 };
 
+// The payload built or loaded before any connection, so generation is never inside a measurement.
+struct PayloadPlan {
+  std::optional<PayloadSpec> load;  // none: two-host --reverse (the server sends)
+  bool sent_here = false;  // false: loopback --reverse, built here so the server finds it cached
+};
+
+// Loopback: the private server forked on 127.0.0.1 (an ephemeral port), and its TLS.
+struct LoopbackPlan {
+  ServerConfig config;                 // its TLS context is made in the child, from `tls`
+  std::optional<tls::TlsOptions> tls;  // TLS runs: the server's side, with an in-memory identity
+};
+
+// What the report says before any run, and where it goes.
+struct ReportPlan {
+  ClientOptions options;        // echoed as the run's effective options
+  std::string json_path, csv_path;  // "": none; "-": stdout (the table then goes to stderr)
+  bool quiet = false;
+  std::string payload_source;  // loopback: the spec's description; else the loaded payload's
+};
+
 struct ClientPlan {
-  std::vector<HostPort> servers;  // connection i of a group reaches servers[conn.server]
+  std::vector<HostPort> servers;  // two-host: --connect's; loopback: none until it is started
+  std::optional<LoopbackPlan> loopback;
+  PayloadPlan payload;
+  CounterKind counter = CounterKind::kAuto;  // set before the loopback fork: both count alike
+  ReportPlan report;
   ClientAccess access;
   std::optional<tls::TlsOptions> tls;  // the client's TLS context (absent: TCP)
   GroupShape group;
@@ -91,7 +123,17 @@ struct ClientPlan {
   const SidePlan& first_side() const { return sizes.front().runs.conns.front().side; }
 };
 
-// The plan for `o` against `servers` (two-host: o.servers; loopback: its private server).
-ClientPlan plan_client(const ClientOptions& o, std::vector<HostPort> servers);
+// The plan for `o`: two-host against o.servers, or loopback with its private server.
+ClientPlan plan_client(const ClientOptions& o);
+
+// Where a plan's runs go, known once the door has started what they need: the servers (loopback:
+// the private server's port), the certificate loopback's client pins (the only one it trusts),
+// the private server's pid (--syscalls strace|perf trace it) and the payload this side sends.
+struct ClientReach {
+  std::vector<HostPort> servers;  // connection i of a group reaches servers[conn.server]
+  const tls::Identity* pinned = nullptr;
+  pid_t local_server = 0;
+  const Payload* payload = nullptr;
+};
 
 }  // namespace iobench

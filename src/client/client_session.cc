@@ -40,11 +40,11 @@ std::string first_answer_error(const HostPort& server, const Error& why, double 
 
 }  // namespace
 
-Result<ClientSession> open_session(const ClientPlan& plan, const ConnPlan& conn,
-                                   uint64_t group_id, const tls::Context* tls_ctx, Engine& engine,
-                                   const Payload* payload) {
+Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& reach,
+                                   const ConnPlan& conn, uint64_t group_id,
+                                   const tls::Context* tls_ctx, Engine& engine) {
   const ClientAccess& access = plan.access;
-  const HostPort& server = plan.servers[conn.server];
+  const HostPort& server = reach.servers[conn.server];
   ClientSession cs;
   cs.side = conn.side;
   auto fd = connect_to(server, access.timeout_s, cs.side.socket);
@@ -67,7 +67,7 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ConnPlan& conn,
   }
   Stream& stream = *cs.stream;
   // Before the HELLO: the server's receive clock starts once it has sent its ACK.
-  if (auto st = prepare_side(cs.side, stream, engine, payload); !st)
+  if (auto st = prepare_side(cs.side, stream, engine, reach.payload); !st)
     return std::unexpected(st.error());
   proto::Hello hello = conn.hello;
   hello.group_id = group_id;  // the run's identity, drawn when it starts: not a plan

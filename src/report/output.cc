@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,18 @@ Status OutputFile::write(std::string_view text) {
   close(fd_);
   fd_ = -1;
   return {};
+}
+
+Result<ReportFiles> ReportFiles::open(const std::string& json_path, const std::string& csv_path) {
+  ReportFiles files;
+  for (auto [path, file, option] : {std::tuple{&json_path, &files.json, "--json"},
+                                    {&csv_path, &files.csv, "--csv"}}) {
+    if (path->empty()) continue;
+    auto f = OutputFile::open(*path, option);
+    if (!f) return std::unexpected(f.error());
+    *file = std::move(*f);
+  }
+  return files;
 }
 
 }  // namespace iobench

@@ -36,4 +36,10 @@ class OutputFile {
   pid_t owner_ = 0;  // a forked child never removes the parent's temporary file
 };
 
+// A command's --json and --csv ("": not asked), both opened before it runs.
+struct ReportFiles {
+  OutputFile json, csv;
+  static Result<ReportFiles> open(const std::string& json_path, const std::string& csv_path);
+};
+
 }  // namespace iobench

@@ -90,16 +90,10 @@ std::string command_line(const WatchCommand& c) {
 }  // namespace
 
 int run_watch_command(const WatchCommand& c) {
-  auto open = [](const std::string& path, const char* option) {
-    return path.empty() ? Result<OutputFile>(OutputFile()) : OutputFile::open(path, option);
-  };
-  auto json = open(c.json_path, "--json");
-  auto csv = open(c.csv_path, "--csv");
-  for (const auto* f : {&json, &csv}) {
-    if (!*f) {
-      fmt::print(stderr, "iobench: error: {}\n", f->error().message);
-      return 2;
-    }
+  auto files = ReportFiles::open(c.json_path, c.csv_path);
+  if (!files) {
+    fmt::print(stderr, "iobench: error: {}\n", files.error().message);
+    return 2;
   }
   interrupt::install({SIGINT, SIGTERM});
   Samples s;
@@ -128,8 +122,8 @@ int run_watch_command(const WatchCommand& c) {
   r.command = command_line(c);
   if (!c.quiet && c.json_path != "-" && c.csv_path != "-") print_watch_table(r);
   Status st;
-  if (json->is_open()) st = json->write(watch_json(r).dump(2) + "\n");
-  if (st && csv->is_open()) st = csv->write(watch_csv(r));
+  if (files->json.is_open()) st = files->json.write(watch_json(r).dump(2) + "\n");
+  if (st && files->csv.is_open()) st = files->csv.write(watch_csv(r));
   if (!st) {
     fmt::print(stderr, "iobench: error: {}\n", st.error().message);
     return 1;

@@ -201,3 +201,58 @@ def test_out_names_a_folder_in_every_script():
                 not_folder.append(f"{path.relative_to(ROOT)}: --out{m.group(1)[:80]}")
     assert found >= 6, "the pattern no longer finds the --out declarations"
     assert not not_folder, "\n".join(not_folder)
+
+
+TRIP = re.compile(r"<!-- buf-trip -->\n(.*?)<!-- /buf-trip -->", re.S)
+TRIP_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`([^`]+)` \((\d+)(, up)?\)\s*\|\s*([^|]+)\|", re.M)
+TRIP_COUNTS = re.compile(r"(\d+) stops\s+in (\d+) files and (\d+) climbs back up a floor")
+
+
+def defines(text, function):
+    """Whether `text` defines `function` (`Holder::member` as written out of line, or inside
+    the holder's struct or class)."""
+    holder, _, name = function.rpartition("::")
+    if holder and re.search(rf"\b{holder}::{name}\(", text):
+        return True
+    if holder and not re.search(rf"^\s*(?:struct|class) {holder}\b", text, re.M):
+        return False
+    return re.search(rf"^[^\s/#][^;(=]*\b{name}\(|^\s+[^;(=]*\b{name}\([^;]*\{{?$", text,
+                     re.M) is not None
+
+
+def test_the_buf_trip_is_the_code_s():
+    """The page's trip of --buf from the client command to write(2): each stop's functions are
+    defined in its file, each floor is its folder's, a climb is marked where the floor rises,
+    and the counts in the prose are the table's."""
+    doc = DOC.read_text()
+    rows = TRIP_ROW.findall(TRIP.search(doc).group(1))
+    table = floors()
+    wrong, climbs, previous = [], 0, None
+    for number, path, floor, up, functions in rows:
+        text = (ROOT / path).read_text()
+        for function in re.findall(r"`([^`]+)`", functions):
+            if not defines(text, function):
+                wrong.append(f"stop {number}: {function} is not defined in {path}")
+        if table[folder_of(ROOT / path)] != int(floor):
+            wrong.append(f"stop {number}: {path} is on floor {table[folder_of(ROOT / path)]}")
+        rises = previous is not None and int(floor) > previous
+        if rises != bool(up):
+            wrong.append(f"stop {number}: the climb mark is wrong")
+        climbs += rises
+        previous = int(floor)
+    assert not wrong, "\n".join(wrong)
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
+    assert "`FdStream::write`" in rows[-1][4], "the trip ends at the write(2)"
+    stops, files, stated_climbs = map(int, TRIP_COUNTS.search(doc).groups())
+    assert (stops, files, stated_climbs) == (len(rows), len({r[1] for r in rows}), climbs)
+    assert stops <= 15 and climbs <= 4, "issue #47's bound for this trip"
+
+
+def test_only_the_plan_reads_the_client_options():
+    """The client's files read the plan; ClientOptions is read by plan_client alone (the door
+    takes it to hand it over)."""
+    readers = [p.name for p in (ROOT / "src" / "client").glob("*.cc")
+               if "ClientOptions" in p.read_text()]
+    assert sorted(readers) == ["client.cc", "client_plan.cc"]
+    door = (ROOT / "src" / "client" / "client.cc").read_text()
+    assert re.findall(r"\bo\.\w+", door) == [], "the door reads no option itself"
