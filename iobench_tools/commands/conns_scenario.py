@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 
-from iobench_tools.lib import axes
-from iobench_tools.lib import fanoutlib
-from iobench_tools.lib import sweeplib
-from iobench_tools.lib.iobenchlib import ROOT
-from iobench_tools.lib import iobenchlib
+from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.sweeps import fanoutlib
+from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.kernel.iobenchlib import ROOT
+from iobench_tools.lib.kernel import iobenchlib
 
 TOLERANCE = 0.05
 

@@ -4,11 +4,11 @@ prints total CPU seconds per GiB (sender + receiver) for each, per size. With --
 command resumes a stopped comparison."""
 import sys
 
-from iobench_tools.lib import axes
-from iobench_tools.lib import experiment
-from iobench_tools.lib.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
-from iobench_tools.lib import iobenchjson, iobenchlib
-from iobench_tools.lib import runs as iobench_runs
+from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.kernel import experiment
+from iobench_tools.lib.kernel.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
+from iobench_tools.lib.kernel import iobenchjson, iobenchlib
+from iobench_tools.lib.kernel import runs as iobench_runs
 
 
 def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):

@@ -31,14 +31,14 @@ import subprocess
 import sys
 import time
 
-from iobench_tools.lib import iobenchjson
-from iobench_tools.lib import axes
-from iobench_tools.lib import experiment
-from iobench_tools.lib import fanoutlib
-from iobench_tools.lib.fanoutlib import cell_id
-from iobench_tools.lib.iobenchlib import ROOT, require_binary
-from iobench_tools.lib import iobenchlib
-from iobench_tools.lib import runs as iobench_runs
+from iobench_tools.lib.kernel import iobenchjson
+from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.kernel import experiment
+from iobench_tools.lib.sweeps import fanoutlib
+from iobench_tools.lib.sweeps.fanoutlib import cell_id
+from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.kernel import runs as iobench_runs
 
 TOLERANCE = 0.05
 
@@ -138,7 +138,7 @@ def cells(a):
 
 
 def cell_run(a, c, out, extra):
-    """The cell's iobench run (lib/runs.py spells it): one writer, N replicas."""
+    """The cell's iobench run (lib/kernel/runs.py spells it): one writer, N replicas."""
     connset = c["shape"] == "connset"
     connect = tls_ca = None
     if a.connect:  # the servers' TCP ports, or the TLS ones beside them

@@ -6,9 +6,9 @@ iobench JSON run and prints the prediction beside the measured CPU (sender + rec
 import json
 import re
 import sys
-from iobench_tools.lib import iobenchjson
-from iobench_tools.lib import costmodel
-from iobench_tools.lib import iobenchlib
+from iobench_tools.lib.kernel import iobenchjson
+from iobench_tools.lib.judging import costmodel
+from iobench_tools.lib.kernel import iobenchlib
 
 
 def parse_args(argv=None):

@@ -17,10 +17,10 @@ import sys
 import tarfile
 import tempfile
 
-from iobench_tools.lib import costmodel
-from iobench_tools.lib import iobenchlib
-from iobench_tools.lib import repeatability as rep
-from iobench_tools.lib import sweeplib
+from iobench_tools.lib.judging import costmodel
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.sweeps import repeatability as rep
+from iobench_tools.lib.sweeps import sweeplib
 
 
 def parse_args(argv=None):

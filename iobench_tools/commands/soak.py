@@ -20,10 +20,10 @@ import tempfile
 import threading
 import time
 
-from iobench_tools.lib import axes
-from iobench_tools.lib.iobenchlib import ROOT, require_binary
-from iobench_tools.lib import iobenchlib
-from iobench_tools.lib import runs as iobench_runs
+from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.kernel import runs as iobench_runs
 
 KINDS = [("tcp", False), ("tcp", True), ("tls", False), ("tls", True)]  # (proto, --reverse)
 SIZES = ["1k", "4k", "16k", "64k"]

@@ -31,14 +31,14 @@ import subprocess
 import sys
 import tempfile
 
-from iobench_tools.lib import axes
-from iobench_tools.lib import noisefloor
-from iobench_tools.lib import experiment
-from iobench_tools.lib import sweeprun
-from iobench_tools.lib.iobenchlib import ROOT, parse_size
-from iobench_tools.lib import iobenchlib
-from iobench_tools.lib.remoteserver import RemoteServer, RunningServer
-from iobench_tools.lib import runs as iobench_runs
+from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.sweeps import noisefloor
+from iobench_tools.lib.kernel import experiment
+from iobench_tools.lib.sweeps import sweeprun
+from iobench_tools.lib.kernel.iobenchlib import ROOT, parse_size
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.fleet.remoteserver import RemoteServer, RunningServer
+from iobench_tools.lib.kernel import runs as iobench_runs
 
 
 def now():
@@ -61,7 +61,7 @@ def git_commit(iobench):
 
 
 def cell_run(a, cell, out):
-    """The cell's iobench run (lib/runs.py spells it)."""
+    """The cell's iobench run (lib/kernel/runs.py spells it)."""
     grouped = cell["conns"] > 1 or cell["buf"] == "adaptive"
     return iobench_runs.ClientRun(
         proto=cell["proto"], buf=cell["buf"], engine=cell["engine"], bytes=a.bytes,

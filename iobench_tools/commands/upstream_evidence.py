@@ -27,9 +27,10 @@ import signal
 import sys
 import tempfile
 
-from iobench_tools.lib import axes
-from iobench_tools.lib import experiment, iobenchlib, realsync, replsynclib, upstreamlib
-from iobench_tools.lib.iobenchlib import ROOT
+from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.kernel import experiment, iobenchlib
+from iobench_tools.lib.valkey import realsync, replsynclib, upstreamlib
+from iobench_tools.lib.kernel.iobenchlib import ROOT
 
 PROG = replsynclib.PROG = "upstream-evidence"
 

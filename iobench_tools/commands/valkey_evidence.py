@@ -22,11 +22,12 @@ import signal
 import sys
 import tempfile
 
-from iobench_tools.lib import axes
-from iobench_tools.lib import experiment, iobenchlib, realsync, replsynclib, syncload, valkeypr
-from iobench_tools.lib import valkeyevidence as ve
-from iobench_tools.lib.iobenchlib import ROOT
-from iobench_tools.lib.replsynclib import Node, Place
+from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.kernel import experiment, iobenchlib
+from iobench_tools.lib.valkey import realsync, replsynclib, syncload, valkeypr
+from iobench_tools.lib.valkey import valkeyevidence as ve
+from iobench_tools.lib.kernel.iobenchlib import ROOT
+from iobench_tools.lib.valkey.replsynclib import Node, Place
 
 PROG = "valkey-evidence"
 

@@ -1,7 +1,7 @@
 """docs/architecture.md against the code: every folder of src/ (and tls/) is on the page with a
 floor, an include never points to a higher floor or across to another folder of the same one,
 no folder holds more than 15% of src/, no code downcasts a Stream, and the scripts find the
-binary, sizes and statistics through iobench_tools.lib.iobenchlib."""
+binary, sizes and statistics through iobench_tools.lib.kernel.iobenchlib."""
 import re
 from pathlib import Path
 
@@ -122,28 +122,28 @@ def test_no_script_loops_over_rounds_outside_the_kernel():
     found, scanned = set(), 0
     for path in (ROOT / "iobench_tools").rglob("*.py"):
         rel = str(path.relative_to(ROOT))
-        if rel == "iobench_tools/lib/experiment.py":
+        if rel == "iobench_tools/lib/kernel/experiment.py":
             continue
         scanned += 1
         if any(loop.search(line) for line in path.read_text().splitlines()
                if not line.lstrip().startswith("#")):
             found.add(rel)
     assert scanned > 20
-    assert not found, f"rounds looped outside the kernel (lib/experiment.py): {sorted(found)}"
+    assert not found, f"rounds looped outside the kernel (lib/kernel/experiment.py): {sorted(found)}"
 
 
 def test_each_shared_axis_is_declared_once():
     """--proto, --bufs, --bytes, --rounds and --cpus (pinning) mean one thing in every script:
-    lib/axes.py declares them, and no command spells its own."""
+    lib/kernel/axes.py declares them, and no command spells its own."""
     declared = re.compile(r"add_argument\(\s*[\"'](--proto|--protos|--bufs|--sizes|--chunks|"
                           r"--bytes|--rounds|--cpus)[\"']")
     twins = [f"{p.relative_to(ROOT)}: {m}" for p in (ROOT / "iobench_tools").rglob("*.py")
              if p.name != "axes.py" for m in declared.findall(p.read_text())]
-    assert not twins, "declared outside lib/axes.py: " + ", ".join(twins)
+    assert not twins, "declared outside lib/kernel/axes.py: " + ", ".join(twins)
 
 
 # Keys only iobench's JSON has (its sizes, runs, sides and groups): indexing one is reading that
-# format, which only lib/iobenchjson.py does. The sweep's rows and work counts (their own
+# format, which only lib/kernel/iobenchjson.py does. The sweep's rows and work counts (their own
 # records, made from the reader's values) share some figure names and are not iobench's JSON.
 IOBENCH_JSON_KEYS = ("results", "counting_run", "send_buf_bytes", "duration_ns", "host_busy",
                      "writer_cpu_s_per_gib_delivered", "sender_cpu", "receiver_cpu",
@@ -151,7 +151,7 @@ IOBENCH_JSON_KEYS = ("results", "counting_run", "send_buf_bytes", "duration_ns",
                      "schema_version", "watch", "tls", "vol_ctxsw")
 # The format's writers, beside its reader: they keep a document as iobench wrote it.
 IOBENCH_JSON_WRITERS = {
-    "iobench_tools/lib/compact.py": "summarises a kept cell's per-connection lists in place",
+    "iobench_tools/lib/kernel/compact.py": "summarises a kept cell's per-connection lists in place",
 }
 
 
@@ -162,13 +162,13 @@ def test_only_the_reader_indexes_iobench_json():
     found, scanned = [], 0
     for path in (ROOT / "iobench_tools").rglob("*.py"):
         rel = str(path.relative_to(ROOT))
-        if rel == "iobench_tools/lib/iobenchjson.py" or rel in IOBENCH_JSON_WRITERS:
+        if rel == "iobench_tools/lib/kernel/iobenchjson.py" or rel in IOBENCH_JSON_WRITERS:
             continue
         scanned += 1
         found += [f"{rel}:{n}: {line.strip()}"
                   for n, line in enumerate(path.read_text().splitlines(), 1) if index.search(line)]
     assert scanned > 20
-    assert not found, "iobench's JSON read outside lib/iobenchjson.py:\n" + "\n".join(found)
+    assert not found, "iobench's JSON read outside lib/kernel/iobenchjson.py:\n" + "\n".join(found)
 
 
 def test_the_reader_reads_what_iobench_writes():
@@ -177,7 +177,7 @@ def test_the_reader_reads_what_iobench_writes():
     import json
     import sys
     sys.path.insert(0, str(ROOT))
-    from iobench_tools.lib import iobenchjson
+    from iobench_tools.lib.kernel import iobenchjson
     cell = next((ROOT / "results" / "ec2-emulated" / "cells").glob("*.json"), None) or \
         next(p for p in (ROOT / "results").rglob("*.json") if '"counting_run"' in p.read_text())
     report = iobenchjson.read(json.loads(cell.read_text()))

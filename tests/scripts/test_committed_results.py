@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from iobench_tools.commands import recommend
-from iobench_tools.lib import (replknee_report, replsync_report, resultfolder, sweeplib,
-                               upstreamlib, valkeyevidence, valkeytests)
+from iobench_tools.lib.kernel import resultfolder
+from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.valkey import (replknee_report, replsync_report, upstreamlib,
+                                      valkeyevidence, valkeytests)
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = {"replication-knee": replknee_report.report_md,
@@ -24,7 +26,7 @@ STUDIES = {"replication-knee": replknee_report.report_md,
 
 def rendered(folder):
     """(the committed page, the text today's code renders from the folder's record), or None
-    for a folder that holds no record with a page; read by its kind (lib/resultfolder.py)."""
+    for a folder that holds no record with a page; read by its kind (lib/kernel/resultfolder.py)."""
     try:
         kind = resultfolder.kind_of(str(folder))
     except resultfolder.NotAResult:

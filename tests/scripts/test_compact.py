@@ -5,7 +5,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from iobench_tools.lib import compact
+from iobench_tools.lib.kernel import compact
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER_LIMIT = 5 * 1024 * 1024

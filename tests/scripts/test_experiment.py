@@ -1,5 +1,5 @@
-"""The experiment kernel's schedule (iobench_tools/lib/experiment.py) and what carries over
-inside a round (lib/carryover.py): a balanced schedule puts every cell in every place and after
+"""The experiment kernel's schedule (iobench_tools/lib/kernel/experiment.py) and what carries over
+inside a round (lib/judging/carryover.py): a balanced schedule puts every cell in every place and after
 every other cell equally often, and the analysis finds a place or predecessor effect planted in
 synthetic runs under it, and says it cannot under round-robin."""
 import itertools
@@ -11,7 +11,9 @@ import subprocess
 
 import pytest
 
-from iobench_tools.lib import carryover, experiment
+from iobench_tools.lib.judging import carryover
+
+from iobench_tools.lib.kernel import experiment
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -105,7 +107,7 @@ def test_a_child_is_stopped_by_sigint_even_when_its_parent_ignores_it(tmp_path):
     # that and lose the SIGINT run_child stops it with, leaving its namespaces behind. Without
     # default_sigint the bash child below cannot trap SIGINT and runs on (checked).
     code = ("import signal, subprocess, sys, time\n"
-            "from iobench_tools.lib import experiment\n"
+            "from iobench_tools.lib.kernel import experiment\n"
             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
             "p = subprocess.Popen(['bash', '-c', 'trap \"exit 7\" INT; "
             "sleep 30 >/dev/null 2>&1 & wait'], preexec_fn=experiment.default_sigint)\n"

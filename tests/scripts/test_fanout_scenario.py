@@ -14,7 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
-from iobench_tools.lib import experiment, fanoutlib
+from iobench_tools.lib.kernel import experiment
+from iobench_tools.lib.sweeps import fanoutlib
 from kernel_progress import finished, wait_for_first_run
 
 ENV = dict(os.environ, IOBENCH_BIN=BIN)

@@ -87,8 +87,8 @@ def test_engines_compare_refuses_a_setup_without_label():
 
 
 def cgroup_cpu_or_skip():
-    """iobench_tools.lib.cgroup_cpu, or a skip naming why this host has no usable cgroup."""
-    from iobench_tools.lib import cgroup_cpu
+    """iobench_tools.lib.kernel.cgroup_cpu, or a skip naming why this host has no usable cgroup."""
+    from iobench_tools.lib.kernel import cgroup_cpu
     try:
         cgroup_cpu.cgroup_root()
     except cgroup_cpu.CgroupUnavailable as e:

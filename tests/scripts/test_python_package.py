@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import iobench_tools
-from iobench_tools.lib import iobenchlib
+from iobench_tools.lib.kernel import iobenchlib
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "iobench_tools"
@@ -57,7 +57,7 @@ def modules():
 
 def test_every_module_imports_without_running_anything():
     names = list(modules())
-    assert "iobench_tools.commands.sweep" in names and "iobench_tools.lib.statslib" in names
+    assert "iobench_tools.commands.sweep" in names and "iobench_tools.lib.judging.statslib" in names
     for name in names:
         importlib.import_module(name)
 
@@ -73,7 +73,7 @@ def imports_of(path):
 
 
 def test_imports_point_down_libraries_never_reach_a_command():
-    upward = [f"{p.relative_to(ROOT)} imports {m}" for p in (PACKAGE / "lib").glob("*.py")
+    upward = [f"{p.relative_to(ROOT)} imports {m}" for p in (PACKAGE / "lib").rglob("*.py")
               for m in imports_of(p) if m.startswith("iobench_tools.commands")]
     assert not upward, "\n".join(upward)
     across = [f"{p.relative_to(ROOT)} imports {m}" for p in (PACKAGE / "commands").glob("*.py")
@@ -124,7 +124,7 @@ def test_command_parser_keeps_the_whole_first_paragraph_and_shows_defaults():
 
 
 def python_floors():
-    """'lib/statslib.py' -> floor, from docs/architecture.md's table of the Python half."""
+    """'lib/judging/statslib.py' -> floor, from docs/architecture.md's table of the Python half."""
     text = (ROOT / "docs" / "architecture.md").read_text()
     floors = {}
     for floor, cells in re.findall(r"^\|\s*(\d+)\s*\|\s*(`(?:lib|commands)/[^|]*)\|", text, re.M):
@@ -133,18 +133,53 @@ def python_floors():
     return floors
 
 
+def library_of(module):
+    """'iobench_tools.lib.judging.statslib' -> 'lib/judging/statslib.py' (None: not a library)."""
+    hit = re.match(r"iobench_tools\.lib\.(\w+)\.(\w+)$", module)
+    return f"lib/{hit.group(1)}/{hit.group(2)}.py" if hit else None
+
+
 def test_every_library_is_on_the_page_and_imports_only_lower_floors():
     floors = python_floors()
-    libs = {f"lib/{p.name}" for p in (PACKAGE / "lib").glob("*.py") if p.name != "__init__.py"}
+    libs = {p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "lib").rglob("*.py")
+            if p.name != "__init__.py"}
     assert libs - set(floors) == set(), "libraries missing from docs/architecture.md"
+    assert [p.name for p in (PACKAGE / "lib").glob("*.py")] == ["__init__.py"], \
+        "a library outside lib's packages"
     upward = []
     for lib in sorted(libs):
         for m in imports_of(PACKAGE / lib):
-            hit = re.match(r"iobench_tools\.lib\.(\w+)$", m)
-            other = f"lib/{hit.group(1)}.py" if hit else None
+            other = library_of(m)
             if other in floors and other != lib and floors[other] >= floors[lib]:
                 upward.append(f"{lib} (floor {floors[lib]}) imports {other} (floor {floors[other]})")
     assert not upward, "\n".join(upward)
+
+
+def package_layers():
+    """'kernel' -> layer, from docs/architecture.md's table of lib's packages."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    return {name: int(layer) for layer, name in
+            re.findall(r"^\|\s*(\d+)\s*\|\s*`lib/(\w+)/`\s*\|", text, re.M)}
+
+
+def test_each_library_package_imports_only_itself_and_the_ones_before_it():
+    """lib/'s packages are layers (kernel, judging, sweeps, then valkey and fleet): a module
+    imports from its own package or an earlier layer's, never a later one's or a sibling's."""
+    layers = package_layers()
+    on_disk = {p.name for p in (PACKAGE / "lib").iterdir() if (p / "__init__.py").is_file()}
+    assert on_disk == set(layers), "lib's packages and docs/architecture.md's table differ"
+    wrong = []
+    for path in sorted((PACKAGE / "lib").rglob("*.py")):
+        mine = path.relative_to(PACKAGE / "lib").parts[0]
+        if mine not in layers:
+            continue
+        for m in imports_of(path):
+            hit = re.match(r"iobench_tools\.lib\.(\w+)", m)
+            theirs = hit.group(1) if hit else None
+            if theirs in layers and theirs != mine and layers[theirs] >= layers[mine]:
+                wrong.append(f"{path.relative_to(PACKAGE)} ({mine}, layer {layers[mine]}) "
+                             f"imports {m} ({theirs}, layer {layers[theirs]})")
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("command", sorted(listed_commands()))

@@ -1,4 +1,4 @@
-"""The two-host sweep's own server (iobench_tools/lib/remoteserver.py) on an emulated host
+"""The two-host sweep's own server (iobench_tools/lib/fleet/remoteserver.py) on an emulated host
 (tests/scripts/emulated_hosts.py): only its sweep can use it. A client without the sweep's token
 is refused; the token is on no command line; the TLS key's directory is private while the server
 runs and gone after it stops, also when the ssh connection is cut (Ctrl-C); and the sweep's stop
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from emulated_hosts import emulated_hosts, silence, why_not
-from iobench_tools.lib.remoteserver import RemoteServer
+from iobench_tools.lib.fleet.remoteserver import RemoteServer
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))

@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 import tarfile
 
-from iobench_tools.lib import repeatability as rep
+from iobench_tools.lib.sweeps import repeatability as rep
 from test_sweep import fake_sweep
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

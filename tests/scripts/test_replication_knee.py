@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench_tools.lib import experiment
+from iobench_tools.lib.kernel import experiment
 from kernel_progress import finished, servers_in, wait_for_first_run
 
 ROOT = Path(__file__).resolve().parents[2]

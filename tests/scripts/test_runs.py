@@ -1,4 +1,4 @@
-"""iobench_tools/lib/runs.py, the one place the Python half spells iobench's command line: each
+"""iobench_tools/lib/kernel/runs.py, the one place the Python half spells iobench's command line: each
 typed run gives the argv iobench reads (checked by iobench itself), and no other module writes
 an iobench flag."""
 import ast
@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import fields
 from pathlib import Path
 
-from iobench_tools.lib import runs
+from iobench_tools.lib.kernel import runs
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
@@ -19,7 +19,7 @@ OTHERS = {
      "--bytes-spread", "--stagger")  # scripts/sweep's own options
 } | {
     ("iobench_tools/commands/replication_sync.py", "--proto"),  # its own option, in its error
-    ("iobench_tools/lib/valkeytests.py", "--timeout"),  # Valkey's Tcl test runner's
+    ("iobench_tools/lib/valkey/valkeytests.py", "--timeout"),  # Valkey's Tcl test runner's
 }
 
 
@@ -57,7 +57,7 @@ def test_no_other_module_writes_an_iobench_flag():
     flags, found = iobench_flags(), []
     for path in sorted((ROOT / "iobench_tools").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "iobench_tools/lib/runs.py":
+        if rel == "iobench_tools/lib/kernel/runs.py":
             continue
         tree = ast.parse(path.read_text())
         own = set()  # a script's own options (argparse) are not iobench's
@@ -70,4 +70,4 @@ def test_no_other_module_writes_an_iobench_flag():
         found += [f"{rel}:{n.lineno} {n.value}" for n in ast.walk(tree)
                   if isinstance(n, ast.Constant) and n.value in flags and id(n) not in own
                   and (rel, n.value) not in OTHERS]
-    assert not found, "iobench flags spelled outside lib/runs.py:\n" + "\n".join(found)
+    assert not found, "iobench flags spelled outside lib/kernel/runs.py:\n" + "\n".join(found)

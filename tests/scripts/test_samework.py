@@ -1,10 +1,10 @@
-"""Cells that are the same work (iobench_tools/lib/samework.py), on constructed rows: which sizes
+"""Cells that are the same work (iobench_tools/lib/judging/samework.py), on constructed rows: which sizes
 are one workload, how their runs merge, and the knee the recommender then states."""
 import pathlib
 import random
 
-from iobench_tools.lib import samework
-from iobench_tools.lib import sweeplib
+from iobench_tools.lib.judging import samework
+from iobench_tools.lib.sweeps import sweeplib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,7 @@ def fanout_runs(costs, chunks):
 
 
 def test_an_adaptive_writer_with_a_fixed_sizes_chunks_is_that_size():
-    from iobench_tools.lib import fanoutlib
+    from iobench_tools.lib.sweeps import fanoutlib
     # Adaptive's runs are noisy enough that, measured, it is "not within 5%" of 64K; its chunks
     # are 64K's, so it is 64K.
     costs = {"16k": lambda n: [1.3, 1.31, 1.29, 1.3, 1.32],
@@ -127,7 +127,7 @@ def test_an_adaptive_writer_with_a_fixed_sizes_chunks_is_that_size():
 
 
 def test_the_noise_floor_of_two_names_for_one_cell():
-    from iobench_tools.lib import noisefloor
+    from iobench_tools.lib.sweeps import noisefloor
     a = row(16 * K, 1, 1, 0, noisy(1.0, 0.02, 7))
     f = noisefloor.floor(a, dict(a))
     assert f["ratio"] == 1 and f["half_width"] == 0 and f["how"] == "paired over 12 rounds"
@@ -153,7 +153,7 @@ def model_rows(costs, calls):
 
 
 def test_the_cost_model_recovers_per_call_and_per_byte_costs():
-    from iobench_tools.lib import costmodel
+    from iobench_tools.lib.judging import costmodel
     # 100 MiB runs: 4 µs per syscall (both sides) + 0.2 s per GiB, exactly.
     calls = {4 * K: 25600, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
     exact = {b: [(2 * n * 10.24 * 4e-6) + 0.2] * 12 for b, n in calls.items()}
@@ -171,7 +171,7 @@ def test_the_cost_model_recovers_per_call_and_per_byte_costs():
 
 
 def test_a_fit_with_a_negative_cost_stands_aside_and_says_why():
-    from iobench_tools.lib import costmodel
+    from iobench_tools.lib.judging import costmodel
     # Costs that fall as the calls grow (three workloads in two regimes, as a 16K run once
     # fitted -0.73 µs per syscall): the line fits, but no call costs less than nothing.
     calls = {16 * K: 6400, 64 * K: 1600, 256 * K: 400}
@@ -254,7 +254,7 @@ def test_a_size_whose_runs_fell_into_both_regimes_is_two_distributions():
 
 
 def test_the_model_is_checked_against_iobench_micros_cost_per_syscall():
-    from iobench_tools.lib import costmodel
+    from iobench_tools.lib.judging import costmodel
     # The committed micro run: BM_TcpLoopbackWriteRead fitted over its 11 sizes, per syscall.
     micro = costmodel.micro_per_call(str(ROOT / "results" / "micro" / "reference.json"))
     assert micro["sizes"] == 11 and 4.0e-6 < micro["per_call_s"] < 4.9e-6

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 from emulated_hosts import emulated_hosts, why_not
-from iobench_tools.lib import experiment, iobenchjson, sweeplib
+from iobench_tools.lib.kernel import experiment, iobenchjson
+from iobench_tools.lib.sweeps import sweeplib
 
 
 def sweep(tmp_path, name, *args, check=None):
@@ -712,7 +713,7 @@ def test_repeat_auto_stops_once_the_knee_is_decided(tmp_path):
 
 
 def test_auto_stops_at_the_rounds_the_noise_floor_planned():
-    from iobench_tools.lib.sweeprun import stop_reason
+    from iobench_tools.lib.sweeps.sweeprun import stop_reason
     tcp = [("0,1", "tcp", {"more": 3})]
     assert stop_reason(5, [], 150, 20) == "every knee decided"
     assert stop_reason(5, tcp, 150, 20) is None, "a noisy host: on to --max-repeat"
@@ -724,7 +725,7 @@ def test_auto_stops_at_the_rounds_the_noise_floor_planned():
 def test_auto_stops_when_the_cap_cannot_decide_an_open_knee():
     # From HOPELESS_AFTER rounds: every open knee needing more runs than the cap leaves stops it;
     # one knee that the remaining rounds may decide keeps it running.
-    from iobench_tools.lib.sweeprun import HOPELESS_AFTER, stop_reason
+    from iobench_tools.lib.sweeps.sweeprun import HOPELESS_AFTER, stop_reason
     hopeless = [("0,1", "tcp", {"more": 140})]
     why = stop_reason(HOPELESS_AFTER, hopeless, 565, 20)
     assert why == ("no open knee can be decided within --max-repeat 20 (more runs per cell "

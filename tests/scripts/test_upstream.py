@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench_tools.lib import realsync, upstreamlib, valkeytests
+from iobench_tools.lib.valkey import realsync, upstreamlib, valkeytests
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
@@ -241,7 +241,7 @@ def test_the_series_writes_whole_64k_chunks_and_reads_the_rdb_once(tmp_path):
 def test_two_suites_at_once_take_different_port_ranges():
     """valkey-tests claims its port ranges machine-wide: a second run beside the first gets
     others, and one that finds none free says so instead of failing the units."""
-    from iobench_tools.lib import valkeytests
+    from iobench_tools.lib.valkey import valkeytests
     first = valkeytests.claim_slots(2)
     try:
         second = valkeytests.claim_slots(2)

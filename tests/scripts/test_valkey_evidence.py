@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench_tools.lib import syncload, valkeyevidence as ve
+from iobench_tools.lib.valkey import syncload, valkeyevidence as ve
 from kernel_progress import servers_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ def test_a_build_is_set_against_stock_round_by_round():
 
 
 def test_a_chunk_variant_is_a_harness_build_of_a_pr_that_names_the_chunk(tmp_path):
-    from iobench_tools.lib import valkeypr
+    from iobench_tools.lib.valkey import valkeypr
     assert valkeypr.split_variant("series@256k") == ("series", 262144)
     assert valkeypr.split_variant("05-chunk-size") == ("05-chunk-size", None)
     assert valkeypr.known_build("04-whole-chunks@32k") and not valkeypr.known_build("x@16k")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench_tools.lib import valkeypr
+from iobench_tools.lib.valkey import valkeypr
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "valkey-pr"
@@ -105,7 +105,7 @@ def test_a_pr_that_does_not_apply_says_so_in_one_line_and_leaves_no_tree(tmp_pat
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
-    code = ("import sys; from iobench_tools.lib import valkeypr; "
+    code = ("import sys; from iobench_tools.lib.valkey import valkeypr; "
             f"valkeypr.PRS = {str(prs)!r}; "
             "from iobench_tools.commands import valkey_pr; "
             f"sys.exit(valkey_pr.main(['--static', '--out', {str(tmp_path / 'out')!r}]))")
@@ -144,7 +144,7 @@ def test_the_base_is_fetched_once_and_pinned_by_its_hash():
 
 
 def test_the_9_1_2_report_names_its_builds_gtests_and_patches():
-    from iobench_tools.lib import valkeytests
+    from iobench_tools.lib.valkey import valkeytests
     run = {"status": "passed", "seconds": 10.0, "passed": 5, "failed": 0, "skipped": 1,
            "failed_tests": [], "skipped_tests": [], "tail": []}
     doc = {"command": "scripts/valkey-tests --base 9.1.2", "base": "9.1.2", "suite": "s",

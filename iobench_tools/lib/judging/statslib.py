@@ -6,7 +6,7 @@ import itertools
 import math
 import random
 
-from iobench_tools.lib.iobenchlib import median
+from iobench_tools.lib.kernel.iobenchlib import median
 
 SEED = 0x10BE7C5  # fixed: the same runs give the same interval
 

@@ -4,9 +4,9 @@ its 95% interval and a verdict, PR #817's way."""
 import os
 import subprocess
 
-from iobench_tools.lib.iobenchlib import ROOT, format_size
-from iobench_tools.lib.statslib import ratio_ci
-from iobench_tools.lib.sweeplib import median
+from iobench_tools.lib.kernel.iobenchlib import ROOT, format_size
+from iobench_tools.lib.judging.statslib import ratio_ci
+from iobench_tools.lib.sweeps.sweeplib import median
 
 UPSTREAM = os.path.join(ROOT, "build", "valkey", "upstream")
 

@@ -4,11 +4,11 @@ The criterion is the writer thread's CPU per GiB delivered (N x bytes), each cel
 its rounds; every size (adaptive too) is set against the best fixed size with the 95% bootstrap
 interval of the ratio (round by round where the runs record their round, as sweeps are judged):
 a size is "within the tolerance" unless that interval lies above it."""
-from iobench_tools.lib import samework
-from iobench_tools.lib import sweeplib
-from iobench_tools.lib.fanoutcells import (cell_id, cell_runs, floor_text, noise_floor, runs_of,
+from iobench_tools.lib.judging import samework
+from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.sweeps.fanoutcells import (cell_id, cell_runs, floor_text, noise_floor, runs_of,
                                            spread_cause, spread_text)
-from iobench_tools.lib.iobenchlib import parse_size as size_bytes, stat
+from iobench_tools.lib.kernel.iobenchlib import parse_size as size_bytes, stat
 
 
 def chunks_of(runs, shape, proto, n, buf):

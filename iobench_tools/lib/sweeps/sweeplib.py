@@ -5,13 +5,13 @@ import math
 import os
 import sys
 
-from iobench_tools.lib import costmodel
-from iobench_tools.lib import iobenchjson
-from iobench_tools.lib import iobenchlib
-from iobench_tools.lib import samework
-from iobench_tools.lib.iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
+from iobench_tools.lib.judging import costmodel
+from iobench_tools.lib.kernel import iobenchjson
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.judging import samework
+from iobench_tools.lib.kernel.iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
 # Re-exported: recommend, fanoutlib and the reports call them through sweeplib.
-from iobench_tools.lib.statslib import (MIN_PAIRED_ROUNDS, SEED, compare, mann_whitney_p,  # noqa: F401
+from iobench_tools.lib.judging.statslib import (MIN_PAIRED_ROUNDS, SEED, compare, mann_whitney_p,  # noqa: F401
                       median_ci, paired_ratios, ratio_ci, versus, wilcoxon_p)
 
 

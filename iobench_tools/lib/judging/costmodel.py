@@ -16,7 +16,7 @@ import math
 import random
 import re
 
-from iobench_tools.lib.iobenchlib import GiB, median, work_counts
+from iobench_tools.lib.kernel.iobenchlib import GiB, median, work_counts
 
 # Rounds of reweighting: the fit settles within a few on any sweep's 3..8 points.
 IRLS_ROUNDS = 30

@@ -4,7 +4,7 @@ names; the two are the same command, so their ratio's interval is how far apart 
 this sweep, puts two cells that cannot differ. The recommendation prints it first; a tolerance
 inside it is flagged (no knee at that tolerance can be told from noise), and --repeat auto plans
 its rounds from it."""
-from iobench_tools.lib import sweeplib
+from iobench_tools.lib.sweeps import sweeplib
 
 CONTROL_SUFFIX = "-aa"
 

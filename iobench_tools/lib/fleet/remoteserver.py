@@ -21,8 +21,8 @@ import sys
 import threading
 import time
 
-from iobench_tools.lib import experiment
-from iobench_tools.lib import runs as iobench_runs
+from iobench_tools.lib.kernel import experiment
+from iobench_tools.lib.kernel import runs as iobench_runs
 
 # ssh never prompts, gives up connecting after 10 s and declares the link dead after 3 unanswered
 # keepalives 5 s apart.

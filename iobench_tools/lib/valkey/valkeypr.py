@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from iobench_tools.lib.iobenchlib import ROOT, parse_size
+from iobench_tools.lib.kernel.iobenchlib import ROOT, parse_size
 
 BASE = "9.1.2"
 PRS = os.path.join(ROOT, "patches", "upstream")

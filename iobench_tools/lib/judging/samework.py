@@ -4,7 +4,7 @@ load on the kernel and the wire, whatever the buffer is called (TLS above 16K wr
 records whatever the SSL_write size; an adaptive writer whose chunk is 64K is 64K). The
 recommender treats them as one workload: no interval is asked to prove them equal, and the knee
 among them is the smallest, "by mechanism", with the counts that show it."""
-from iobench_tools.lib.iobenchlib import median, work_counts
+from iobench_tools.lib.kernel.iobenchlib import median, work_counts
 
 # The sender's write syscalls and the TLS records are set by the buffer and the record size:
 # equal cells agree to rounding. The receiver's reads depend on how the bytes arrive, too: a TLS

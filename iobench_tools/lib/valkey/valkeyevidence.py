@@ -1,8 +1,8 @@
 """The evidence a Valkey reviewer asks first, read from scripts/valkey-evidence's runs: each build
 (each pull request of patches/upstream/, or the whole series) beside stock 9.1.2, per protocol,
 mode and replica count, figure by figure, paired round by round."""
-from iobench_tools.lib import statslib
-from iobench_tools.lib.sweeplib import median
+from iobench_tools.lib.judging import statslib
+from iobench_tools.lib.sweeps.sweeplib import median
 
 # (key, heading, unit): every one is better lower.
 FIGURES = [

@@ -8,8 +8,8 @@ one place and follows one cell every round, so neither can be told from the cell
 A/A control's twin, last in every round, is the only trace: docs/confidence.md)."""
 import math
 
-from iobench_tools.lib.iobenchlib import median
-from iobench_tools.lib.statslib import median_ci
+from iobench_tools.lib.kernel.iobenchlib import median
+from iobench_tools.lib.judging.statslib import median_ci
 
 
 def residuals(rows):

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 # iobench_tools/lib/ -> the checkout (or /usr/share/iobench where the package installs it)
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 GiB = 1 << 30
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)(?:i?b)?$")
@@ -189,7 +189,7 @@ def command(args, iobench=None, cpus=""):
 
 
 def run_json(run, prog, iobench=None, cpus="", env=None, timeout=600, fail=None):
-    """Runs a client run (lib/runs.py's ClientRun) with its JSON on stdout and returns the
+    """Runs a client run (lib/kernel/runs.py's ClientRun) with its JSON on stdout and returns the
     document; a failed run stops `prog` with iobench's own error line, or raises
     `fail(why, exit_status)` when given (experiment.failed_run: the kernel's RunFailed)."""
     cmd = command(dataclasses.replace(run, json="-", quiet=True).argv("iobench")[1:], iobench,

@@ -2,7 +2,7 @@
 statistics read them; the A/A control at each N (the control size run twice per round: the
 noise floor); and, where a cell is wide, how its runs' cost follows the replicas' sleeps (the
 named cause). fanoutlib's verdicts read these."""
-from iobench_tools.lib import sweeplib
+from iobench_tools.lib.sweeps import sweeplib
 
 
 def cell_id(c):

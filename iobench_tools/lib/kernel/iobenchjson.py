@@ -15,7 +15,7 @@ here: both keep the document as iobench wrote it.
 import json
 from dataclasses import dataclass, field
 
-from iobench_tools.lib.iobenchlib import stat
+from iobench_tools.lib.kernel.iobenchlib import stat
 
 SIDES = ("sender", "receiver")
 

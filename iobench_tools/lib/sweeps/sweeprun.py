@@ -1,4 +1,4 @@
-"""Running a sweep's cells (scripts/sweep) on the experiment kernel (lib/experiment.py: its
+"""Running a sweep's cells (scripts/sweep) on the experiment kernel (lib/kernel/experiment.py: its
 schedule, retries, interrupts and the stop after a round): what one run of a cell is, the
 manifest as the kernel's progress record, the rounds merged into each cell's JSON, and when
 --repeat auto stops (every knee decided, the rounds the A/A noise floor planned, or
@@ -9,11 +9,11 @@ import os
 import sys
 import time
 
-from iobench_tools.lib import compact
-from iobench_tools.lib import experiment
-from iobench_tools.lib import iobenchjson
-from iobench_tools.lib import noisefloor
-from iobench_tools.lib import sweeplib
+from iobench_tools.lib.kernel import compact
+from iobench_tools.lib.kernel import experiment
+from iobench_tools.lib.kernel import iobenchjson
+from iobench_tools.lib.sweeps import noisefloor
+from iobench_tools.lib.sweeps import sweeplib
 
 
 def progress(done, total, started, note):

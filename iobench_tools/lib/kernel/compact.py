@@ -8,7 +8,7 @@ fan-out figures (fanoutlib); neither reads the per-connection list."""
 import json
 import os
 
-from iobench_tools.lib.iobenchlib import stat
+from iobench_tools.lib.kernel.iobenchlib import stat
 
 # Runs of up to this many connections keep every connection's figures.
 CONNS_KEPT = 8
