@@ -37,12 +37,12 @@ import sys
 import tempfile
 import time
 
-from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import cgroup_cpu, experiment
-from iobench_tools.lib.kernel.iobenchlib import GiB, ROOT, fmt_stat, free_port, stat
+from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.kernel.iobenchlib import GiB, ROOT, fmt_stat, free_port, stat
 
 OPENSSL_CONF = """openssl_conf = openssl_init
 [openssl_init]

@@ -13,10 +13,10 @@ import subprocess
 import sys
 
 from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.kernel.iobenchlib import ROOT
 from iobench_tools.lib.sweeps import fanoutlib
 from iobench_tools.lib.sweeps import sweeplib
-from iobench_tools.lib.kernel.iobenchlib import ROOT
-from iobench_tools.lib.kernel import iobenchlib
 
 TOLERANCE = 0.05
 

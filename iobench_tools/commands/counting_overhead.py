@@ -6,9 +6,9 @@ import sys
 
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment
-from iobench_tools.lib.kernel.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
 from iobench_tools.lib.kernel import iobenchjson, iobenchlib
 from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.kernel.iobenchlib import GiB, fmt_stat, require_binary, run_json, stat
 
 
 def cpu_per_gib(iobench, size, nbytes, syscalls, proto, cpus):

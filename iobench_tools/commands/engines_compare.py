@@ -20,13 +20,13 @@ import shlex
 import sys
 from typing import NamedTuple
 
-from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel.iobenchlib import (GiB, ROOT, fmt_stat, median, require_binary,
                                           run_json, stat)
 from iobench_tools.lib.kernel import experiment, iobenchlib
-from iobench_tools.lib.judging import samework, statslib
 from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.judging import samework, statslib
 DEFAULT = ["blocking=--engine blocking", "epoll=--engine epoll", "uring=--engine uring"]
 
 

@@ -31,14 +31,14 @@ import subprocess
 import sys
 import time
 
-from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment
-from iobench_tools.lib.sweeps import fanoutlib
-from iobench_tools.lib.sweeps.fanoutlib import cell_id
-from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
+from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
+from iobench_tools.lib.sweeps import fanoutlib
+from iobench_tools.lib.sweeps.fanoutlib import cell_id
 
 TOLERANCE = 0.05
 

@@ -7,8 +7,8 @@ import json
 import re
 import sys
 from iobench_tools.lib.kernel import iobenchjson
-from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.judging import costmodel
 
 
 def parse_args(argv=None):

@@ -9,9 +9,9 @@ import json
 import os
 import sys
 
+from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import needs
 from iobench_tools.lib.sweeps import sweeplib
-from iobench_tools.lib.kernel import iobenchlib
 
 plt = None  # matplotlib.pyplot, imported by main() (needs.pyplot), so --help needs no matplotlib
 

@@ -5,8 +5,8 @@ import re
 import sys
 from collections import defaultdict
 
-from iobench_tools.lib.kernel import needs
 from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.kernel import needs
 
 
 def parse_args(argv=None):

@@ -17,14 +17,14 @@ import json
 import os
 import sys
 
-from iobench_tools.lib.sweeps import fanoutlib
-from iobench_tools.lib.judging import costmodel
-from iobench_tools.lib.fleet import fleetlib
-from iobench_tools.lib.judging import carryover
-from iobench_tools.lib.sweeps import noisefloor
-from iobench_tools.lib.sweeps import sweeplib
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import resultfolder
+from iobench_tools.lib.judging import carryover
+from iobench_tools.lib.judging import costmodel
+from iobench_tools.lib.sweeps import fanoutlib
+from iobench_tools.lib.sweeps import noisefloor
+from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.fleet import fleetlib
 
 
 def source_text(window):

@@ -17,8 +17,8 @@ import sys
 import tarfile
 import tempfile
 
-from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.sweeps import repeatability as rep
 from iobench_tools.lib.sweeps import sweeplib
 

@@ -29,16 +29,16 @@ import subprocess
 import sys
 import tempfile
 
-from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment
+from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import needs
+from iobench_tools.lib.kernel import runs as iobench_runs
 from iobench_tools.lib.kernel.iobenchlib import ROOT, parse_size_list
-from iobench_tools.lib.valkey import replsynclib
 from iobench_tools.lib.valkey import realsync
 from iobench_tools.lib.valkey import replknee_report
-from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.valkey import replsynclib
 
 PROG = replsynclib.PROG = "replication-knee"
 VALKEY = os.environ.get("IOBENCH_VALKEY_SRC",

@@ -24,13 +24,13 @@ import sys
 import tempfile
 import time
 
-from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment, needs
+from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import ROOT, median, size_arg as size, stat
-from iobench_tools.lib.valkey.replsync_report import compare, median_real, plots, report_md, write_csv
 from iobench_tools.lib.valkey import replsynclib
+from iobench_tools.lib.valkey.replsync_report import compare, median_real, plots, report_md, write_csv
 from iobench_tools.lib.valkey.replsynclib import (NetLink, Node, Place, Watch, figures, load_dataset, log_span,
                          set_mode)
 from iobench_tools.lib.kernel import runs as iobench_runs

@@ -21,9 +21,9 @@ import threading
 import time
 
 from iobench_tools.lib.kernel import axes
-from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
 
 KINDS = [("tcp", False), ("tcp", True), ("tls", False), ("tls", True)]  # (proto, --reverse)
 SIZES = ["1k", "4k", "16k", "64k"]

@@ -32,13 +32,14 @@ import sys
 import tempfile
 
 from iobench_tools.lib.kernel import axes
-from iobench_tools.lib.sweeps import noisefloor
 from iobench_tools.lib.kernel import experiment
-from iobench_tools.lib.sweeps import sweeprun
-from iobench_tools.lib.kernel.iobenchlib import ROOT, parse_size
 from iobench_tools.lib.kernel import iobenchlib
-from iobench_tools.lib.fleet.remoteserver import RemoteServer, RunningServer
 from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.kernel.iobenchlib import ROOT, parse_size
+from iobench_tools.lib.sweeps import noisefloor
+from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.sweeps import sweeprun
+from iobench_tools.lib.fleet.remoteserver import RemoteServer, RunningServer
 
 
 def now():
@@ -62,15 +63,15 @@ def git_commit(iobench):
 
 def cell_run(a, cell, out):
     """The cell's iobench run (lib/kernel/runs.py spells it)."""
-    grouped = cell["conns"] > 1 or cell["buf"] == "adaptive"
+    grouped = cell.conns > 1 or cell.buf == "adaptive"
     return iobench_runs.ClientRun(
-        proto=cell["proto"], buf=cell["buf"], engine=cell["engine"], bytes=a.bytes,
+        proto=cell.proto, buf=cell.buf, engine=cell.engine, bytes=a.bytes,
         repeat=a.repeat, warmup=a.warmup, syscalls=a.syscalls, json=out,
         source_window=a.source_window if a.source_window != "payload" else None,
-        conns=cell["conns"] if grouped else None,
+        conns=cell.conns if grouped else None,
         bytes_spread=a.bytes_spread if grouped else None,
-        stagger=a.stagger if cell["conns"] > 1 else None,
-        budget=a.budget if cell["buf"] == "adaptive" else None, cpus=cell["cpus"] or None)
+        stagger=a.stagger if cell.conns > 1 else None,
+        budget=a.budget if cell.buf == "adaptive" else None, cpus=cell.cpus or None)
 
 
 def cell_command(a, cell, out, tls_dir, remote):
@@ -80,8 +81,8 @@ def cell_command(a, cell, out, tls_dir, remote):
                     run.argv(), ["--rate", a.netns_rate, "--mtu", str(a.netns_mtu)]),
                 dict(os.environ, IOBENCH_BIN=a.iobench))
     if remote:
-        run = replace(run, connect=f"{remote.host}:{remote.ports[cell['proto']]}",
-                      tls_ca=remote.ca(tls_dir) if cell["proto"] == "tls" else None)
+        run = replace(run, connect=f"{remote.host}:{remote.ports[cell.proto]}",
+                      tls_ca=remote.ca(tls_dir) if cell.proto == "tls" else None)
         return run.argv(a.iobench), remote.env
     return run.argv(a.iobench), None
 
@@ -287,9 +288,8 @@ def plan_cells(a, placements):
                 for conns in a.conns.split(","):
                     for buf in a.bufs.split(","):
                         cid = f"{proto}-{engine}-c{conns}-{buf}{pin}"
-                        cells.append({"id": cid, "proto": proto, "engine": engine,
-                                      "conns": int(conns), "buf": buf, "cpus": cpus,
-                                      "file": f"cells/{cid}.json"})
+                        cells.append(sweeplib.SweepCell(cid, proto, engine, int(conns), buf,
+                                                        cpus, f"cells/{cid}.json"))
     return cells + (noisefloor.control_cells(cells, a.control) if a.control != "none" else [])
 
 
@@ -412,8 +412,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, experiment.raise_interrupt)
     rounds = sweeprun.schedule(len(cells), a)
     recs, skipped = sweeprun.resume_records(cells, previous, out_dir, a.order != "cell")
-    manifest["cells"] = [recs[c["id"]] for c in cells]
-    manifest["schedule"] = [[cells[i]["id"] for i in order] for order in rounds]
+    manifest["cells"] = [recs[c.id] for c in cells]
+    manifest["schedule"] = [[cells[i].id for i in order] for order in rounds]
     try:
         sweeprun.run_schedule(a, cells, recs, rounds, out_dir, manifest, save,
                               lambda ra, c, out: cell_command(ra, c, out, tls_dir, remote))

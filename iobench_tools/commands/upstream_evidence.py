@@ -29,8 +29,8 @@ import tempfile
 
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment, iobenchlib
-from iobench_tools.lib.valkey import realsync, replsynclib, upstreamlib
 from iobench_tools.lib.kernel.iobenchlib import ROOT
+from iobench_tools.lib.valkey import realsync, replsynclib, upstreamlib
 
 PROG = replsynclib.PROG = "upstream-evidence"
 

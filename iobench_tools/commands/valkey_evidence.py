@@ -24,9 +24,9 @@ import tempfile
 
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment, iobenchlib
+from iobench_tools.lib.kernel.iobenchlib import ROOT
 from iobench_tools.lib.valkey import realsync, replsynclib, syncload, valkeypr
 from iobench_tools.lib.valkey import valkeyevidence as ve
-from iobench_tools.lib.kernel.iobenchlib import ROOT
 from iobench_tools.lib.valkey.replsynclib import Node, Place
 
 PROG = "valkey-evidence"

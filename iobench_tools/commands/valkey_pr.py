@@ -20,8 +20,8 @@ import sys
 import tempfile
 import time
 
-from iobench_tools.lib.valkey import valkeypr, valkeytests
 from iobench_tools.lib.kernel.iobenchlib import ROOT, command_parser, recorded_command
+from iobench_tools.lib.valkey import valkeypr, valkeytests
 
 PROG = "valkey-pr"
 CLANG_FORMAT = "clang-format-19"

@@ -32,8 +32,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from iobench_tools.lib.kernel import axes
-from iobench_tools.lib.valkey import upstreamlib, valkeypr, valkeytests
 from iobench_tools.lib.kernel.iobenchlib import ROOT, command_parser, recorded_command
+from iobench_tools.lib.valkey import upstreamlib, valkeypr, valkeytests
 
 PROG = "valkey-tests"
 REPLICATION_UNITS = ("integration/replication", "integration/replication-2",

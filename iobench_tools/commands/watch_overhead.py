@@ -9,11 +9,11 @@ import os
 import subprocess
 import sys
 
-from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import axes
-from iobench_tools.lib.kernel.iobenchlib import binary, stat
 from iobench_tools.lib.kernel import experiment, iobenchlib
+from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.kernel.iobenchlib import binary, stat
 
 IOBENCH = binary()
 

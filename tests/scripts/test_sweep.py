@@ -16,7 +16,7 @@ SCRIPTS = ROOT / "scripts"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 from emulated_hosts import emulated_hosts, why_not
 from iobench_tools.lib.kernel import experiment, iobenchjson
-from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.sweeps import noisefloor, sweeplib
 
 
 def sweep(tmp_path, name, *args, check=None):
@@ -946,3 +946,20 @@ def test_recommend_checks_the_model_against_a_micro_run_and_refuses_a_bad_one(tm
                         str(ROOT / "results" / "micro" / "reference.json")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+
+
+def test_a_sweep_cell_is_typed_and_reads_back_its_manifest_record():
+    """scripts/sweep plans SweepCells; the manifest keeps each as a record, which reads back as
+    the same cell (an older sweep's record, without a placement or a twin's mark, too)."""
+    cell = sweeplib.SweepCell("tls-epoll-c1-16k", "tls", "epoll", 1, "16k", "0,1",
+                              "cells/tls-epoll-c1-16k.json")
+    record = dict(cell.record(), status="ok", rounds={})
+    assert "control_of" not in record
+    assert sweeplib.SweepCell.of(record) == cell
+    old = {"id": "tcp-blocking-c1-4k", "proto": "tcp", "engine": "blocking", "conns": 1,
+           "buf": "4k", "file": "cells/tcp-blocking-c1-4k.json", "status": "ok"}
+    assert sweeplib.SweepCell.of(old).cpus == "" and sweeplib.SweepCell.of(old).control_of is None
+    twin = noisefloor.control_cells([cell], "16k")[0]
+    assert (twin.id, twin.control_of, twin.file) == (
+        "tls-epoll-c1-16k-aa", cell.id, "cells/tls-epoll-c1-16k-aa.json")
+    assert sweeplib.SweepCell.of(twin.record()) == twin

@@ -5,9 +5,9 @@ host does not pass for noise — with the pairs that disagree named."""
 import json
 import os
 
+from iobench_tools.lib.kernel.iobenchlib import median
 from iobench_tools.lib.sweeps import fanoutlib
 from iobench_tools.lib.sweeps import sweeplib
-from iobench_tools.lib.kernel.iobenchlib import median
 
 
 def load(fleet_dir, cost):

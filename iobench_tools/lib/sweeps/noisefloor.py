@@ -4,6 +4,8 @@ names; the two are the same command, so their ratio's interval is how far apart 
 this sweep, puts two cells that cannot differ. The recommendation prints it first; a tolerance
 inside it is flagged (no knee at that tolerance can be told from noise), and --repeat auto plans
 its rounds from it."""
+from dataclasses import replace
+
 from iobench_tools.lib.sweeps import sweeplib
 
 CONTROL_SUFFIX = "-aa"
@@ -14,11 +16,11 @@ def control_cells(cells, size):
     one-connection cell of `size`, again under the id ID-aa (marked `control_of`: ID)."""
     twins, seen = [], set()
     for c in cells:
-        if c["buf"] != size or c["conns"] != 1 or c["cpus"] in seen:
+        if c.buf != size or c.conns != 1 or c.cpus in seen:
             continue
-        seen.add(c["cpus"])
-        cid = c["id"] + CONTROL_SUFFIX
-        twins.append(dict(c, id=cid, file=f"cells/{cid}.json", control_of=c["id"]))
+        seen.add(c.cpus)
+        cid = c.id + CONTROL_SUFFIX
+        twins.append(replace(c, id=cid, file=f"cells/{cid}.json", control_of=c.id))
     return twins
 
 

@@ -14,9 +14,9 @@ and do the intervals a sweep states hold across sweeps?
   would put the pooled interval clear of the tolerance (what a verdict on that pair needs)."""
 import math
 
+from iobench_tools.lib.kernel.iobenchlib import median
 from iobench_tools.lib.sweeps import noisefloor
 from iobench_tools.lib.sweeps import sweeplib
-from iobench_tools.lib.kernel.iobenchlib import median
 
 Z95 = 1.959964
 

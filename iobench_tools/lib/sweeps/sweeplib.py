@@ -4,10 +4,11 @@ import json
 import math
 import os
 import sys
+from dataclasses import asdict, dataclass, fields
 
-from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.judging import samework
 from iobench_tools.lib.kernel.iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
 # Re-exported: recommend, fanoutlib and the reports call them through sweeplib.
@@ -16,6 +17,30 @@ from iobench_tools.lib.judging.statslib import (MIN_PAIRED_ROUNDS, SEED, compare
 
 
 COSTS = ("processes", "host")
+
+
+@dataclass(frozen=True)
+class SweepCell:
+    """One cell of a sweep: what it runs (protocol, engine, connections, buffer size, and the
+    placement: iobench's --cpus, "" unpinned) and the file its JSON is kept in; an A/A twin
+    names the cell it repeats (`control_of`). The manifest keeps it as a record beside the
+    cell's status and rounds: record() writes one, of() reads one back (an older sweep's, which
+    named no placement, too)."""
+    id: str
+    proto: str
+    engine: str
+    conns: int
+    buf: str
+    cpus: str = ""
+    file: str = ""
+    control_of: str = None
+
+    @classmethod
+    def of(cls, record):
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+
+    def record(self):
+        return {k: v for k, v in asdict(self).items() if k != "control_of" or v is not None}
 
 
 def load(sweep_dir, prog="sweeplib", cost="processes"):
@@ -34,10 +59,11 @@ def load(sweep_dir, prog="sweeplib", cost="processes"):
         sys.exit(f"{prog}: error: cannot read {path}: {e}")
     two_hosts = manifest.get("where") not in ("loopback", "netns", None)
     rows = []
-    for cell in manifest["cells"]:
-        if cell.get("status") != "ok":
+    for record in manifest["cells"]:
+        if record.get("status") != "ok":
             continue
-        doc = json.load(open(os.path.join(sweep_dir, cell["file"])))
+        cell = SweepCell.of(record)
+        doc = json.load(open(os.path.join(sweep_dir, cell.file)))
         rows += rows_of(cell, doc, two_hosts)
     # The A/A control's twins (scripts/sweep --control) are no size of their own: set beside
     # the cell they repeat, they are the sweep's noise floor (noisefloor.py), and leave the rows.
@@ -62,18 +88,18 @@ def control_pairs(rows):
 
 
 def rows_of(cell, doc, two_hosts=False):
-    """A cell's rows (one per result of its JSON): medians and min/max per side, and each
+    """A cell's (a SweepCell's) rows (one per result of its JSON): medians and min/max per side, and each
     measured run's cost per GiB two ways: the two processes' CPU (sender + receiver of that run)
     and the host's busy time (the sender's window, which holds the receiver's; both hosts' sum
     when the sides ran on two) — what a comparison of two cells resamples."""
     rows = []
     report = iobenchjson.read(doc)
     for result in report.results:
-        row = {"proto": cell["proto"], "engine": cell["engine"], "conns": cell["conns"],
+        row = {"proto": cell.proto, "engine": cell.engine, "conns": cell.conns,
                "buf": result.send_buf_bytes, "label": result.label,
                "context": report.context, "runs": len(result.runs),
-               "placement": placement(report), "cell_id": cell["id"],
-               "control_of": cell.get("control_of")}
+               "placement": placement(report), "cell_id": cell.id,
+               "control_of": cell.control_of}
         for side in iobenchjson.SIDES:
             row[side] = result.summary(side)
             # The share of its data phase the side's CPU was busy (iobench's regime line).

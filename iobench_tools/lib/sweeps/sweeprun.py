@@ -26,12 +26,12 @@ def progress(done, total, started, note):
     sys.stderr.flush()
 
 
-def run_attempt(a, cell, out_dir, attempt, command):
+def run_attempt(file, out_dir, attempt, command):
     """One attempt at a cell's file (cells/ID.json, or a round's cells/ID.rN.json). A failed
     attempt's partial figures (iobench writes its report when a run fails) are kept beside the
     cell as cells/ID.failedN.json; it raises the kernel's RunFailed, refused (not retried, no
     later round) when iobench refused the command line (exit status 2)."""
-    path = os.path.join(out_dir, cell["file"])
+    path = os.path.join(out_dir, file)
     cmd, env = command(path + ".tmp")
     p = experiment.run_child(cmd, env=env, timeout=None)
     if p.returncode == 0 and os.path.exists(path + ".tmp"):
@@ -40,7 +40,7 @@ def run_attempt(a, cell, out_dir, attempt, command):
     lines = (p.stderr or p.stdout).strip().splitlines()
     partial = None
     if os.path.exists(path + ".tmp"):
-        partial = cell["file"].removesuffix(".json") + f".failed{attempt}.json"
+        partial = file.removesuffix(".json") + f".failed{attempt}.json"
         os.replace(path + ".tmp", os.path.join(out_dir, partial))
     raise experiment.failed_run(lines[-1] if lines else f"exit status {p.returncode}",
                                 p.returncode,
@@ -48,7 +48,7 @@ def run_attempt(a, cell, out_dir, attempt, command):
 
 
 def round_file(cell, rnd):
-    return cell["file"].removesuffix(".json") + f".r{rnd}.json"
+    return cell.file.removesuffix(".json") + f".r{rnd}.json"
 
 
 def schedule(n, a):
@@ -101,7 +101,7 @@ def decided_after(rnd, cells, recs, out_dir, a):
         return False
     rows = []
     for cell in cells:
-        rec = recs[cell["id"]]
+        rec = recs[cell.id]
         rounds = [rec.get("rounds", {}).get(str(n)) for n in range(1, rnd + 1)]
         if rec["status"] == "ok" or not all(x and x["status"] == "ok" for x in rounds):
             continue  # finished before (its rounds are fixed) or broken: not this decision's
@@ -173,14 +173,14 @@ def resume_records(cells, previous, out_dir, per_round):
     with the rounds they already ran. Returns the records and how many were kept."""
     recs, skipped = {}, 0
     for cell in cells:
-        old = previous.get(cell["id"])
-        if old and old.get("status") == "ok" and os.path.exists(os.path.join(out_dir, cell["file"])):
-            recs[cell["id"]] = old
+        old = previous.get(cell.id)
+        if old and old.get("status") == "ok" and os.path.exists(os.path.join(out_dir, cell.file)):
+            recs[cell.id] = old
             skipped += 1
         else:
-            recs[cell["id"]] = dict(cell, status="pending")
+            recs[cell.id] = dict(cell.record(), status="pending")
             if per_round:
-                recs[cell["id"]]["rounds"] = (old or {}).get("rounds") or {}
+                recs[cell.id]["rounds"] = (old or {}).get("rounds") or {}
     return recs, skipped
 
 
@@ -210,11 +210,11 @@ class SweepRounds(experiment.Experiment):
     def load(self):
         done = {}
         for cell in self.cells:
-            rec = self.recs[cell["id"]]
+            rec = self.recs[cell.id]
             if rec["status"] == "ok":
-                done[cell["id"]] = {n: {"status": "ok"} for n in range(self.rounds)}
+                done[cell.id] = {n: {"status": "ok"} for n in range(self.rounds)}
             elif self.per_round:
-                done[cell["id"]] = {
+                done[cell.id] = {
                     int(n) - 1: dict(r, refused=True) if _refused(r) else r
                     for n, r in rec["rounds"].items() if _refused(r) or (
                         r["status"] == "ok" and os.path.exists(os.path.join(self.out_dir,
@@ -223,10 +223,10 @@ class SweepRounds(experiment.Experiment):
 
     def save(self, done, state):
         for cell in self.cells:
-            rec = self.recs[cell["id"]]
-            if rec["status"] == "ok" and "figures" not in done.get(cell["id"], {}).get(0, {}):
+            rec = self.recs[cell.id]
+            if rec["status"] == "ok" and "figures" not in done.get(cell.id, {}).get(0, {}):
                 continue  # finished before this run: kept as it was
-            for n, r in done.get(cell["id"], {}).items():
+            for n, r in done.get(cell.id, {}).items():
                 if self.per_round:
                     rec["rounds"][str(n + 1)] = manifest_record(r, round_file(cell, n + 1))
                 elif "figures" in r:
@@ -246,22 +246,21 @@ def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
     rounds the noise floor planned), else at --max-repeat."""
     per_round = a.order != "cell"
     started, steps = time.monotonic(), len(rounds) * len(cells) if per_round else len(cells)
-    state = {"ran": len(rounds), "step": sum(1 for c in cells if recs[c["id"]]["status"] == "ok")
+    state = {"ran": len(rounds), "step": sum(1 for c in cells if recs[c.id]["status"] == "ok")
              * (len(rounds) if per_round else 1)}
 
     def run_one(cell, n, attempt):
         if attempt == 1:
             progress(state["step"], steps, started,
-                     f"{cell['id']} round {n + 1}/{len(rounds)}" if per_round else cell["id"])
+                     f"{cell.id} round {n + 1}/{len(rounds)}" if per_round else cell.id)
             state["step"] += 1
         if not per_round:  # each cell's --repeat runs back to back, in one iobench
-            run_attempt(a, cell, out_dir, attempt, lambda out: command(a, cell, out))
-            path = os.path.join(out_dir, cell["file"])
+            run_attempt(cell.file, out_dir, attempt, lambda out: command(a, cell, out))
+            path = os.path.join(out_dir, cell.file)
             compact.write_cell(path, json.load(open(path)))
             return {}
         ra = round_args(a, n + 1)
-        run_attempt(ra, dict(cell, file=round_file(cell, n + 1)), out_dir, attempt,
-                    lambda out: command(ra, cell, out))
+        run_attempt(round_file(cell, n + 1), out_dir, attempt, lambda out: command(ra, cell, out))
         return {}
 
     def after_round(k):
@@ -281,7 +280,7 @@ def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
         manifest["noise_floor"] = getattr(a, "noise_floor", None)
         manifest["stopped"] = getattr(a, "stopped", None) or f"--max-repeat {a.max_repeat}"
     for cell in cells:
-        if per_round and recs[cell["id"]]["status"] != "ok":
-            finish_rounds(recs[cell["id"]], ran, out_dir)
+        if per_round and recs[cell.id]["status"] != "ok":
+            finish_rounds(recs[cell.id], ran, out_dir)
     progress(steps, steps, started, "done")
     sys.stderr.write("\n")

@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 
-from iobench_tools.lib.valkey import replsynclib
 from iobench_tools.lib.kernel.iobenchlib import ROOT
+from iobench_tools.lib.valkey import replsynclib
 from iobench_tools.lib.valkey.replsynclib import (Fleet, Node, Place, SocketWriter, Watch, load_dataset,
                                            set_mode, socket_io)
 

@@ -4,8 +4,8 @@ model per protocol x mode x replicas x chunking, judged with scripts/recommend's
 against stock at the same chunk."""
 import os
 
-from iobench_tools.lib.sweeps import sweeplib
 from iobench_tools.lib.kernel.iobenchlib import fmt_stat, format_size, stat
+from iobench_tools.lib.sweeps import sweeplib
 
 
 def _label(cell):

@@ -9,11 +9,11 @@ import subprocess
 import sys
 import time
 
-from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import axes
+from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
-from iobench_tools.lib.kernel.iobenchlib import free_port
 from iobench_tools.lib.kernel import runs as iobench_runs
+from iobench_tools.lib.kernel.iobenchlib import free_port
 
 PROG = "replication"  # the script's name in its error lines (set by the script)
 IOBENCH = "iobench"   # the iobench binary (set by the script)
