@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   auto cmd = iobench::parse_command_line(argc, argv);
   if (!cmd) {
-    fmt::print(stderr, "iobench: error: {}\n", cmd.error().message);
+    iobench::print_error(cmd.error().message);
     return 2;
   }
   return std::visit(

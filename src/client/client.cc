@@ -258,13 +258,13 @@ int emit_report(const ReportPlan& plan, ReportFiles& files, const Report& report
   }
   if (files.json.is_open()) {
     if (auto st = files.json.write(render_json(report).dump(2) + "\n"); !st) {
-      fmt::print(stderr, "iobench: error: {}\n", st.error().message);
+      print_error(st.error().message);
       return 1;
     }
   }
   if (files.csv.is_open()) {
     if (auto st = files.csv.write(render_csv(report)); !st) {
-      fmt::print(stderr, "iobench: error: {}\n", st.error().message);
+      print_error(st.error().message);
       return 1;
     }
   }
@@ -275,13 +275,13 @@ int finish_client(const ReportPlan& plan, ReportFiles& files, Result<Report> rep
                   const std::string& error) {
   const int sig = interrupt::received();
   if (!report) {
-    fmt::print(stderr, "iobench: error: {}\n", report.error().message);
+    print_error(report.error().message);
     return interrupt::exit_code(1, sig);
   }
   if (sig) report->interrupted = interrupt::name(sig);
   int rc = report->sizes.empty() ? 0 : emit_report(plan, files, *report);
   if (!error.empty()) {
-    fmt::print(stderr, "iobench: error: {}\n", error);
+    print_error(error);
     return interrupt::exit_code(1, sig);
   }
   return interrupt::exit_code(rc, sig);
@@ -290,7 +290,7 @@ int finish_client(const ReportPlan& plan, ReportFiles& files, Result<Report> rep
 namespace {
 
 int error_exit(const std::string& message, int code) {
-  fmt::print(stderr, "iobench: error: {}\n", message);
+  print_error(message);
   return interrupt::exit_code(code);
 }
 

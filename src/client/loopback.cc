@@ -28,7 +28,7 @@ namespace {
   if (plan.tls && identity) {
     auto ctx = tls::Context::server(*plan.tls, &*identity);
     if (!ctx) {
-      fmt::print(stderr, "iobench: error: loopback server: {}\n", ctx.error().message);
+      print_error("loopback server: " + ctx.error().message);
       _exit(1);
     }
     cfg.tls = std::make_shared<const tls::Context>(std::move(*ctx));

@@ -28,7 +28,7 @@ int list_payloads(const PayloadSpec& spec) {
   const std::string dir = cache_directory(spec.cache_dir);
   auto entries = list_cache(dir);
   if (!entries) {
-    fmt::print(stderr, "iobench: error: {}\n", entries.error().message);
+    print_error(entries.error().message);
     return 1;
   }
   for (const CacheEntry& e : *entries)
@@ -43,7 +43,7 @@ int clear_payloads(const PayloadSpec& spec) {
   const std::string dir = cache_directory(spec.cache_dir);
   auto removed = clear_cache(dir);
   if (!removed) {
-    fmt::print(stderr, "iobench: error: {}\n", removed.error().message);
+    print_error(removed.error().message);
     return 1;
   }
   fmt::print("removed {} payload(s), {}, from {}\n", removed->size(),
@@ -59,17 +59,17 @@ int run_payload_command(const PayloadCommand& c) {
   interrupt::install({SIGINT, SIGTERM});
   auto out = OutputFile::open(c.out, "--out");
   if (!out) {
-    fmt::print(stderr, "iobench: error: {}\n", out.error().message);
+    print_error(out.error().message);
     return 2;
   }
   auto p = load_payload_shown(c.payload, c.quiet);
   if (!p) {
-    fmt::print(stderr, "iobench: error: {}\n", p.error().message);
+    print_error(p.error().message);
     return interrupt::exit_code(1);
   }
   const auto bytes = p->bytes();
   if (auto st = out->write({reinterpret_cast<const char*>(bytes.data()), bytes.size()}); !st) {
-    fmt::print(stderr, "iobench: error: {}\n", st.error().message);
+    print_error(st.error().message);
     return 1;
   }
   fmt::print("wrote {} bytes ({}; decodes to {} bytes, xxh3 {:016x}) to {}\n", bytes.size(),

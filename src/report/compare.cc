@@ -169,7 +169,7 @@ int run_compare_command(const CompareCommand& c) {
                            : Result<std::vector<FigureComparison>>(
                                  std::unexpected(base ? next.error() : base.error()));
   if (!rows) {
-    fmt::print(stderr, "iobench: error: {}\n", rows.error().message);
+    print_error(rows.error().message);
     return 2;
   }
   if (c.json_path != "-") fmt::print("{}", render_comparison(c, *rows));
@@ -178,7 +178,7 @@ int run_compare_command(const CompareCommand& c) {
     if (c.json_path == "-") {
       fmt::print("{}", text);
     } else if (std::ofstream f(c.json_path); !(f << text)) {
-      fmt::print(stderr, "iobench: error: cannot write --json '{}'\n", c.json_path);
+      print_error(fmt::format("cannot write --json '{}'", c.json_path));
       return 1;
     }
   }

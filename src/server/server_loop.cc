@@ -118,12 +118,12 @@ std::expected<Bound, int> bind_port(const std::string& text, const char* option,
                                     uint16_t default_port) {
   auto where = parse_host_port(text, option, default_port, true);
   if (!where) {
-    fmt::print(stderr, "iobench: error: {}\n", where.error().message);
+    print_error(where.error().message);
     return std::unexpected(2);
   }
   auto fd = listen_on(*where);
   if (!fd) {
-    fmt::print(stderr, "iobench: error: {}\n", fd.error().message);
+    print_error(fd.error().message);
     return std::unexpected(1);
   }
   where->port = local_port(fd->get());
@@ -141,7 +141,7 @@ struct Ports {
 std::expected<Ports, int> open_ports(const ServerOptions& o) {
   auto inherited = sockets_from_systemd(2);
   if (!inherited) {
-    fmt::print(stderr, "iobench: error: {}\n", inherited.error().message);
+    print_error(inherited.error().message);
     return std::unexpected(2);
   }
   std::vector<Bound> from_systemd;
@@ -150,8 +150,9 @@ std::expected<Ports, int> open_ports(const ServerOptions& o) {
     from_systemd.push_back({std::move(s.fd), s.where, loopback});
   }
   if (from_systemd.size() == 2 && o.tls.cert_file.empty()) {
-    fmt::print(stderr, "iobench: error: systemd passed a second socket ({}), the TLS port: it "
-                       "needs --tls-cert and --tls-key\n", from_systemd[1].where);
+    print_error(fmt::format(
+        "systemd passed a second socket ({}), the TLS port: it needs --tls-cert and --tls-key",
+        from_systemd[1].where));
     return std::unexpected(2);
   }
   std::optional<Bound> tls_port;
@@ -214,7 +215,7 @@ int run_server_command(const ServerOptions& o) {
   if (!o.tls.cert_file.empty()) {
     auto ctx = tls::Context::server(o.tls, nullptr);
     if (!ctx) {
-      fmt::print(stderr, "iobench: error: {}\n", ctx.error().message);
+      print_error(ctx.error().message);
       return 1;
     }
     tls_ctx = std::make_shared<const tls::Context>(std::move(*ctx));

@@ -1,8 +1,12 @@
 // Errors as values: every fallible call returns Result<T>; main() turns an Error into one line.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <expected>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace iobench {
@@ -26,6 +30,11 @@ using Status = std::expected<void, Error>;
 
 inline std::unexpected<Error> fail(std::string message, ErrorKind kind = ErrorKind::kOther) {
   return std::unexpected<Error>(Error{std::move(message), kind});
+}
+
+// The one line a command prints before it exits non-zero: "iobench: error: MESSAGE".
+inline void print_error(std::string_view message) {
+  fmt::print(stderr, "iobench: error: {}\n", message);
 }
 
 }  // namespace iobench

@@ -92,7 +92,7 @@ std::string command_line(const WatchCommand& c) {
 int run_watch_command(const WatchCommand& c) {
   auto files = ReportFiles::open(c.json_path, c.csv_path);
   if (!files) {
-    fmt::print(stderr, "iobench: error: {}\n", files.error().message);
+    print_error(files.error().message);
     return 2;
   }
   interrupt::install({SIGINT, SIGTERM});
@@ -100,7 +100,7 @@ int run_watch_command(const WatchCommand& c) {
   for (pid_t p : c.pids) s.cpu[p].first = read_proc_stat(p);
   auto w = BpfWatch::open(c.pids, find_tracefs());
   if (!w) {
-    fmt::print(stderr, "iobench: error: watch: {}\n", w.error().message);
+    print_error("watch: " + w.error().message);
     return 1;
   }
   const auto t0 = Clock::now();
@@ -125,7 +125,7 @@ int run_watch_command(const WatchCommand& c) {
   if (files->json.is_open()) st = files->json.write(watch_json(r).dump(2) + "\n");
   if (st && files->csv.is_open()) st = files->csv.write(watch_csv(r));
   if (!st) {
-    fmt::print(stderr, "iobench: error: {}\n", st.error().message);
+    print_error(st.error().message);
     return 1;
   }
   return 0;
