@@ -14,7 +14,6 @@ import datetime
 import math
 import os
 import sys
-import tarfile
 import tempfile
 
 from iobench_tools.lib.kernel import iobenchlib
@@ -154,28 +153,13 @@ def report(sweeps, tolerance, micro=None):
     return "\n".join(lines) + "\n"
 
 
-def unpack(archive, into):
-    """A sweep folder from its .tar.xz (one top folder; no member outside it): its path."""
-    try:
-        with tarfile.open(archive, "r:xz") as t:
-            names = t.getnames()
-            tops = {n.split("/")[0] for n in names}
-            if len(tops) != 1 or any(n.startswith("/") or ".." in n.split("/") for n in names) \
-                    or any(not (m.isfile() or m.isdir()) for m in t.getmembers()):
-                sys.exit(f"repeatability: error: '{archive}' is not one sweep folder's archive")
-            t.extractall(into)
-    except (OSError, tarfile.TarError) as e:
-        sys.exit(f"repeatability: error: cannot read '{archive}': {e}")
-    return os.path.join(into, tops.pop())
-
-
 def main(argv=None):
     a = parse_args(argv)
     sweeps = []
     with tempfile.TemporaryDirectory(prefix="iobench-repeatability.") as tmp:
         for i, d in enumerate(a.sweeps):
             if d.endswith(".tar.xz"):
-                d = unpack(d, os.path.join(tmp, str(i)))
+                d = rep.unpack(d, os.path.join(tmp, str(i)), "repeatability")
             manifest, rows = sweeplib.load(d, "repeatability")
             sweeps.append((manifest.get("name") or os.path.basename(os.path.normpath(d)),
                            manifest, rows))

@@ -13,6 +13,9 @@ and do the intervals a sweep states hold across sweeps?
   the same random-effects model, with the between-sweep spread, and how many independent sweeps
   would put the pooled interval clear of the tolerance (what a verdict on that pair needs)."""
 import math
+import os
+import sys
+import tarfile
 
 from iobench_tools.lib.kernel.iobenchlib import median
 from iobench_tools.lib.sweeps import noisefloor
@@ -105,3 +108,19 @@ def pair_ratios(sweeps):
                     out.setdefault((placement, proto, r["buf"], top["buf"]), []).append(
                         log_interval(ratio, low, high))
     return out
+
+
+def unpack(archive, into, prog):
+    """A sweep folder from its .tar.xz (one top folder; no member outside it): its path. A
+    file that is not one stops the script `prog` with one line."""
+    try:
+        with tarfile.open(archive, "r:xz") as t:
+            names = t.getnames()
+            tops = {n.split("/")[0] for n in names}
+            if len(tops) != 1 or any(n.startswith("/") or ".." in n.split("/") for n in names) \
+                    or any(not (m.isfile() or m.isdir()) for m in t.getmembers()):
+                sys.exit(f"{prog}: error: '{archive}' is not one sweep folder's archive")
+            t.extractall(into)
+    except (OSError, tarfile.TarError) as e:
+        sys.exit(f"{prog}: error: cannot read '{archive}': {e}")
+    return os.path.join(into, tops.pop())

@@ -1,0 +1,350 @@
+"""The design's answer (issue #56, docs/design-rule.md): the full-sync chunk a replication design
+takes, from K reference sweeps (CPU) and the real server's evidence (memory, client p99), by the
+rule fixed before the runs. Writes the design table (every size: the sweeps' CPU, the real
+server's memory and p99, the pull requests' choices, the rule's verdict), the agreement (the
+null, the resampled sweeps, each sweep alone), the A/A control pooled at the fixed round, and
+whether the runs reached the resolution the rule states.
+
+  scripts/design-answer SWEEP... --evidence results/upstream-9.1/evidence-chunk/results.json
+      [--out results/design-answer]
+
+A SWEEP is a sweep's folder or a .tar.xz of one (scripts/sweep NAME ... --repeat 20)."""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+from iobench_tools.lib.judging import designrule as rule
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.sweeps import repeatability as rep
+from iobench_tools.lib.sweeps import sweeplib
+
+PROG = "design-answer"
+PROTOS = ("tcp", "tls")
+SETS = {"design": PROTOS, "tcp": ("tcp",), "tls": ("tls",)}
+# What each real-server criterion reads from a valkey-evidence run.
+REAL_FIGURES = {"memory": "child_private_dirty_bytes", "p99": "p99_ms"}
+# The sizes others chose, beside the rule's (the design table's last column).
+CHOSEN = {16384: "Valkey PR #817 (merged, 2024): 16K, on CPU and calls over 1K..64K",
+          65536: "patches/upstream/05-chunk-size: 64K (Linux's pipe; memory and p99 above it)",
+          262144: "scripts/recommend on one sweep: TCP 256K \"by count\" (issue #56)"}
+
+
+def parse_args(argv=None):
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("sweeps", nargs="+", metavar="SWEEP",
+                    help="the reference sweeps' folders or .tar.xz archives")
+    ap.add_argument("--evidence", required=True, metavar="RESULTS.json",
+                    help="scripts/valkey-evidence's results.json with series@16k, @64k, @256k")
+    ap.add_argument("--out", metavar="DIR", default=None,
+                    help="the folder for report.md and answer.json (default: print the report)")
+    a = ap.parse_args(argv)
+    if len(a.sweeps) < 2:
+        ap.error(f"give {rule.SWEEPS} sweeps (the rule's K); {len(a.sweeps)} cannot be pooled")
+    return a
+
+
+def sweep_series(rows):
+    """{proto: {size: {round: total CPU per GiB}}} of a sweep's one-connection cells, and the
+    A/A's {"cell": {round: cost}, "twin": {round: cost}} (None without a control)."""
+    out = {}
+    for r in rows:
+        if r["conns"] != 1 or r["group"] is not None or r.get("control_of") or not r["rounds"]:
+            continue
+        out.setdefault(r["proto"], {})[r["buf"]] = dict(zip(r["rounds"], r["total_cpu_runs"]))
+    return out
+
+
+def aa_series(manifest):
+    pairs = manifest.get("control_pairs") or []
+    if not pairs or not pairs[0][0]["rounds"] or not pairs[0][1]["rounds"]:
+        return None
+    cell, twin = pairs[0]
+    return {0: dict(zip(cell["rounds"], cell["total_cpu_runs"])),
+            1: dict(zip(twin["rounds"], twin["total_cpu_runs"]))}
+
+
+def size_of_build(name):
+    """series@64k -> 65536 (valkey-evidence's build names)."""
+    try:
+        return iobenchlib.parse_size(name.rpartition("@")[2])
+    except ValueError:
+        sys.exit(f"{PROG}: error: build '{name}' does not name a chunk (series@SIZE)")
+
+
+def real_series(evidence):
+    """{proto: {criterion: [{size: {round: value}} per cell (mode, replicas)]}} of a
+    valkey-evidence run."""
+    cells = {}
+    for c in evidence.get("cells", []):
+        key = (c["proto"], c["mode"], c["replicas"])
+        size = size_of_build(c["build"])
+        for crit, figure in REAL_FIGURES.items():
+            values = {r["round"]: r[figure] for r in c["runs"] if r.get(figure)}
+            cells.setdefault(key, {}).setdefault(crit, {})[size] = values
+    out = {}
+    for (proto, _, _), crits in sorted(cells.items()):
+        for crit, series in crits.items():
+            out.setdefault(proto, {}).setdefault(crit, []).append(series)
+    return out
+
+
+def load_sweeps(paths, tmp):
+    sweeps = []
+    for i, d in enumerate(paths):
+        if d.endswith(".tar.xz"):
+            d = rep.unpack(d, os.path.join(tmp, str(i)), PROG)
+        manifest, rows = sweeplib.load(d, PROG)
+        sweeps.append((manifest.get("name") or os.path.basename(os.path.normpath(d)), manifest,
+                       rows))
+    return sweeps
+
+
+def ratio(p, bounds=("lo", "hi")):
+    if p is None:
+        return "—"
+    lo, hi = (math.exp(p[b]) for b in bounds)
+    return f"x{math.exp(p['log']):.3f} [{lo:.3f}..{hi:.3f}]"
+
+
+def label(size):
+    return sweeplib.size_label(size)
+
+
+def versus(table, proto, crit, s, a):
+    """Pooled log(cost of s / cost of a) from the table (which holds log(large / small))."""
+    if s == a:
+        return None
+    if s > a:
+        return table.get((proto, crit, a, s))
+    p = table.get((proto, crit, s, a))
+    if p is None:
+        return None
+    flip = {"log": -p["log"], "lo": -p["hi"], "hi": -p["lo"], "lo95": -p["hi95"],
+            "hi95": -p["lo95"]}
+    return dict(p, **flip)
+
+
+def why(table, size, answer, fell, sizes):
+    """The rule's word on one size of the design table."""
+    if size in fell:
+        # The answer's own step when it beat this size, else the smallest size that did.
+        big, better = next((b for b in fell[size] if b[0] == answer), fell[size][0])
+        shown = "; ".join(f"{proto.upper()} {rule.CRITERION_WORDS[c]} {ratio(versus(table, proto, c, size, big))}"
+                          for proto, c, _ in better)
+        return f"beaten by {label(big)} ({shown} of {label(big)}'s)"
+    if size == answer:
+        return "**the answer**: no larger size is shown better by more than 10% without being shown worse"
+    ok, better, worse = rule.beats(table, size, answer, PROTOS)
+    if worse:
+        return "does not beat it: shown worse by more than 10% in " + ", ".join(
+            f"{p.upper()} {rule.CRITERION_WORDS[c]}" for p, c, _ in worse)
+    return f"does not beat {label(answer)}: not shown better by more than 10% in any criterion"
+
+
+def design_table(table, sizes, answer, fell):
+    head = ["| size | TCP CPU / answer's (sweeps) | TLS CPU / answer's (sweeps) | child memory / 16K's "
+            "TCP · TLS (Valkey 9.1.2) | client p99 / 16K's TCP · TLS (Valkey 9.1.2) | chosen by | "
+            "the rule |", "|---|---|---|---|---|---|---|"]
+    for s in sizes:
+        real = {c: " · ".join("x1" if s == 16384 else ratio(versus(table, p, c, s, 16384))
+                               for p in PROTOS) for c in REAL_FIGURES}
+        cpu = [("x1" if s == answer else ratio(versus(table, p, "cpu", s, answer))) for p in PROTOS]
+        head.append(f"| {label(s)} | {cpu[0]} | {cpu[1]} | {real['memory']} | {real['p99']} | "
+                    f"{CHOSEN.get(s, '')} | {why(table, s, answer, fell, sizes)} |")
+    return head
+
+
+def counts(c, total):
+    return ", ".join(f"{label(s)} {n}/{total}" for s, n in sorted(c.items())) or "—"
+
+
+def agreement_lines(agree, k):
+    lines = ["| answer for | the runs | resampled sweeps (K of K, with replacement) | null (sizes "
+             "exchangeable in every round) | each sweep alone |", "|---|---|---|---|---|"]
+    for name in SETS:
+        a = agree["answers"][name]
+        lines.append(f"| {name.upper() if name != 'design' else 'the design (TCP and TLS)'} | "
+                     f"**{label(a)}** | {counts(agree['resampled'][name], rule.DRAWS)} | "
+                     f"{counts(agree['null'][name], rule.DRAWS)} | "
+                     f"{', '.join(label(s) for s in agree['alone'][name])} |")
+    return lines
+
+
+def survives_null(agree, name):
+    """The runs' answer is named far more often by the resampled sweeps than by the null."""
+    a = agree["answers"][name]
+    return agree["resampled"][name].get(a, 0) >= 0.8 * rule.DRAWS and \
+        agree["null"][name].get(a, 0) <= 0.05 * rule.DRAWS
+
+
+def aa_summary(sweeps):
+    """The A/A twin against its cell, each sweep at its fixed round and pooled."""
+    points, covered, rows = [], 0, []
+    for name, manifest, _ in sweeps:
+        series = aa_series(manifest)
+        point = rule.study_point(rule.paired_logs(series, 0, 1)) if series else None
+        if point is None:
+            rows.append((name, None))
+            continue
+        own = rule.pool([point])
+        covered += own["lo95"] <= 0 <= own["hi95"]
+        points.append(point)
+        rows.append((name, own))
+    return {"pooled": rule.pool(points), "covered": covered, "n": len(points), "rows": rows}
+
+
+def sweep_lines(sweeps, aa):
+    lines = ["| sweep | seed | rounds | stopped | A/A twin / cell at the last round (95%) |",
+             "|---|---|---|---|---|"]
+    for (name, m, _), (_, own) in zip(sweeps, aa["rows"]):
+        lines.append(f"| {name} | {m.get('seed')} | {m.get('rounds_run')} | "
+                     f"{m.get('stopped', 'ran every round it was given')} | "
+                     f"{ratio(own, ('lo95', 'hi95')) if own else 'no control'} |")
+    return lines
+
+
+def rule_commits():
+    """The commits of docs/design-rule.md and of the rule's code, oldest first: (hash, time)."""
+    try:
+        out = subprocess.run(["git", "-C", iobenchlib.ROOT, "log", "--reverse", "--format=%h %cI",
+                              "--", "docs/design-rule.md"], capture_output=True, text=True,
+                             timeout=30).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [tuple(line.split(" ", 1)) for line in out if line.strip()]
+
+
+def report(sweeps, evidence_path, evidence, table, agree, aa, misses, commits):
+    sizes = sorted({s for p in PROTOS for st in sweeps for s in sweep_series(st[2]).get(p, {})})
+    answer, fell = rule.answer(table, sizes, PROTOS)
+    started = min((m.get("started") or "?") for _, m, _ in sweeps)
+    first = commits[0] if commits else ("?", "?")
+    aa_ok = aa["pooled"] is not None and aa["pooled"]["lo95"] <= 0 <= aa["pooled"]["hi95"]
+    lines = [
+        "# The design's answer: the full-sync chunk (issue #56)", "",
+        f"- rule: [docs/design-rule.md](../../docs/design-rule.md), first committed {first[0]} at "
+        f"{first[1]}; the first sweep started {started}: "
+        + ("**the rule came first**" if first[1] < started else "**the runs came first: this "
+           "is not a pre-registered reading**")
+        + ("" if len(commits) < 2 else f"; the page's later commits: "
+           + ", ".join(h for h, _ in commits[1:])),
+        f"- CPU: {len(sweeps)} sweeps (the rule's K is {rule.SWEEPS}), each "
+        f"`{sweeps[0][1].get('command', '?').replace(sweeps[0][0], 'NAME')}`",
+        f"- memory and p99: `{evidence.get('command', evidence_path)}` "
+        f"({evidence.get('rounds')} rounds; Valkey {evidence.get('base')})",
+        f"- command: `{iobenchlib.recorded_command(PROG)}`", ""]
+    if not aa_ok:
+        lines += ["**No answer: the A/A control's pooled interval excludes 1** "
+                  f"({ratio(aa['pooled'], ('lo95', 'hi95'))}); the runs carry an order effect.", ""]
+    else:
+        lines += [f"**The design's chunk: {label(answer)}** — TCP alone "
+                  f"{label(agree['answers']['tcp'])}, TLS alone {label(agree['answers']['tls'])}. "
+                  "The smallest size no larger size beats: shown better by more than 10% in CPU, "
+                  "memory or p99 under one protocol, and shown worse by more than 10% in none.", ""]
+    lines += ["## The design table", "",
+              "Ratios are costs (lower is better) with their one-sided 95% bounds as an interval "
+              "(the rule's test at 10%); CPU pooled over the sweeps by random effects (HKSJ), "
+              "memory and p99 pooled over the real server's six cells per protocol (dual, "
+              "diskless, disk; 1 and 4 replicas). Not measured: —.", ""]
+    lines += design_table(table, sizes, answer, fell)
+    lines += ["", "## Is the agreement the runs'?", "",
+              f"The rule on {rule.DRAWS} resamples of the sweeps, on {rule.DRAWS} draws of the "
+              "null (each sweep's sizes dealt at random within every round, the real server's "
+              "too: under it the rule names the smallest size) and on each sweep alone:", ""]
+    lines += agreement_lines(agree, len(sweeps))
+    lines += [""] + [f"- {n}: {label(agree['answers'][n])} "
+                     + ("survives the null: the resampled sweeps name it in "
+                        f"{agree['resampled'][n].get(agree['answers'][n], 0)} of {rule.DRAWS}, the "
+                        f"null in {agree['null'][n].get(agree['answers'][n], 0)}"
+                        if survives_null(agree, n) else
+                        "does **not** survive the null: the runs' agreement on it is the rule's "
+                        "or too weak to count")
+                     for n in SETS]
+    p = aa["pooled"]
+    lines += ["", "## The A/A control, at the fixed round", "",
+              f"TCP 16K's twin against its cell: pooled {ratio(p, ('lo95', 'hi95'))} (95%, HKSJ; "
+              f"between-sweep sd {p['tau']:.3f}, Cochran's Q {p['q']:.1f} on {p['k'] - 1} degrees "
+              f"of freedom); each sweep's own 95% interval at its last round covers 1 in "
+              f"{aa['covered']} of {aa['n']}. No sweep could stop early, so these are read where "
+              "the design fixed them." if p else "No sweep ran an A/A control.", ""]
+    lines += sweep_lines(sweeps, aa)
+    lines += ["", "## Did the runs reach the stated resolution?", ""]
+    if misses:
+        lines += ["No: these pooled CPU intervals straddle a line (x1.10 or x1/1.10) and are wider "
+                  f"than planned x{rule.WIDTH_SLACK}:", ""]
+        lines += [f"- {p.upper()} {label(b)} / {label(s)}: one-sided half-width "
+                  f"{100 * h:.1f}% (planned {100 * rule.PLANNED_HALF[p]:.1f}%)"
+                  for p, s, b, h in misses]
+    else:
+        lines += [f"Yes: every pooled CPU interval lies clear of both lines or within planned "
+                  f"x{rule.WIDTH_SLACK} (TCP {100 * rule.PLANNED_HALF['tcp']:.1f}%, TLS "
+                  f"{100 * rule.PLANNED_HALF['tls']:.1f}%)."]
+    lines += ["", "## Sources", "",
+              "- CPU per GiB: each run's sender + receiver CPU (CLOCK_PROCESS_CPUTIME_ID of each "
+              "side, pinned 0,1), iobench's JSON in each sweep's cells, paired by round",
+              f"- memory: {evidence.get('sources', {}).get('memory', '?')}",
+              f"- p99: {evidence.get('sources', {}).get('latency', '?')}"]
+    return "\n".join(lines) + "\n", answer, aa_ok
+
+
+def record(sweeps, table, agree, aa, misses, answer, aa_ok, evidence_path):
+    """results.json: what the report says, as data."""
+    def entry(p):
+        return None if p is None else {k: round(v, 6) for k, v in p.items()}
+    return {"tool": "iobench", "kind": "design-answer", "rule": "docs/design-rule.md",
+            "command": iobenchlib.recorded_command(PROG),
+            "delta": rule.DELTA, "answer": answer if aa_ok else None,
+            "answers": agree["answers"], "aa_ok": aa_ok,
+            "sweeps": [{"name": n, "seed": m.get("seed"), "rounds": m.get("rounds_run"),
+                        "started": m.get("started")} for n, m, _ in sweeps],
+            "agreement": {k: {n: {str(s): c for s, c in v.items()} for n, v in agree[k].items()}
+                          for k in ("resampled", "null")} | {"alone": agree["alone"]},
+            "aa": {"pooled": entry(aa["pooled"]), "covered": aa["covered"], "n": aa["n"]},
+            "resolution_misses": [list(m) for m in misses],
+            "pairs": [{"proto": p, "criterion": c, "small": s, "large": b, "log_large_over_small":
+                       entry(v)} for (p, c, s, b), v in sorted(table.items())],
+            "sources": {"cpu": "iobench JSON of each sweep cell: sender + receiver CPU per GiB "
+                               "per run (CLOCK_PROCESS_CPUTIME_ID), paired by round",
+                        "memory_p99": evidence_path,
+                        "pooling": "mean log ratio per study; DerSimonian-Laird tau^2; "
+                                   "Hartung-Knapp-Sidik-Jonkman t on K-1 df"}}
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    try:
+        with open(a.evidence) as f:
+            evidence = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"{PROG}: error: cannot read --evidence '{a.evidence}': {e}")
+    if evidence.get("kind") != "valkey-evidence":
+        sys.exit(f"{PROG}: error: --evidence '{a.evidence}' is not a valkey-evidence results.json")
+    with tempfile.TemporaryDirectory(prefix="iobench-design.") as tmp:
+        sweeps = load_sweeps(a.sweeps, tmp)
+    cpu = {}
+    for _, _, rows in sweeps:
+        for proto, series in sweep_series(rows).items():
+            cpu.setdefault(proto, []).append(series)
+    missing = [p for p in PROTOS if len(cpu.get(p, [])) != len(sweeps)]
+    if missing:
+        sys.exit(f"{PROG}: error: a sweep has no {missing[0].upper()} cells: the rule reads TCP "
+                 "and TLS from every sweep")
+    real = real_series(evidence)
+    sizes = sorted({s for v in cpu.values() for series in v for s in series})
+    table = rule.table_of(cpu, real, sizes)
+    agree = rule.agreement(cpu, real, sizes, SETS)
+    aa = aa_summary(sweeps)
+    misses = rule.reached(table)
+    evidence_path = os.path.relpath(os.path.abspath(a.evidence), iobenchlib.ROOT)
+    text, answer, aa_ok = report(sweeps, evidence_path, evidence, table, agree, aa, misses,
+                                 rule_commits())
+    if a.out:
+        path = iobenchlib.write_result_folder(
+            a.out, record(sweeps, table, agree, aa, misses, answer, aa_ok, evidence_path), text)
+        print(f"{PROG}: wrote {path}")
+    else:
+        sys.stdout.write(text)
+    return 0
