@@ -360,7 +360,7 @@ def check_tools(a, protos):
                  f"or --proto '{a.proto}'")
     for tool, proto in (("iperf3", "tcp"), ("socat", "tls"), ("ss", "tls")):
         if proto in protos and not shutil.which(tool):
-            sys.exit(f"compare-peers: {tool} not found (scripts/setup installs it)")
+            sys.exit(f"compare-peers: {tool} not found (scripts/setup --studies installs it)")
     if not os.access(a.floor, os.X_OK):
         sys.exit(f"compare-peers: no floor program '{a.floor}' (scripts/setup builds it)")
     iobenchlib.require_binary("compare-peers", a.iobench)

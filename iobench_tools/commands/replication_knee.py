@@ -183,7 +183,7 @@ def main(argv=None):
     if not os.access(VALKEY, os.X_OK):
         fail(f"{VALKEY} not found: scripts/install-valkey --source builds it")
     if not shutil.which("redis-cli"):
-        fail("redis-cli not found (scripts/setup installs redis-tools)")
+        fail("redis-cli not found (scripts/setup --studies installs redis-tools)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     todo = cells(a)
     version = subprocess.run([VALKEY, "--version"], capture_output=True, text=True).stdout

@@ -145,7 +145,7 @@ def servers_wanted(names, skipped):
         binary = shutil.which("redis-server") if name == "redis" else VALKEY
         if not binary or not os.access(binary, os.X_OK):
             skipped.append(f"{name}: {'redis-server' if name == 'redis' else VALKEY} not installed "
-                           "(scripts/setup installs it)")
+                           "(scripts/setup --studies installs it)")
             continue
         version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
         found[name] = (binary, version.split("v=")[1].split()[0] if "v=" in version else "?")

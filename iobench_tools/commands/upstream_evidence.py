@@ -103,7 +103,7 @@ def main(argv=None):
     replsynclib.IOBENCH = a.iobench
     iobenchlib.require_binary(PROG, a.iobench)
     if not shutil.which("redis-cli"):
-        fail("redis-cli not found (scripts/setup installs redis-tools)")
+        fail("redis-cli not found (scripts/setup --studies installs redis-tools)")
     todo = upstreamlib.cells(a)
     try:
         servers = {b: upstreamlib.server_of(b) for b in sorted({c["build"] for c in todo})}

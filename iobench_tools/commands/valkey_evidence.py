@@ -155,7 +155,7 @@ def main(argv=None):
     replsynclib.PROG = PROG
     iobenchlib.require_binary(PROG, a.iobench)
     if not shutil.which("redis-cli"):
-        fail("redis-cli not found (scripts/setup installs redis-tools)")
+        fail("redis-cli not found (scripts/setup --studies installs redis-tools)")
     servers = builds(a)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     todo = cells(a)

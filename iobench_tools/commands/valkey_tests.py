@@ -133,13 +133,13 @@ def builds_and_suite(a):
 
 def check_tools(a):
     if not shutil.which("tclsh"):
-        fail("tclsh not found (Debian's tcl package; scripts/setup installs it)")
+        fail("tclsh not found (Debian's tcl package; scripts/setup --studies installs it)")
     if "tls" in a.proto:
         probe = subprocess.run(["tclsh"], input="puts [package require tls]", text=True,
                                capture_output=True)
         if probe.returncode != 0:
             fail("Tcl's tls package is missing for --proto tls (Debian's tcl-tls; "
-                 "scripts/setup installs it)")
+                 "scripts/setup --studies installs it)")
     if not shutil.which("openssl") and "tls" in a.proto:
         fail("openssl not found: the TLS units need its certificates")
 

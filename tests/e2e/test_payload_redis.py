@@ -19,7 +19,7 @@ def free_port():
 @pytest.mark.real_server
 @pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli")
                     or not shutil.which("zstd"),
-                    reason="redis-server, redis-cli or zstd not installed (scripts/setup installs them)")
+                    reason="redis-server, redis-cli or zstd not installed (scripts/setup --studies installs them)")
 def test_redis_accepts_every_command(cache_dir, tmp_path):
     out = tmp_path / "payload.zst"
     run("payload", "--out", str(out), "--bytes", "8M", "--seed", "5", cache=cache_dir, check=0)

@@ -222,7 +222,7 @@ def check_sync(procs, primary, replica, writer_kind, writer_is_child):
 @pytest.mark.real_server
 @pytest.mark.root
 @pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli"),
-                    reason="redis-server or redis-cli not installed (scripts/setup installs them)")
+                    reason="redis-server or redis-cli not installed (scripts/setup --studies installs them)")
 @pytest.mark.parametrize("diskless", ["no", "yes"])
 def test_watch_sees_a_real_redis_full_sync(tmp_path, diskless):
     procs, primary, replica = watched_full_sync(
@@ -234,7 +234,7 @@ def test_watch_sees_a_real_redis_full_sync(tmp_path, diskless):
 @pytest.mark.real_server
 @pytest.mark.root
 @pytest.mark.skipif(not os.access(VALKEY, os.X_OK) or not shutil.which("redis-cli"),
-                    reason=f"{VALKEY} or redis-cli missing (scripts/setup runs scripts/install-valkey)")
+                    reason=f"{VALKEY} or redis-cli missing (scripts/setup --studies runs scripts/install-valkey)")
 def test_watch_sees_a_real_valkey_dual_channel_sync(tmp_path):
     # Dual-channel: the save child writes the RDB to the replica's socket itself.
     dual = ["--dual-channel-replication-enabled", "yes", "--repl-diskless-sync", "yes"]

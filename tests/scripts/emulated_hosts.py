@@ -18,7 +18,7 @@ def why_not():
         return "needs root (a network namespace and sshd)"
     for tool in (SSHD, shutil.which("ssh"), shutil.which("ssh-keygen")):
         if not tool or not os.access(tool, os.X_OK):
-            return "openssh-server/openssh-client not installed (scripts/setup installs them)"
+            return "openssh-server/openssh-client not installed (scripts/setup --studies installs them)"
     if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
         return "ip netns is not available here"
     return None

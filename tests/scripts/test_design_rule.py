@@ -151,3 +151,27 @@ def test_the_command_refuses_bad_input(tmp_path):
     p = subprocess.run([str(ROOT / "scripts" / "design-answer"), str(tmp_path),
                         "--evidence", str(EVIDENCE)], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "cannot be pooled" in p.stderr
+
+
+ANSWER = ROOT / "results" / "design-answer"
+
+
+@pytest.mark.skipif(not (ANSWER / "results.json").is_file(), reason="no committed design answer")
+def test_the_committed_design_answer_is_what_its_sweeps_say(tmp_path):
+    """results/design-answer re-renders from its archived sweeps and the evidence it names (the
+    rule's line aside: it reads git history, which a shallow clone may not hold; and the
+    command's, which names this test's folder)."""
+    doc = json.loads((ANSWER / "results.json").read_text())
+    args = doc["command"].split()[1:]
+    out = args.index("--out")
+    args[out + 1] = str(tmp_path / "again")
+    p = subprocess.run([str(ROOT / "scripts" / "design-answer"), *args], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+
+    def body(path):
+        return [line for line in path.read_text().splitlines()
+                if not line.startswith(("- rule:", "- command:"))]
+    assert body(tmp_path / "again" / "report.md") == body(ANSWER / "report.md")
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert again["answers"] == doc["answers"] and again["answer"] == doc["answer"]

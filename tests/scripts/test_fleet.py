@@ -31,7 +31,7 @@ def why_no_fleet():
         return "no ansible-core in build/ansible (scripts/install-ansible could not reach PyPI)"
     for tool in ("cpack", "dpkg-deb", "dpkg-shlibdeps"):
         if not shutil.which(tool):
-            return f"{tool} not installed (scripts/setup installs cmake and dpkg-dev)"
+            return f"{tool} not installed (scripts/setup installs cmake, scripts/setup --studies dpkg-dev)"
     return None
 
 

@@ -100,7 +100,7 @@ def test_compare_peers_measures_every_tool_in_a_cgroup():
     cgroup_cpu_or_skip()
     for tool in ("iperf3", "socat"):
         if not shutil.which(tool):
-            pytest.skip(f"{tool} not installed (scripts/setup installs it)")
+            pytest.skip(f"{tool} not installed (scripts/setup --studies installs it)")
     floor = ROOT / "build" / "release" / "iobench-floor"
     p = subprocess.run([str(SCRIPTS / "compare-peers"), "--iobench", BIN, "--floor", str(floor),
                         "--rounds", "2", "--bytes", "8M", "--iobench-runs", "2", "--bufs", "16k"],

@@ -19,7 +19,7 @@ BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 def deb():
     for tool in ("cpack", "dpkg-deb", "dpkg-shlibdeps"):
         if not shutil.which(tool):
-            pytest.skip(f"{tool} not installed (scripts/setup installs cmake and dpkg-dev)")
+            pytest.skip(f"{tool} not installed (scripts/setup installs cmake, scripts/setup --studies dpkg-dev)")
     build = Path(BIN).resolve().parent
     p = subprocess.run([str(ROOT / "scripts" / "package"), str(build)], capture_output=True,
                        text=True, timeout=900)

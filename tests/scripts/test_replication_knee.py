@@ -29,7 +29,7 @@ def needs_sync(test):
     and zstd (loading the dataset)."""
     test = pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")(test)
     test = pytest.mark.skipif(not shutil.which("redis-cli") or not shutil.which("zstd"),
-                              reason="redis-cli or zstd missing (scripts/setup installs them)")(test)
+                              reason="redis-cli or zstd missing (scripts/setup --studies installs them)")(test)
     return needs_build(test)
 
 

@@ -21,7 +21,7 @@ VALKEY = ROOT / "build" / "valkey" / "valkey-server"
 @pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
 @pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli")
                     or not shutil.which("zstd"),
-                    reason="redis-server, redis-cli or zstd missing (scripts/setup installs them)")
+                    reason="redis-server, redis-cli or zstd missing (scripts/setup --studies installs them)")
 def test_small_syncs_beside_the_model(tmp_path):
     out = tmp_path / "out"
     p = subprocess.run([SCRIPT, "--rdb", "2M", "--repeat", "1", "--price-rounds", "2",
@@ -100,7 +100,7 @@ def netns_unavailable():
 @pytest.mark.root
 @pytest.mark.skipif(netns_unavailable() is not None, reason=str(netns_unavailable()))
 @pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-cli"),
-                    reason="redis-server or redis-cli missing (scripts/setup installs them)")
+                    reason="redis-server or redis-cli missing (scripts/setup --studies installs them)")
 def test_syncs_over_the_emulated_link(tmp_path):
     # Primary and replica in their own namespaces over a rate-capped veth, MTU 9001; the model
     # crosses the same kind of link (scripts/netns-link).

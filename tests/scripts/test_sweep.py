@@ -199,8 +199,10 @@ def test_a_knee_at_the_largest_size_tried_is_not_a_default(tmp_path):
            "clearly above it" in text and "sweep larger sizes" in text
     assert "One connection: no default from this sweep" in text
     assert "nothing is gained" not in text
-    # The size to take meanwhile, said the same way whichever statement a sweep came to.
-    assert "Until sweeps decide it, take **16K**: the largest of TCP 16K (edge)" in text
+    # What the sweep said, and no size taken by a tie-break (issue #56): the design rule decides.
+    assert "This sweep's statements: TCP 16K (edge); none is a design default: " \
+           "scripts/design-answer" in text
+    assert "Until sweeps decide it, take" not in text
 
 
 def test_a_largest_size_the_next_cannot_be_told_from_is_no_edge(tmp_path):

@@ -27,7 +27,7 @@ def built(level):
 
 needs_builds = pytest.mark.skipif(
     not (built("stock") and built("0004")),
-    reason="the stock and 0004 builds are missing: scripts/setup builds them with "
+    reason="the stock and 0004 builds are missing: scripts/setup --studies builds them with "
            "scripts/build-valkey-source --upstream (which says why it did not)")
 
 
@@ -45,7 +45,7 @@ def test_the_series_is_four_small_patches_in_upstream_form():
         assert changed_lines(p) <= 60, f"{p.name}: {changed_lines(p)} changed lines"
 
 
-@pytest.mark.skipif(not TARBALL.exists(), reason=f"{TARBALL} missing (scripts/setup fetches it)")
+@pytest.mark.skipif(not TARBALL.exists(), reason=f"{TARBALL} missing (scripts/setup --studies fetches it)")
 def test_each_patch_applies_in_order_with_no_fuzz(tmp_path):
     subprocess.run(["tar", "-C", str(tmp_path), "-xf", str(TARBALL)], check=True)
     src = next(tmp_path.glob("valkey-8.1.1*"))
@@ -70,7 +70,7 @@ def test_bad_build_arguments_stop_with_one_line(args, said):
     assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.skipif(not TARBALL.exists(), reason=f"{TARBALL} missing (scripts/setup fetches it)")
+@pytest.mark.skipif(not TARBALL.exists(), reason=f"{TARBALL} missing (scripts/setup --studies fetches it)")
 def test_a_patch_that_does_not_apply_stops_with_one_line_and_leaves_no_temporary_tree(tmp_path):
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
@@ -213,7 +213,7 @@ def _cwd(pid):
 @needs_builds
 @pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
 @pytest.mark.skipif(not shutil.which("redis-cli") or not shutil.which("zstd"),
-                    reason="redis-cli or zstd missing (scripts/setup installs them)")
+                    reason="redis-cli or zstd missing (scripts/setup --studies installs them)")
 def test_the_series_writes_whole_64k_chunks_and_reads_the_rdb_once(tmp_path):
     """stock beside 0004, one round at 8M: the dual-channel child writes whole 64K chunks over
     TCP (stock: 16K and a tail each); the disk-based TLS sender reads each byte of the RDB once

@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "valkey-pr"
 TARBALL = ROOT / "build" / "valkey-src" / "valkey_9.1.2.orig.tar.gz"
 needs_base = pytest.mark.skipif(not TARBALL.exists(),
-                                reason=f"{TARBALL} missing (scripts/setup fetches it with "
+                                reason=f"{TARBALL} missing (scripts/setup --studies fetches it with "
                                        "scripts/build-valkey-source --fetch 9.1.2)")
 needs_format = pytest.mark.skipif(not shutil.which("clang-format-19"),
-                                  reason="clang-format-19 missing (scripts/setup installs it)")
+                                  reason="clang-format-19 missing (scripts/setup --studies installs it)")
 
 
 def test_every_pr_folder_has_its_commit_description_and_test():
