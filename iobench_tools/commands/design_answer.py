@@ -157,6 +157,26 @@ def design_table(table, sizes, answer, fell):
     return head
 
 
+def pair_lines(cpu, table, sizes):
+    """Every CPU pair pooled, with the spread the planned resolution came from: the per-round sd
+    of the log ratio (median over the sweeps) and the between-sweep sd (tau)."""
+    lines = ["| protocol | larger / smaller | pooled (one-sided 95% bounds) | pooled 95% | "
+             "between-sweep sd | per-round sd (median) | rounds |", "|---|---|---|---|---|---|---|"]
+    for proto in PROTOS:
+        for i, s in enumerate(sizes):
+            for big in sizes[i + 1:]:
+                p = table.get((proto, "cpu", s, big))
+                if p is None:
+                    continue
+                points = [rule.study_point(rule.paired_logs(x, s, big)) for x in cpu[proto]]
+                sds = sorted(se * math.sqrt(n) for _, se, n in filter(None, points))
+                rounds = sum(n for _, _, n in filter(None, points))
+                lines.append(f"| {proto.upper()} | {label(big)} / {label(s)} | {ratio(p)} | "
+                             f"{ratio(p, ('lo95', 'hi95'))} | {p['tau']:.3f} | "
+                             f"{iobenchlib.median(sds):.3f} | {rounds} |")
+    return lines
+
+
 def counts(c, total):
     return ", ".join(f"{label(s)} {n}/{total}" for s, n in sorted(c.items())) or "—"
 
@@ -217,7 +237,7 @@ def rule_commits():
     return [tuple(line.split(" ", 1)) for line in out if line.strip()]
 
 
-def report(sweeps, evidence_path, evidence, table, agree, aa, misses, commits):
+def report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses, commits):
     sizes = sorted({s for p in PROTOS for st in sweeps for s in sweep_series(st[2]).get(p, {})})
     answer, fell = rule.answer(table, sizes, PROTOS)
     started = min((m.get("started") or "?") for _, m, _ in sweeps)
@@ -282,6 +302,11 @@ def report(sweeps, evidence_path, evidence, table, agree, aa, misses, commits):
         lines += [f"Yes: every pooled CPU interval lies clear of both lines or within planned "
                   f"x{rule.WIDTH_SLACK} (TCP {100 * rule.PLANNED_HALF['tcp']:.1f}%, TLS "
                   f"{100 * rule.PLANNED_HALF['tls']:.1f}%)."]
+    lines += ["", "## Every CPU pair, pooled", "",
+              "Costs of the larger size over the smaller's (below 1: the larger is cheaper); "
+              "the spread they came with is what the next design's resolution is planned from.",
+              ""]
+    lines += pair_lines(cpu, table, sizes)
     lines += ["", "## Sources", "",
               "- CPU per GiB: each run's sender + receiver CPU (CLOCK_PROCESS_CPUTIME_ID of each "
               "side, pinned 0,1), iobench's JSON in each sweep's cells, paired by round",
@@ -339,7 +364,7 @@ def main(argv=None):
     aa = aa_summary(sweeps)
     misses = rule.reached(table)
     evidence_path = os.path.relpath(os.path.abspath(a.evidence), iobenchlib.ROOT)
-    text, answer, aa_ok = report(sweeps, evidence_path, evidence, table, agree, aa, misses,
+    text, answer, aa_ok = report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses,
                                  rule_commits())
     if a.out:
         path = iobenchlib.write_result_folder(

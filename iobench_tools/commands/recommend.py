@@ -97,6 +97,9 @@ def report(manifest, rows, tolerance, micro=None):
         defaults[pl], default_lines = one_connection_default(picks, prs, answers)
         lines += ["## Recommended defaults" + (f" ({pl})" if len(placements) > 1 else ""), ""]
         lines += default_lines
+        lines += ["- These are one sweep's CPU knees. The design's chunk also sets memory and "
+                  "client p99: scripts/design-answer weighs all three over several sweeps, at the "
+                  "resolution docs/design-rule.md fixes before the runs."]
         lines += many_connections(prs, tolerance)
     if len(placements) > 1:
         lines += ["# Across placements", ""]
@@ -265,7 +268,7 @@ def cost_intervals(rs, best):
 
 def one_connection_default(picks, rows, answers=None):
     """The one-connection default (or None) and the lines that say it, bounded by what was
-    measured; with no default, the size to take until sweeps decide it (pick_until_decided)."""
+    measured; with no default, what this sweep's statements were (pick_until_decided)."""
     if not picks:
         return None, ["- One connection: no single-connection cells."]
     at_edge = {p: e for p, (_, e) in picks.items() if e}
@@ -283,20 +286,19 @@ def one_connection_default(picks, rows, answers=None):
 
 
 def pick_until_decided(answers):
-    """With no default, the one a sweep of this host states the same way every time: per
-    protocol the size its statement names (sweeplib.answer: the knee, the fewest calls among
-    the sizes the runs cannot tell apart, or the largest size tried when it is lowest), and the
-    largest of those. A call costs CPU (iobench-micro: microseconds per syscall), so among sizes
-    the runs cannot part the one with the fewest calls is the one physics favours; several
-    sweeps pooled (scripts/repeatability) decide what one cannot."""
+    """With no default, what one sweep can say: per protocol the size its statement names
+    (sweeplib.answer), and that none of them is a design default. The sizes the runs cannot part
+    are not parted here by a tie-break (the fewest calls favours the largest size, whatever the
+    runs say: issue #56); the design rule (docs/design-rule.md, scripts/design-answer) weighs
+    them with memory and client p99 over several sweeps, the burden on the larger size."""
     named = {p: a for p, a in answers.items() if a["size"] is not None}
     if not named or len(named) < len(answers):
         return ""
-    one = max(a["size"] for a in named.values())
-    return (f" Until sweeps decide it, take **{sweeplib.size_label(one)}**: the largest of "
+    return (" This sweep's statements: "
             + ", ".join(f"{p.upper()} {sweeplib.size_label(a['size'])} ({a['kind']})"
                         for p, a in sorted(named.items()))
-            + "; pool several sweeps with scripts/repeatability to decide it.")
+            + "; none is a design default: scripts/design-answer weighs the sizes one sweep "
+              "cannot part with memory and p99, over several sweeps (docs/design-rule.md).")
 
 
 def many_connections(rows, tolerance):
