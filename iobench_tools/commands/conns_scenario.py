@@ -32,7 +32,7 @@ def answer(rows):
 
 def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
-    ap.add_argument("name",
+    ap.add_argument("name", type=iobenchlib.result_name,
                     help="the scenario's name: its sweep goes to RESULTS/NAME/")
     ap.add_argument("--conns", default="1,4,16,64",
                     help="connections at once, a list (each moves --bytes)")

@@ -45,7 +45,7 @@ TOLERANCE = 0.05
 
 def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
-    ap.add_argument("name",
+    ap.add_argument("name", type=iobenchlib.result_name,
                     help="the scenario's name: fanout.json, fanout.md and the runs go to "
                          "RESULTS/NAME/")
     ap.add_argument("--replicas", default="1,2,4,8,16",
@@ -76,6 +76,9 @@ def parse_args(argv=None):
     ap.add_argument("--rate", default="5gbit", help="fleet: each replica link's cap")
     ap.add_argument("--connect", help="HOST:PORT,...: servers already running (TLS on PORT + 1)")
     ap.add_argument("--tls-ca", help="--connect: the CA file(s) the servers' certificates chain to")
+    ap.add_argument("--auth-token-file", metavar="FILE",
+                    help="--connect: the servers' token, read by iobench from this file (never in "
+                         "argv or the results: they record only that a token was used)")
     iobenchlib.add_binary_option(ap)
     ap.add_argument("--results", default=os.path.join(ROOT, "results"),
                     help="the folder the scenario's folder NAME goes under")
@@ -83,6 +86,17 @@ def parse_args(argv=None):
                     help="rewrite fanout.md (and the verdicts) from fanout.json without running")
     a, extra = ap.parse_known_args(argv)
     extra = [x for x in extra if x != "--"]
+    if any(x == "--auth-token" or x.startswith("--auth-token=") for x in extra):
+        ap.error("--auth-token would put the token in argv and in fanout.json: give "
+                 "--auth-token-file FILE")
+    a.env = None
+    if a.auth_token_file:
+        if not a.connect:
+            ap.error("--auth-token-file is for --connect (the scenario's own servers need none)")
+        if not os.access(a.auth_token_file, os.R_OK) or not os.path.isfile(a.auth_token_file):
+            ap.error(f"invalid --auth-token-file '{a.auth_token_file}': not a readable file")
+        # iobench reads "@FILE" itself: the token never passes through this process's argv.
+        a.env = dict(os.environ, IOBENCH_AUTH_TOKEN=f"@{os.path.abspath(a.auth_token_file)}")
     if a.rounds < 1 or a.rounds > 50:
         ap.error(f"invalid --rounds '{a.rounds}': expected 1..50")
     a.replicas = [int(n) for n in a.replicas.split(",")]
@@ -198,7 +212,7 @@ def run_rounds(a, extra, out_dir):
     def run_one(c, k, attempt):
         out = os.path.join(out_dir, "raw", f"{cell_id(c)}.round{k}.json")
         try:
-            p = experiment.run_child(command(a, c, out, extra), timeout=600)
+            p = experiment.run_child(command(a, c, out, extra), env=a.env, timeout=600)
         except subprocess.TimeoutExpired:
             raise experiment.RunFailed("ran past 600 s") from None
         fig = None
@@ -212,6 +226,8 @@ def run_rounds(a, extra, out_dir):
     todo = [dict(c, id=cell_id(c)) for c in cells(a)]
     identity = {"bytes": a.bytes, "budget": a.budget, "timeout": a.timeout, "where": a.where,
                 "rate": a.rate, "connect": a.connect, "extra": extra, "control": a.control}
+    if a.auth_token_file:
+        identity["auth_token"] = True  # that one was used; never the token
     done = experiment.Experiment("fanout-scenario", out_dir, todo, a.rounds, run_one,
                                  retries=a.retries, identity=identity).run()
     return experiment.figures_by_cell(done), experiment.failures(done)
@@ -225,6 +241,7 @@ def doc_base(a, extra, runs, failures, started):
                                                             *sys.argv[1:]]),
             "iobench_command_example": example(a, extra),
             "where": f"servers {a.connect}" if a.connect else a.where,
+            "auth_token": "used (from a file)" if a.auth_token_file else "none",
             "rate": a.rate if a.where == "fleet" else None,
             "criterion": "writer thread CPU per GiB delivered (N x bytes), median of the rounds",
             "tolerance": TOLERANCE, "rounds": a.rounds, "bytes_per_replica": a.bytes,

@@ -89,7 +89,7 @@ def cell_command(a, cell, out, tls_dir, remote):
 
 def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
-    ap.add_argument("name",
+    ap.add_argument("name", type=iobenchlib.result_name,
                     help="the sweep's name: its runs and manifest go to RESULTS/NAME/ (run again "
                          "to resume)")
     axes.add_proto(ap)
@@ -270,8 +270,6 @@ def check_args(a):
                  f"({', '.join(fixed)}), auto or none")
     if a.control != "none" and "1" not in a.conns.split(","):
         a.control = "none"  # the control is a one-connection cell: none in this sweep
-    if not a.name.replace("-", "").replace("_", "").isalnum():
-        sys.exit(f"sweep: invalid name '{a.name}' (letters, digits, - and _)")
 
     return placements
 

@@ -271,3 +271,21 @@ def test_a_resume_with_other_options_is_refused(tmp_path):
                            env=ENV)
     assert other.returncode != 0
     assert "is another scenario's progress" in other.stderr.strip().splitlines()[-1]
+
+
+def test_a_token_goes_by_file_never_by_argv(tmp_path):
+    """--auth-token after -- would sit in argv and three times in fanout.json (issue #58):
+    refused in one line, and --auth-token-file is checked before anything runs."""
+    script = str(ROOT / "scripts" / "fanout-scenario")
+    p = subprocess.run([script, "tok", "--connect", "127.0.0.1:5210", "--", "--auth-token",
+                        "s3cret"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "give --auth-token-file FILE" in p.stderr
+    assert "s3cret" not in p.stderr
+    p = subprocess.run([script, "tok", "--connect", "127.0.0.1:5210", "--auth-token-file",
+                        str(tmp_path / "missing")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "invalid --auth-token-file" in p.stderr
+    token = tmp_path / "token"
+    token.write_text("a-long-enough-test-token\n")
+    p = subprocess.run([script, "tok", "--auth-token-file", str(token)], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "--auth-token-file is for --connect" in p.stderr

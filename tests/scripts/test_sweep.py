@@ -965,3 +965,13 @@ def test_a_sweep_cell_is_typed_and_reads_back_its_manifest_record():
     assert (twin.id, twin.control_of, twin.file) == (
         "tls-epoll-c1-16k-aa", cell.id, "cells/tls-epoll-c1-16k-aa.json")
     assert sweeplib.SweepCell.of(twin.record()) == twin
+
+
+@pytest.mark.parametrize("script", ["sweep", "fanout-scenario", "conns-scenario"])
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "x y"])
+def test_a_results_name_that_is_not_a_plain_name_is_refused(script, name):
+    """NAME is a folder under results/: one that climbs out, nests or hides is refused in one
+    line naming it, before anything runs (issue #58)."""
+    p = subprocess.run([str(SCRIPTS / script), name], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert f"invalid name '{name}'" in p.stderr

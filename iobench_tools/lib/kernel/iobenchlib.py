@@ -113,6 +113,19 @@ def size_arg(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+_RESULT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def result_name(text):
+    """argparse `type=` for a results NAME (a folder under results/): letters, digits, - and _,
+    beginning with a letter or digit, so it never climbs out of results/ ('..', '/') nor reads
+    as an option or a hidden folder."""
+    if not _RESULT_NAME.fullmatch(text) or len(text) > 100:
+        raise argparse.ArgumentTypeError(
+            f"invalid name '{text}' (letters, digits, - and _, beginning with a letter or digit)")
+    return text
+
+
 def format_size(n):
     """The shortest exact spelling, as iobench's tables and file names write it: 16K, 1M, 1500."""
     for unit, factor in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
