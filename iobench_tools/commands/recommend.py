@@ -333,6 +333,15 @@ def fanout_report(doc, tolerance):
     return "\n".join(lines) + "\n"
 
 
+def kind_is_sweep_with_micro(folder):
+    """A sweep whose manifest names the iobench-micro JSON its stop was judged with."""
+    try:
+        with open(os.path.join(folder, "manifest.json")) as f:
+            return bool(json.load(f).get("micro"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("sweep_dir",
@@ -358,6 +367,10 @@ def main(argv=None):
     if not 0 <= a.tolerance < 1:
         sys.exit(f"recommend: invalid --tolerance {a.tolerance}: expected 0..1")
     micro = None
+    if not a.micro and kind_is_sweep_with_micro(a.sweep_dir):
+        # The judge the sweep's --repeat auto stopped by: the report judges as the stop did.
+        a.micro = os.path.join(iobenchlib.ROOT, json.load(open(os.path.join(a.sweep_dir,
+                                                                   "manifest.json")))["micro"])
     if a.micro:
         try:
             micro = costmodel.micro_per_call(a.micro)

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 
+from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment
 from iobench_tools.lib.kernel import iobenchlib
@@ -171,6 +172,10 @@ def parse_args(argv=None):
                     help="the A/A control: the first protocol's one-connection cell of SIZE runs "
                          "twice per round under two names, the sweep's noise floor (auto: 16k "
                          "if swept, else the largest fixed size; none: no control)")
+    ap.add_argument("--micro", metavar="MICRO.json",
+                    help="--repeat auto: judge when to stop as scripts/recommend --micro judges "
+                         "its report (the cost model checked against iobench-micro's cost per "
+                         "call); the manifest records it and recommend reads it from there")
     iobenchlib.add_binary_option(ap)
     return ap.parse_args(argv)
 
@@ -250,6 +255,15 @@ def check_args(a):
         sys.exit("sweep: --auth-token-file is for --connect (a --server-host sweep makes its own)")
     if a.auth_token_file and not os.access(a.auth_token_file, os.R_OK):
         sys.exit(f"sweep: invalid --auth-token-file '{a.auth_token_file}': not a readable file")
+    a.micro_per_call = None
+    if a.micro:
+        try:
+            a.micro_per_call = costmodel.micro_per_call(a.micro)
+        except ValueError as e:
+            sys.exit(f"sweep: {e}")
+        if a.micro_per_call is None:
+            sys.exit(f"sweep: invalid --micro '{a.micro}': fewer than 3 sizes of "
+                     "BM_TcpLoopbackWriteRead (scripts/micro --benchmark_filter=TcpLoopback)")
     if a.connect and (a.server_host or a.where != "loopback"):
         sys.exit("sweep: --connect excludes --server-host and --where netns")
     if a.connect and "tls" in a.proto.split(",") and not (a.tls_ca and os.path.isfile(a.tls_ca)):
@@ -307,6 +321,8 @@ def describe_sweep(a, placements, manifest):
         "kind": "sweep",
         "order": a.order, "seed": a.seed if a.order in ("shuffle", "balanced") else None,
         "control": a.control,
+        # The stop's judge, which recommend then uses too (one judge for both).
+        "micro": os.path.relpath(os.path.abspath(a.micro), ROOT) if a.micro else None,
         "placements": [c or "unpinned" for c in placements],
         "started": manifest.get("started", now()),
         "finished": None,

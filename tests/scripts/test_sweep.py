@@ -975,3 +975,20 @@ def test_a_results_name_that_is_not_a_plain_name_is_refused(script, name):
     p = subprocess.run([str(SCRIPTS / script), name], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert f"invalid name '{name}'" in p.stderr
+
+
+def test_recommend_judges_with_the_micro_the_sweep_stopped_by(tmp_path):
+    """--repeat auto's stop and the report judge alike (issue #56): a sweep run with --micro
+    records it, and recommend reads it from the manifest unless told otherwise."""
+    d = fake_sweep(tmp_path, [("tcp", 4096, -1, 3.0), ("tcp", 16384, -1, 1.0)])
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["micro"] = "results/micro/no-such-file.json"
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    p = subprocess.run([str(SCRIPTS / "recommend"), str(d)], capture_output=True, text=True)
+    assert p.returncode != 0 and "no-such-file.json" in p.stderr
+    manifest["micro"] = "results/micro/reference.json"
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    subprocess.run([str(SCRIPTS / "recommend"), str(d)], check=True, capture_output=True)
+    p = subprocess.run([str(SCRIPTS / "sweep"), "x", "--micro", str(tmp_path / "none.json")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "cannot read iobench-micro JSON" in p.stderr

@@ -111,7 +111,8 @@ def decided_after(rnd, cells, recs, out_dir, a):
     planned = (getattr(a, "noise_floor", None) or {}).get("planned_rounds")
     # While the A/A interval excludes 1 no knee is decided (recommend says so): run on.
     trusted = noisefloor.excludes_one(getattr(a, "noise_floor", None)) is None
-    open_knees = sweeplib.undecided(rows, a.tolerance) if trusted else None
+    open_knees = sweeplib.undecided(rows, a.tolerance, getattr(a, "micro_per_call", None)) \
+        if trusted else None
     a.stopped = stop_reason(rnd, open_knees, planned, a.max_repeat)
     return a.stopped is not None
 
