@@ -216,11 +216,16 @@ def aa_summary(sweeps):
     return {"pooled": rule.pool(points), "covered": covered, "n": len(points), "rows": rows}
 
 
+def rounds_of(manifest, rows):
+    """The rounds a sweep ran: --repeat auto records them; a fixed --repeat's are its cells'."""
+    return manifest.get("rounds_run") or max((len(r["rounds"] or []) for r in rows), default=0)
+
+
 def sweep_lines(sweeps, aa):
     lines = ["| sweep | seed | rounds | stopped | A/A twin / cell at the last round (95%) |",
              "|---|---|---|---|---|"]
-    for (name, m, _), (_, own) in zip(sweeps, aa["rows"]):
-        lines.append(f"| {name} | {m.get('seed')} | {m.get('rounds_run')} | "
+    for (name, m, rows), (_, own) in zip(sweeps, aa["rows"]):
+        lines.append(f"| {name} | {m.get('seed')} | {rounds_of(m, rows)} | "
                      f"{m.get('stopped', 'ran every round it was given')} | "
                      f"{ratio(own, ('lo95', 'hi95')) if own else 'no control'} |")
     return lines
@@ -323,8 +328,8 @@ def record(sweeps, table, agree, aa, misses, answer, aa_ok, evidence_path):
             "command": iobenchlib.recorded_command(PROG),
             "delta": rule.DELTA, "answer": answer if aa_ok else None,
             "answers": agree["answers"], "aa_ok": aa_ok,
-            "sweeps": [{"name": n, "seed": m.get("seed"), "rounds": m.get("rounds_run"),
-                        "started": m.get("started")} for n, m, _ in sweeps],
+            "sweeps": [{"name": n, "seed": m.get("seed"), "rounds": rounds_of(m, rows),
+                        "started": m.get("started")} for n, m, rows in sweeps],
             "agreement": {k: {n: {str(s): c for s, c in v.items()} for n, v in agree[k].items()}
                           for k in ("resampled", "null")} | {"alone": agree["alone"]},
             "aa": {"pooled": entry(aa["pooled"]), "covered": aa["covered"], "n": aa["n"]},
