@@ -45,4 +45,8 @@ std::string auth_proof(std::string_view token, std::string_view nonce) {
   return hex(md, len);
 }
 
+bool proof_matches(std::string_view expected, std::string_view presented) {
+  return !expected.empty() && constant_time_equal(expected, presented);
+}
+
 }  // namespace iobench::tls

@@ -125,6 +125,9 @@ bool constant_time_equal(std::string_view a, std::string_view b);
 // nonce) in hex. Compare proofs with constant_time_equal.
 std::string random_nonce();
 std::string auth_proof(std::string_view token, std::string_view nonce);
+// Whether a presented proof is the expected one. Fails closed: an expected proof that could not
+// be computed (empty: HMAC failed) matches nothing, an empty presented proof included.
+bool proof_matches(std::string_view expected, std::string_view presented);
 
 // OpenSSL's reason for the most recent failure on this thread, or `fallback`.
 std::string last_ssl_error(const std::string& fallback);

@@ -79,8 +79,11 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& re
       return fail(fmt::format("server {} asked for a token this client does not have",
                               server.str()));
     const auto& nonce = std::get<proto::Challenge>(*reply).nonce;
-    if (auto st = send_message(stream, proto::Auth{tls::auth_proof(access.auth_token, nonce)}); !st)
-      return std::unexpected(st.error());
+    const std::string proof = tls::auth_proof(access.auth_token, nonce);
+    if (proof.empty())
+      return fail(fmt::format("the token's proof for server {} could not be computed (HMAC failed)",
+                              server.str()));
+    if (auto st = send_message(stream, proto::Auth{proof}); !st) return std::unexpected(st.error());
     reply = recv_message(stream);
   }
   if (!reply) return fail(first_answer_error(server, reply.error(), hello_timeout_s));

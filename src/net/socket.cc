@@ -202,7 +202,10 @@ Result<Fd> accept_client(int listen_fd, std::string& peer) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
-  if (fd < 0) return fail(fmt::format("accept: {}", std::strerror(errno)));
+  if (fd < 0) {
+    const int e = errno;
+    return std::unexpected(Error{fmt::format("accept: {}", std::strerror(e)), ErrorKind::kOther, e});
+  }
   peer = sockaddr_str(reinterpret_cast<sockaddr*>(&ss));
   return Fd(fd);
 }

@@ -207,8 +207,9 @@ Status authenticate(const proto::Hello& h, ServerSession& s) {
                     : m.error().message);
   const auto* auth = std::get_if<proto::Auth>(&*m);
   if (!auth) return fail(fmt::format("expected AUTH, got {}", proto::type_name(*m)));
-  if (!tls::constant_time_equal(auth->proof, tls::auth_proof(token, nonce)))
-    return fail("wrong --auth-token");
+  const std::string expected = tls::auth_proof(token, nonce);
+  if (expected.empty()) return fail("the token's proof could not be computed (HMAC failed)");
+  if (!tls::proof_matches(expected, auth->proof)) return fail("wrong --auth-token");
   return {};
 }
 

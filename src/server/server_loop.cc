@@ -8,7 +8,9 @@
 
 #include <cerrno>
 
+#include <algorithm>
 #include <chrono>
+#include <system_error>
 #include <thread>
 
 #include "net/interrupt.h"
@@ -25,17 +27,51 @@ namespace {
 
 // One port's accept loop: a thread per client (or each in turn on this one: `serial`), until a
 // signal shuts the listener down.
+// Out of descriptors or kernel memory: accept fails at once until a session ends and frees
+// one, so retrying at once spins a CPU. Back off, doubling to a second, and log once per spell.
+bool out_of_resources(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
+
+class AcceptBackoff {
+ public:
+  // Waits after a failed accept (only when it ran out of resources); logs the spell's start.
+  void after_failure(const Error& e, const ServerConfig& cfg) {
+    if (!out_of_resources(e.sys_errno)) {
+      log_line(cfg, "-", "accept failed: " + e.message);
+      return;
+    }
+    if (pause_ms_ == 0)
+      log_line(cfg, "-", fmt::format("accept failed: {}; backing off until one is free",
+                                     e.message));
+    pause_ms_ = pause_ms_ == 0 ? kFirstMs : std::min(2 * pause_ms_, kMaxMs);
+    ++failures_;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms_));
+  }
+  void after_success(const ServerConfig& cfg) {
+    if (pause_ms_ != 0)
+      log_line(cfg, "-", fmt::format("accepting again after {} failed accepts", failures_));
+    pause_ms_ = 0;
+    failures_ = 0;
+  }
+
+ private:
+  static constexpr int kFirstMs = 10, kMaxMs = 1000;
+  int pause_ms_ = 0;
+  uint64_t failures_ = 0;
+};
+
 void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<ServerState>& state) {
   const uint32_t max_threads = 2 * cfg.options.max_conns;
   interrupt::Registration listener(listen_fd);  // a signal ends accept()
+  AcceptBackoff backoff;
   while (!interrupt::received()) {
     std::string peer;
     auto fd = accept_client(listen_fd, peer);
     if (!fd) {
       if (interrupt::received()) break;
-      log_line(cfg, "-", "accept failed: " + fd.error().message);
+      backoff.after_failure(fd.error(), cfg);
       continue;
     }
+    backoff.after_success(cfg);
     // Up to --max-conns sessions run; as many more get a handler that refuses them with a
     // reason after their HELLO. When every handler is taken, the oldest connection still
     // unauthenticated is cut to make room (OpenSSH's MaxStartups), while the cut ones' threads
@@ -58,10 +94,18 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
       if (interrupt::received()) ++state->ended_stopping;
       --state->sessions;
     };
-    if (cfg.serial)
+    if (cfg.serial) {
       session();
-    else
+      continue;
+    }
+    // A thread the system will not start (its thread or memory limit) refuses this client
+    // alone: the handler's copy of the session is destroyed, closing its socket.
+    try {
       std::thread(std::move(session)).detach();
+    } catch (const std::system_error& e) {
+      --state->sessions;
+      log_line(cfg, peer, fmt::format("refused: no thread for its handler ({})", e.what()));
+    }
   }
 }
 

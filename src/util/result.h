@@ -21,6 +21,7 @@ enum class ErrorKind {
 struct Error {
   std::string message;
   ErrorKind kind = ErrorKind::kOther;
+  int sys_errno = 0;  // the errno behind it, where a caller acts on which (accept's EMFILE)
 };
 
 template <typename T>

@@ -197,3 +197,17 @@ def reached(table, protos=None):
         if not clear and half > PLANNED_HALF.get(proto, 0.0) * WIDTH_SLACK:
             misses.append((proto, s, big, half))
     return misses
+
+
+def sweeps_to_reach(pooled, studies, small, large, proto):
+    """Sweeps of ROUNDS rounds whose pooled one-sided half-width would reach planned x
+    WIDTH_SLACK at this pair's spread: each sweep's within error (the per-round sd over
+    sqrt(ROUNDS)) and the between-sweep tau, with t on K-1 degrees of freedom."""
+    points = [p for p in (study_point(paired_logs(x, small, large)) for x in studies) if p]
+    sds = sorted(se * math.sqrt(n) for _, se, n in points)
+    per_sweep = math.hypot(sds[len(sds) // 2] / math.sqrt(ROUNDS), pooled["tau"])
+    target = PLANNED_HALF[proto] * WIDTH_SLACK
+    k = 2
+    while k < 1000 and t_quantile(k - 1) * per_sweep / math.sqrt(k) > target:
+        k += 1
+    return k
