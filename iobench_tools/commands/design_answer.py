@@ -22,8 +22,9 @@ from iobench_tools.lib.sweeps import repeatability as rep
 from iobench_tools.lib.sweeps import sweeplib
 
 PROG = "design-answer"
-PROTOS = ("tcp", "tls")
-SETS = {"design": PROTOS, "tcp": ("tcp",), "tls": ("tls",)}
+TCP, TLS = "tcp", "tls"
+PROTOS = (TCP, TLS)
+SETS = {"design": PROTOS, TCP: (TCP,), TLS: (TLS,)}
 # What each real-server criterion reads from a valkey-evidence run.
 REAL_FIGURES = {"memory": "child_private_dirty_bytes", "p99": "p99_ms"}
 # The sizes others chose, beside the rule's (the design table's last column).
@@ -266,7 +267,7 @@ def report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses, commi
                   f"({ratio(aa['pooled'], ('lo95', 'hi95'))}); the runs carry an order effect.", ""]
     else:
         lines += [f"**The design's chunk: {label(answer)}** — TCP alone "
-                  f"{label(agree['answers']['tcp'])}, TLS alone {label(agree['answers']['tls'])}. "
+                  f"{label(agree['answers'][TCP])}, TLS alone {label(agree['answers'][TLS])}. "
                   "The smallest size no larger size beats: shown better by more than 10% in CPU, "
                   "memory or p99 under one protocol, and shown worse by more than 10% in none.", ""]
     lines += ["## The design table", "",
@@ -310,8 +311,8 @@ def report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses, commi
                   "in the table, and the next design plans from the spread below."]
     else:
         lines += [f"Yes: every pooled CPU interval lies clear of both lines or within planned "
-                  f"x{rule.WIDTH_SLACK} (TCP {100 * rule.PLANNED_HALF['tcp']:.1f}%, TLS "
-                  f"{100 * rule.PLANNED_HALF['tls']:.1f}%)."]
+                  f"x{rule.WIDTH_SLACK} (TCP {100 * rule.PLANNED_HALF[TCP]:.1f}%, TLS "
+                  f"{100 * rule.PLANNED_HALF[TLS]:.1f}%)."]
     lines += ["", "## Every CPU pair, pooled", "",
               "Costs of the larger size over the smaller's (below 1: the larger is cheaper); "
               "the spread they came with is what the next design's resolution is planned from.",

@@ -30,7 +30,7 @@ def wait_for_line(server, text, timeout=10):
         seen.append(line)
         if text in line:
             return seen
-    raise AssertionError(f"no line with {text!r} in {seen}")
+    raise AssertionError(f"no line with {text!r} in {len(seen)} lines, the last: {seen[-5:]}")
 
 
 def connect_many(port, n):
