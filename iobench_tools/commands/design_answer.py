@@ -235,12 +235,12 @@ def sweep_lines(sweeps, aa):
 def rule_commits():
     """The commits of docs/design-rule.md and of the rule's code, oldest first: (hash, time)."""
     try:
-        out = subprocess.run(["git", "-C", iobenchlib.ROOT, "log", "--reverse", "--format=%h %cI",
+        out = subprocess.run(["git", "-C", iobenchlib.ROOT, "log", "--format=%h %cI",
                               "--", "docs/design-rule.md"], capture_output=True, text=True,
                              timeout=30).stdout.split("\n")
     except (OSError, subprocess.SubprocessError):
         return []
-    return [tuple(line.split(" ", 1)) for line in out if line.strip()]
+    return [tuple(line.split(" ", 1)) for line in out if line.strip()][::-1]  # oldest first
 
 
 def report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses, commits):
