@@ -10,7 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <system_error>
+#include <exception>
 #include <thread>
 
 #include "net/interrupt.h"
@@ -25,8 +25,6 @@ namespace iobench {
 
 namespace {
 
-// One port's accept loop: a thread per client (or each in turn on this one: `serial`), until a
-// signal shuts the listener down.
 // Out of descriptors or kernel memory: accept fails at once until a session ends and frees
 // one, so retrying at once spins a CPU. Back off, doubling to a second, and log once per spell.
 bool out_of_resources(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
@@ -59,6 +57,8 @@ class AcceptBackoff {
   uint64_t failures_ = 0;
 };
 
+// One port's accept loop: a thread per client (or each in turn on this one: `serial`), until a
+// signal shuts the listener down.
 void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<ServerState>& state) {
   const uint32_t max_threads = 2 * cfg.options.max_conns;
   interrupt::Registration listener(listen_fd);  // a signal ends accept()
@@ -98,11 +98,11 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
       session();
       continue;
     }
-    // A thread the system will not start (its thread or memory limit) refuses this client
-    // alone: the handler's copy of the session is destroyed, closing its socket.
+    // A thread the system will not start (its thread or memory limit: std::system_error, or
+    // bad_alloc) refuses this client alone: the session is destroyed, closing its socket.
     try {
       std::thread(std::move(session)).detach();
-    } catch (const std::system_error& e) {
+    } catch (const std::exception& e) {
       --state->sessions;
       log_line(cfg, peer, fmt::format("refused: no thread for its handler ({})", e.what()));
     }
