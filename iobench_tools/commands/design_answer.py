@@ -128,7 +128,7 @@ def versus(table, proto, crit, s, a):
     return dict(p, **flip)
 
 
-def why(table, size, answer, fell, sizes):
+def why(table, size, answer, fell):
     """The rule's word on one size of the design table."""
     if size in fell:
         # The answer's own step when it beat this size, else the smallest size that did.
@@ -138,7 +138,7 @@ def why(table, size, answer, fell, sizes):
         return f"beaten by {label(big)} ({shown} of {label(big)}'s)"
     if size == answer:
         return "**the answer**: no larger size is shown better by more than 10% without being shown worse"
-    ok, better, worse = rule.beats(table, size, answer, PROTOS)
+    _, _, worse = rule.beats(table, size, answer, PROTOS)
     if worse:
         return "does not beat it: shown worse by more than 10% in " + ", ".join(
             f"{p.upper()} {rule.CRITERION_WORDS[c]}" for p, c, _ in worse)
@@ -154,7 +154,7 @@ def design_table(table, sizes, answer, fell):
                                for p in PROTOS) for c in REAL_FIGURES}
         cpu = [("x1" if s == answer else ratio(versus(table, p, "cpu", s, answer))) for p in PROTOS]
         head.append(f"| {label(s)} | {cpu[0]} | {cpu[1]} | {real['memory']} | {real['p99']} | "
-                    f"{CHOSEN.get(s, '')} | {why(table, s, answer, fell, sizes)} |")
+                    f"{CHOSEN.get(s, '')} | {why(table, s, answer, fell)} |")
     return head
 
 
@@ -169,12 +169,10 @@ def pair_lines(cpu, table, sizes):
                 p = table.get((proto, "cpu", s, big))
                 if p is None:
                     continue
-                points = [rule.study_point(rule.paired_logs(x, s, big)) for x in cpu[proto]]
-                sds = sorted(se * math.sqrt(n) for _, se, n in filter(None, points))
-                rounds = sum(n for _, _, n in filter(None, points))
+                sd, rounds = rule.per_round_sd(cpu[proto], s, big)
                 lines.append(f"| {proto.upper()} | {label(big)} / {label(s)} | {ratio(p)} | "
                              f"{ratio(p, ('lo95', 'hi95'))} | {p['tau']:.3f} | "
-                             f"{iobenchlib.median(sds):.3f} | {rounds} |")
+                             f"{sd:.3f} | {rounds} |")
     return lines
 
 
@@ -182,7 +180,7 @@ def counts(c, total):
     return ", ".join(f"{label(s)} {n}/{total}" for s, n in sorted(c.items())) or "—"
 
 
-def agreement_lines(agree, k):
+def agreement_lines(agree):
     lines = ["| answer for | the runs | resampled sweeps (K of K, with replacement) | null (sizes "
              "exchangeable in every round) | each sweep alone |", "|---|---|---|---|---|"]
     for name in SETS:
@@ -233,7 +231,7 @@ def sweep_lines(sweeps, aa):
 
 
 def rule_commits():
-    """The commits of docs/design-rule.md and of the rule's code, oldest first: (hash, time)."""
+    """The commits of docs/design-rule.md, oldest first: (hash, time)."""
     try:
         out = subprocess.run(["git", "-C", iobenchlib.ROOT, "log", "--format=%h %cI",
                               "--", "docs/design-rule.md"], capture_output=True, text=True,
@@ -280,7 +278,7 @@ def report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses, commi
               f"The rule on {rule.DRAWS} resamples of the sweeps, on {rule.DRAWS} draws of the "
               "null (each sweep's sizes dealt at random within every round, the real server's "
               "too: under it the rule names the smallest size) and on each sweep alone:", ""]
-    lines += agreement_lines(agree, len(sweeps))
+    lines += agreement_lines(agree)
     lines += [""] + [f"- {n}: {label(agree['answers'][n])} "
                      + ("survives the null: the resampled sweeps name it in "
                         f"{agree['resampled'][n].get(agree['answers'][n], 0)} of {rule.DRAWS}, the "
@@ -371,7 +369,7 @@ def main(argv=None):
     real = real_series(evidence)
     sizes = sorted({s for v in cpu.values() for series in v for s in series})
     table = rule.table_of(cpu, real, sizes)
-    agree = rule.agreement(cpu, real, sizes, SETS)
+    agree = rule.agreement(cpu, real, sizes, SETS, full=table)
     aa = aa_summary(sweeps)
     misses = rule.reached(table)
     evidence_path = os.path.relpath(os.path.abspath(a.evidence), iobenchlib.ROOT)

@@ -333,13 +333,13 @@ def fanout_report(doc, tolerance):
     return "\n".join(lines) + "\n"
 
 
-def kind_is_sweep_with_micro(folder):
-    """A sweep whose manifest names the iobench-micro JSON its stop was judged with."""
+def manifest_micro(folder):
+    """The iobench-micro JSON (repository-relative) a sweep's stop was judged with, or None."""
     try:
         with open(os.path.join(folder, "manifest.json")) as f:
-            return bool(json.load(f).get("micro"))
+            return json.load(f).get("micro")
     except (OSError, ValueError, AttributeError):
-        return False
+        return None
 
 
 def main(argv=None):
@@ -367,10 +367,10 @@ def main(argv=None):
     if not 0 <= a.tolerance < 1:
         sys.exit(f"recommend: invalid --tolerance {a.tolerance}: expected 0..1")
     micro = None
-    if not a.micro and kind_is_sweep_with_micro(a.sweep_dir):
+    stopped_by = None if a.micro else manifest_micro(a.sweep_dir)
+    if stopped_by:
         # The judge the sweep's --repeat auto stopped by: the report judges as the stop did.
-        a.micro = os.path.join(iobenchlib.ROOT, json.load(open(os.path.join(a.sweep_dir,
-                                                                   "manifest.json")))["micro"])
+        a.micro = os.path.join(iobenchlib.ROOT, stopped_by)
     if a.micro:
         try:
             micro = costmodel.micro_per_call(a.micro)

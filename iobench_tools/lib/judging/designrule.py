@@ -9,6 +9,8 @@ reports (iobench_tools/commands/design_answer.py) builds them."""
 import math
 import random
 
+from iobench_tools.lib.kernel.iobenchlib import median
+
 DELTA = 0.10                      # the resolution: differences under it are not acted on
 SWEEPS = 8                        # K: independent reference sweeps
 ROUNDS = 20                       # rounds per sweep, every sweep read at this round
@@ -152,13 +154,13 @@ def shuffled(series, rng):
     return out
 
 
-def agreement(cpu, real, sizes, protos_sets):
+def agreement(cpu, real, sizes, protos_sets, full=None):
     """What the rule names from these runs, and how often: {"answers": {name: size},
     "resampled": {name: {size: count}}, "null": {name: {size: count}}, "alone": {name: [size
     per sweep]}}, for each named protocol set (e.g. {"design": ("tcp", "tls"), "tcp":
-    ("tcp",)})."""
+    ("tcp",)}). `full`: the runs' own table_of, when the caller has it."""
     rng = random.Random(SEED)
-    full = table_of(cpu, real, sizes)
+    full = full or table_of(cpu, real, sizes)
     out = {"answers": {n: answer(full, sizes, ps)[0] for n, ps in protos_sets.items()},
            "resampled": {n: {} for n in protos_sets}, "null": {n: {} for n in protos_sets},
            "alone": {n: [] for n in protos_sets}}
@@ -199,13 +201,19 @@ def reached(table, protos=None):
     return misses
 
 
+def per_round_sd(studies, small, large):
+    """The pair's per-round sd of the log ratio (the median over the studies) and the rounds
+    they hold in all: the spread a design's resolution is planned from."""
+    points = [p for p in (study_point(paired_logs(x, small, large)) for x in studies) if p]
+    return median([se * math.sqrt(n) for _, se, n in points]), sum(n for _, _, n in points)
+
+
 def sweeps_to_reach(pooled, studies, small, large, proto):
     """Sweeps of ROUNDS rounds whose pooled one-sided half-width would reach planned x
     WIDTH_SLACK at this pair's spread: each sweep's within error (the per-round sd over
     sqrt(ROUNDS)) and the between-sweep tau, with t on K-1 degrees of freedom."""
-    points = [p for p in (study_point(paired_logs(x, small, large)) for x in studies) if p]
-    sds = sorted(se * math.sqrt(n) for _, se, n in points)
-    per_sweep = math.hypot(sds[len(sds) // 2] / math.sqrt(ROUNDS), pooled["tau"])
+    per_sweep = math.hypot(per_round_sd(studies, small, large)[0] / math.sqrt(ROUNDS),
+                           pooled["tau"])
     target = PLANNED_HALF[proto] * WIDTH_SLACK
     k = 2
     while k < 1000 and t_quantile(k - 1) * per_sweep / math.sqrt(k) > target:
