@@ -1,6 +1,7 @@
-// The token proven, never sent (protocol 12): the server's CHALLENGE nonce and the client's AUTH
-// proof. Tokens are random (the package's and the sweeps' are 32 bytes), so an HMAC a sniffer
-// saw reveals nothing it could reuse: each session's nonce is fresh.
+// The token proven, never sent (protocol 13): the server's CHALLENGE nonce, the client's nonce and
+// the HELLO under one HMAC in the client's AUTH. Tokens are random and at least 16 bytes (the
+// package's and the sweeps' are 32), so an HMAC a sniffer or a fake server saw reveals nothing
+// it could reuse or feasibly invert. It does not stop a relay on the path: only TLS does.
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -33,10 +34,13 @@ std::string random_nonce() {
   return hex(b, sizeof b);
 }
 
-std::string auth_proof(std::string_view token, std::string_view nonce) {
-  std::string msg = "iobench-auth-v1";
-  msg += '\0';
-  msg += nonce;
+std::string auth_proof(std::string_view token, std::string_view server_nonce,
+                       std::string_view client_nonce, std::string_view hello) {
+  std::string msg = "iobench-auth-v2";
+  for (std::string_view part : {server_nonce, client_nonce, hello}) {
+    msg += '\0';
+    msg += part;
+  }
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (!HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),

@@ -121,10 +121,13 @@ std::string library_version();
 bool constant_time_equal(std::string_view a, std::string_view b);
 
 // The pre-auth challenge (tls/auth.cc): a fresh 32-byte nonce in hex (empty if the random
-// generator failed), and the proof of a token for it: HMAC-SHA256(token, "iobench-auth-v1" NUL
-// nonce) in hex. Compare proofs with constant_time_equal.
+// generator failed), and the proof of a token for this session: HMAC-SHA256(token,
+// "iobench-auth-v2" NUL server_nonce NUL client_nonce NUL hello), `hello` the HELLO frame as
+// sent, in hex. Both sides' nonces make every proof new (a fake server cannot pick what the
+// client signs), the HELLO ties it to the request. Compare proofs with proof_matches.
 std::string random_nonce();
-std::string auth_proof(std::string_view token, std::string_view nonce);
+std::string auth_proof(std::string_view token, std::string_view server_nonce,
+                       std::string_view client_nonce, std::string_view hello);
 // Whether a presented proof is the expected one. Fails closed: an expected proof that could not
 // be computed (empty: HMAC failed) matches nothing, an empty presented proof included.
 bool proof_matches(std::string_view expected, std::string_view presented);

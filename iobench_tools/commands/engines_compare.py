@@ -1,9 +1,10 @@
 """Compares engine set-ups on loopback the way the README's engine tables are made: every
 set-up runs once per round, set-ups alternating inside each round, so a noisy neighbour hits
 them alike. Prints a markdown table per size: CPU s/GiB and syscalls/GiB (sender + receiver),
-receiver Gbit/s, medians with min-max over the rounds; then each set-up's CPU against the
-first's, paired round by round (the median ratio and its 95% interval: "parity within noise"
-when it holds 1), beside whether the two did the same work (the same syscalls per GiB).
+receiver Gbit/s and the receiver's sleeps per GiB, medians with min-max over the rounds; then
+each set-up's CPU against the first's, paired round by round (the median ratio and its 95%
+interval: "parity within noise" when it holds 1), beside whether the two did the same work (the
+same syscalls per GiB).
 
   scripts/engines-compare [--rounds 5] [--bufs 4k,16k,64k] [--bytes 100M] [--out DIR]
                           [--binary LABEL=PATH ...] [LABEL=ARGS ...]
@@ -41,7 +42,8 @@ class SizeRound(NamedTuple):
 
 def size_figures(res):
     """One size's CPU s/GiB (sender + receiver), syscalls per GiB (both sides), receiver
-    Gbit/s, and its wire counts per GiB (samework's: writes, reads, TLS records each way)."""
+    Gbit/s, and its wire counts per GiB (samework's: writes, reads, TLS records each way; and
+    the receiver's sleeps)."""
     s, v = res.runs[0].sender, res.runs[0].receiver
     # --syscalls auto: the kernel's counts are in the size's counting run.
     ks, kv = res.counted("sender"), res.counted("receiver")
@@ -50,7 +52,10 @@ def size_figures(res):
     return [s.cpu_s_per_gib + v.cpu_s_per_gib, sys_total, v.throughput_gbps,
             {"bytes": GiB, "writes": ks.syscalls.data_direction / gib,
              "reads": kv.syscalls.data_direction / gib, "records_out": ks.records / gib,
-             "records_in": kv.records / gib}]
+             "records_in": kv.records / gib,
+             # how often the receiver blocked waiting for bytes (its voluntary context switches)
+             "receiver_sleeps": (None if v.voluntary_ctxsw is None
+                                 else v.voluntary_ctxsw / (v.bytes / GiB))}]
 
 
 def binaries_of(given, labels):
@@ -71,6 +76,13 @@ def median_counts(rows):
     """The median wire counts per GiB of a set-up's rounds, or None when none were kept."""
     counts = [r.counts for r in rows if r.counts]
     return {k: median(c[k] for c in counts) for k in counts[0]} if counts else None
+
+
+def receiver_sleeps_text(rows):
+    """The receiver's sleeps per GiB, median with min-max over the rounds ("n/a" when not kept)."""
+    sleeps = [r.counts["receiver_sleeps"] for r in rows
+              if r.counts and r.counts.get("receiver_sleeps") is not None]
+    return fmt_stat(stat(sleeps), 0) if sleeps else "n/a"
 
 
 def same_work_text(base, rows):
@@ -159,8 +171,8 @@ def main(argv=None):
                 if buf != "round":
                     figures.setdefault(buf, {}).setdefault(label, []).append(
                         SizeRound(*fig[:3], r["round"], fig[3] if len(fig) > 3 else None))
-    print("| size | set-up | CPU s/GiB | syscalls/GiB | Gbit/s |")
-    print("|---|---|---|---|---|")
+    print("| size | set-up | CPU s/GiB | syscalls/GiB | Gbit/s | receiver sleeps/GiB |")
+    print("|---|---|---|---|---|---|")
     for buf, by_label in figures.items():
         for label, _ in setups:
             rows = by_label.get(label, [])
@@ -168,7 +180,7 @@ def main(argv=None):
                 continue
             print(f"| {buf} | {label} | {fmt_stat(stat(r.cpu for r in rows), 2)} | "
                   f"{median(r.syscalls for r in rows) / 1000:.1f} k "
-                  f"| {median(r.gbps for r in rows):.1f} |")
+                  f"| {median(r.gbps for r in rows):.1f} | {receiver_sleeps_text(rows)} |")
     print_against_first(figures, [label for label, _ in setups])
     for x in failed:
         print(f"engines-compare: failed: {x}", file=sys.stderr)

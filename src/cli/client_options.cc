@@ -110,7 +110,7 @@ Status parse_repeat(ClientOptions& o, const RawClient& raw) {
 
 }  // namespace
 
-Status resolve_token(std::string& token) {
+Status resolve_token(std::string& token, bool allow_short) {
   if (token.empty())
     if (const char* env = std::getenv("IOBENCH_AUTH_TOKEN")) token = env;
   if (token.starts_with('@')) {  // @FILE: the token is FILE's first line (a service's token file)
@@ -126,6 +126,12 @@ Status resolve_token(std::string& token) {
   }
   if (token.size() > 256)
     return fail(fmt::format("--auth-token of {} bytes: at most 256", token.size()));
+  if (!token.empty() && token.size() < kMinTokenBytes && !allow_short)
+    return fail(fmt::format(
+        "--auth-token of {} bytes: at least {} (a fake server could try every short token "
+        "against one proof offline; `openssl rand -hex 32` makes a good one; "
+        "--allow-short-token to use it anyway)",
+        token.size(), kMinTokenBytes));
   return {};
 }
 
@@ -195,7 +201,7 @@ Status parse_servers(ClientOptions& o) {
 }  // namespace
 
 Status validate_client(ClientOptions& o, RawClient& raw) {
-  if (auto st = resolve_token(o.auth_token); !st) return st;
+  if (auto st = resolve_token(o.auth_token, o.allow_short_token); !st) return st;
   if (auto st = parse_named(o, raw); !st) return st;
   if (auto st = tls::validate(o.tls); !st) return st;
   if (o.proto == Proto::kTcp) {

@@ -74,8 +74,9 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw);
 // --conns, --stagger, --fanout, --source-rate, --bytes-spread and the adaptive limits
 // (conn_options.cc, declared with the "run" block): checked against each other and the buffers.
 Status validate_conns(ClientOptions& o, const RawClient& raw);
-// --auth-token, else the environment; bounded so it fits a HELLO field.
-Status resolve_token(std::string& token);
+// --auth-token, else the environment; at most 256 bytes, at least kMinTokenBytes unless
+// `allow_short` (--allow-short-token).
+Status resolve_token(std::string& token, bool allow_short);
 Status validate_client(ClientOptions& o, RawClient& raw);
 
 }  // namespace iobench

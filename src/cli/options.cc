@@ -27,7 +27,7 @@ Status validate_server(ServerOptions& o, const TypedText& typed) {
                                         : "--tls-cert needs --tls-key");
   if (!o.tls_listen.empty() && o.tls.cert_file.empty())
     return fail(fmt::format("--tls-listen '{}' needs --tls-cert and --tls-key", o.tls_listen));
-  return resolve_token(o.auth_token);
+  return resolve_token(o.auth_token, o.allow_short_token);
 }
 
 // The subcommand that was reading argv (the top level when none).

@@ -7,6 +7,7 @@
 #include "client/client_internal.h"
 #include "session/progress.h"
 #include "session/session.h"
+#include "session/test_hooks.h"
 #include "tls/tls.h"
 
 namespace iobench {
@@ -38,6 +39,20 @@ std::string first_answer_error(const HostPort& server, const Error& why, double 
   return fmt::format("no answer from server {}: {}", server.str(), text);
 }
 
+// The AUTH answering a CHALLENGE: a nonce of this client's, and the proof over both nonces and
+// the HELLO as sent (protocol 13).
+Result<proto::Auth> prove_token(const std::string& token, const std::string& server_nonce,
+                                const proto::Hello& hello) {
+  proto::Auth auth;
+  auth.client_nonce = tls::random_nonce();
+  if (auth.client_nonce.empty()) return fail("no random nonce (the random generator failed)");
+  const std::vector<std::byte> frame = proto::encode(hello);
+  auth.proof = tls::auth_proof(token, server_nonce, auth.client_nonce,
+                               {reinterpret_cast<const char*>(frame.data()), frame.size()});
+  if (auth.proof.empty()) return fail("it could not be computed (HMAC failed)");
+  return auth;
+}
+
 }  // namespace
 
 Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& reach,
@@ -56,6 +71,7 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& re
   const double hello_timeout_s = std::min(access.hello_timeout_s, access.timeout_s);
   if (auto st = set_io_timeout(cs.fd.get(), hello_timeout_s); !st)
     return std::unexpected(st.error());
+  client_slow_handshake_step();
   if (tls_ctx) {
     auto t = tls::TlsStream::connect(*tls_ctx, cs.fd.get(), server.host);
     if (!t)
@@ -71,6 +87,7 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& re
     return std::unexpected(st.error());
   proto::Hello hello = conn.hello;
   hello.group_id = group_id;  // the run's identity, drawn when it starts: not a plan
+  client_slow_handshake_step();
   if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
   auto reply = recv_message(stream);
   if (reply && std::holds_alternative<proto::Challenge>(*reply)) {
@@ -78,12 +95,10 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& re
     if (access.auth_token.empty())
       return fail(fmt::format("server {} asked for a token this client does not have",
                               server.str()));
-    const auto& nonce = std::get<proto::Challenge>(*reply).nonce;
-    const std::string proof = tls::auth_proof(access.auth_token, nonce);
-    if (proof.empty())
-      return fail(fmt::format("the token's proof for server {} could not be computed (HMAC failed)",
-                              server.str()));
-    if (auto st = send_message(stream, proto::Auth{proof}); !st) return std::unexpected(st.error());
+    auto auth = prove_token(access.auth_token, std::get<proto::Challenge>(*reply).nonce, hello);
+    if (!auth) return fail(fmt::format("the token's proof for server {}: {}", server.str(),
+                                       auth.error().message));
+    if (auto st = send_message(stream, *auth); !st) return std::unexpected(st.error());
     reply = recv_message(stream);
   }
   if (!reply) return fail(first_answer_error(server, reply.error(), hello_timeout_s));

@@ -79,6 +79,16 @@ struct Names<FanoutShape> {
       std::pair{FanoutShape::kEventLoop, std::string_view{"event-loop"}}};
 };
 
+// A token shorter than this is refused unless --allow-short-token: an AUTH proof a fake server
+// collects can be tried against every short token offline (`openssl rand -hex 32` makes one).
+inline constexpr size_t kMinTokenBytes = 16;
+inline constexpr Field kAllowShortTokenField{
+    .name = "allow_short_token",
+    .flag = "--allow-short-token",
+    .help = "Accept an --auth-token shorter than 16 bytes (a fake server could guess it offline "
+            "from one proof)",
+    .unreported = true};
+
 struct ClientOptions {
   Proto proto = Proto::kTcp;
   EngineKind engine = EngineKind::kBlocking;
@@ -116,7 +126,8 @@ struct ClientOptions {
   int receiver_cpu = -1;
   int client_cpu() const { return reverse ? receiver_cpu : sender_cpu; }
   int server_cpu() const { return reverse ? sender_cpu : receiver_cpu; }
-  std::string auth_token;           // sent in the HELLO; --auth-token or $IOBENCH_AUTH_TOKEN
+  std::string auth_token;           // proven in AUTH; --auth-token or $IOBENCH_AUTH_TOKEN
+  bool allow_short_token = false;   // a token under kMinTokenBytes accepted all the same
   uint32_t conns = 1;               // connections at once, each streaming `payload.bytes`
   double stagger_s = 0;             // connection i starts i * stagger after the first
   double bytes_spread = 0;          // connection lengths spread down by up to this fraction
@@ -291,6 +302,7 @@ void describe(Self& o, Visit&& visit) {
               .unreported = true,
               .value_name = "TOKEN"},
         o.auth_token);
+  visit(kAllowShortTokenField, o.allow_short_token);
   visit(Field{.name = "json",
               .flag = "--json",
               .help = "Write the JSON report to FILE ('-' = stdout)",
@@ -348,6 +360,7 @@ struct ServerOptions {
   tls::TlsOptions tls;       // a TLS server when cert_file is set
   uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
   std::string auth_token;    // set: clients must present it (--auth-token or $IOBENCH_AUTH_TOKEN)
+  bool allow_short_token = false;
   CounterKind kernel_counter = CounterKind::kAuto;  // syscall counters for clients that ask
 };
 
@@ -407,6 +420,7 @@ void describe(Self& o, Visit&& visit) {
               .unreported = true,
               .value_name = "TOKEN"},
         o.auth_token);
+  visit(kAllowShortTokenField, o.allow_short_token);
   visit(Field{.name = "max_conns",
               .flag = "--max-conns",
               .help = "Sessions served at once; more are refused (default 128)",

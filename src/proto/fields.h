@@ -59,6 +59,7 @@ void describe(Self& c, V&& v) {
 template <typename Self, typename V>
   requires DescribesAs<Self, Auth>
 void describe(Self& a, V&& v) {
+  v(Field{"client_nonce"}, a.client_nonce);
   v(Field{"proof"}, a.proof);
 }
 

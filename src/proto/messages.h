@@ -56,13 +56,14 @@ inline constexpr std::array<std::byte, 4> kMagic{std::byte{'I'}, std::byte{'O'},
 // the send queue as sampled (`queue_samples`, `queue_unsent_bytes`). 12: the token is proven,
 // never sent: HELLO says whether the client holds one (`auth`), a server that requires one
 // answers CHALLENGE (a fresh nonce), the client AUTH (HMAC-SHA256 of the nonce under the
-// token; tls::auth_proof). Peers of different
+// token; tls::auth_proof). 13: AUTH carries the client's nonce, and the proof signs both nonces
+// and the HELLO frame. Peers of different
 // versions refuse each other's first frame, naming both.
 // Each message's layout is its field list (proto/fields.h); a test ties it to this version.
-inline constexpr uint16_t kVersion = 12;
+inline constexpr uint16_t kVersion = 13;
 // The layout fingerprint (layout_fingerprint(), proto/fields.h) of each version since 3: a
 // layout change fails its test until kVersion is bumped and a row appended.
-inline constexpr std::array<std::pair<uint16_t, uint64_t>, 10> kLayoutOfVersion{{
+inline constexpr std::array<std::pair<uint16_t, uint64_t>, 11> kLayoutOfVersion{{
     {3, 0xf671e9592467f07d},
     {4, 0xaabe3ecebf220675},
     {5, 0x7d91a990b6094162},
@@ -73,6 +74,7 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 10> kLayoutOfVersion{
     {10, 0x36637703f331547d},
     {11, 0x3eb2848ff75884ad},
     {12, 0x41152e1dd548e212},
+    {13, 0x5d9f0ed4fa101043},
 }};
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
@@ -134,7 +136,8 @@ struct Challenge {
 };
 
 struct Auth {
-  std::string proof;  // HMAC-SHA256(token, "iobench-auth-v1" NUL nonce), hex
+  std::string client_nonce;  // 32 random bytes, hex: the client's share of what is signed
+  std::string proof;         // tls::auth_proof(token, CHALLENGE's nonce, client_nonce, HELLO)
 };
 
 struct Ack {

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <string_view>
 
 #include "probe/probe.h"
 
@@ -30,27 +31,43 @@ void PreAuthGate::cut_locked(Entry& e, PreAuthCut why) {
   ++(why == PreAuthCut::kDeadline ? total_.deadline : total_.made_room);
 }
 
-bool PreAuthGate::cut_oldest_locked() {
-  for (auto& [id, e] : pending_) {
-    if (e.cut != PreAuthCut::kNone) continue;
-    cut_locked(e, PreAuthCut::kMadeRoom);
-    return true;
+// Per source, so a flood from one address cuts only its own; at random within it, so a flood
+// sharing a valid client's address must outnumber the cap many times over during its handshake
+// to cut it surely (cutting the oldest cut every handshake slower than cap arrivals).
+PreAuthGate::Entry* PreAuthGate::victim_locked(const std::string& source) {
+  std::map<std::string_view, uint32_t> per_source{{source, 1}};  // the newcomer counts too
+  for (auto& [id, e] : pending_)
+    if (e.cut == PreAuthCut::kNone) ++per_source[e.source];
+  uint32_t most = 0, tied = 0;
+  std::string_view busiest;
+  for (const auto& [src, n] : per_source) {
+    if (n > most) most = n, tied = 0;
+    // Ties at random: each of the k tied sources is kept with probability 1/k (reservoir).
+    if (n == most && std::uniform_int_distribution<uint32_t>(0, tied++)(rng_) == 0) busiest = src;
   }
-  return false;
+  uint32_t pick = std::uniform_int_distribution<uint32_t>(0, most - 1)(rng_);
+  for (auto& [id, e] : pending_)
+    if (e.cut == PreAuthCut::kNone && e.source == busiest && pick-- == 0) return &e;
+  return nullptr;  // the newcomer's own number came up (it is counted last of its source)
 }
 
-bool PreAuthGate::cut_oldest() {
+bool PreAuthGate::make_room(const std::string& source) {
   std::lock_guard lock(mu_);
-  return cut_oldest_locked();
+  Entry* victim = victim_locked(source);
+  if (victim) cut_locked(*victim, PreAuthCut::kMadeRoom);
+  return victim != nullptr;
 }
 
-PreAuthGate::Ticket PreAuthGate::admit(int fd) {
+PreAuthGate::Ticket PreAuthGate::admit(int fd, const std::string& source) {
   const int64_t deadline = monotonic_ns() + static_cast<int64_t>(deadline_s_ * 1e9);
   std::lock_guard lock(mu_);
-  if (uncut_ >= cap_) (void)cut_oldest_locked();
+  const bool full = uncut_ >= cap_;
+  Entry* victim = full ? victim_locked(source) : nullptr;
+  if (victim) cut_locked(*victim, PreAuthCut::kMadeRoom);
   const uint64_t id = next_id_++;
-  pending_.emplace(id, Entry{fd, deadline});
+  Entry& e = pending_.emplace(id, Entry{fd, deadline, source}).first->second;
   ++uncut_;
+  if (full && !victim) cut_locked(e, PreAuthCut::kMadeRoom);  // the newcomer drew itself
   cv_.notify_one();
   return Ticket(this, id);
 }

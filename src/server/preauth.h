@@ -4,9 +4,12 @@
 // handler for as long as the client likes; the gate's watchdog shuts the socket down at the
 // deadline whatever the reads are doing. Connections still unauthenticated are capped, so a flood
 // of slow handshakes cannot take the handlers a valid client needs: a new connection that finds
-// every handler taken (or the cap reached) cuts the oldest pending one (a valid client finishes
-// in milliseconds; the oldest is the one that has held its handler longest without saying who it
-// is).
+// every handler taken (or the cap reached) makes room by cutting one connection of the source
+// address holding the most pending ones, chosen at random among that source's (the newcomer
+// counted with its own source). A flood from one address cuts only its own connections, however
+// fast it opens them; a flood sharing the valid client's address cuts it with probability about
+// 1 - e^(-n/cap) for the n arrivals during its handshake (cutting the oldest cut a handshake
+// slower than cap arrivals always). docs/hardening.md has the measured rates.
 #pragma once
 
 #include <condition_variable>
@@ -14,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -52,10 +56,13 @@ class PreAuthGate {
     uint64_t id_ = 0;
   };
 
-  // Admits the accepted socket `fd`; at the cap, the oldest pending connection is cut first.
-  Ticket admit(int fd);
-  // Cuts the oldest pending connection to make room for a new one; false when none is pending.
-  bool cut_oldest();
+  // Admits the accepted socket `fd` from `source` (the peer's address, no port); at the cap,
+  // room is made first (make_room), which may cut this newcomer at once.
+  Ticket admit(int fd, const std::string& source);
+  // Makes room for a newcomer from `source`: cuts one pending connection of the busiest source
+  // (at random among its; ties between sources at random). False when the choice fell on the
+  // newcomer itself, or none is pending: the caller closes it.
+  bool make_room(const std::string& source);
 
   // Counted for the log: a client that presented a wrong (or no) token; one whose reads timed
   // out before the watchdog cut it (as one cut at the deadline).
@@ -76,6 +83,7 @@ class PreAuthGate {
   struct Entry {
     int fd;
     int64_t deadline_ns;
+    std::string source;
     PreAuthCut cut = PreAuthCut::kNone;
   };
   struct Counts {
@@ -83,7 +91,8 @@ class PreAuthGate {
   };
   void watch();
   void cut_locked(Entry& e, PreAuthCut why);
-  bool cut_oldest_locked();
+  // The pending connection to cut for a newcomer from `source`: nullptr for the newcomer.
+  Entry* victim_locked(const std::string& source);
   PreAuthCut cut_of(uint64_t id) const;
   PreAuthCut release(uint64_t id);
 
@@ -94,6 +103,7 @@ class PreAuthGate {
   std::map<uint64_t, Entry> pending_;  // by admission order: the first uncut is the oldest
   uint64_t next_id_ = 1;
   uint32_t uncut_ = 0;
+  std::mt19937_64 rng_{std::random_device{}()};
   Counts total_, logged_;
   int64_t last_summary_ns_ = 0;
   bool stop_ = false;

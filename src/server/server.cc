@@ -114,7 +114,8 @@ std::string cut_reason(PreAuthCut cut, const ServerOptions& o) {
                        "handshake, the hello and the token's challenge)",
                        o.handshake_timeout_s);
   return fmt::format("cut to make room: every handler was taken (2 x --max-conns {}) and this "
-                     "was the oldest connection not yet authenticated",
+                     "connection's source held the most not yet authenticated (one of them, at "
+                     "random)",
                      o.max_conns);
 }
 
@@ -191,8 +192,8 @@ Result<proto::Hello> greet(ServerSession& s) {
   return std::move(*hello);
 }
 
-// The token proven, never sent: a fresh nonce out, its HMAC under the token back (protocol 12),
-// within the HELLO's deadline.
+// The token proven, never sent: a fresh nonce out; back, the client's nonce and the HMAC under
+// the token of both nonces and the HELLO (protocol 13), within the HELLO's deadline.
 Status authenticate(const proto::Hello& h, ServerSession& s) {
   const std::string& token = s.cfg.options.auth_token;
   if (token.empty()) return {};
@@ -207,7 +208,13 @@ Status authenticate(const proto::Hello& h, ServerSession& s) {
                     : m.error().message);
   const auto* auth = std::get_if<proto::Auth>(&*m);
   if (!auth) return fail(fmt::format("expected AUTH, got {}", proto::type_name(*m)));
-  const std::string expected = tls::auth_proof(token, nonce);
+  // The client's nonce is its share of what is signed: fresh, and not ours sent back.
+  if (auth->client_nonce.size() != nonce.size() || auth->client_nonce == nonce)
+    return fail("AUTH without a nonce of the client's own");
+  const std::vector<std::byte> frame = proto::encode(h);  // the HELLO as the client sent it
+  const std::string expected =
+      tls::auth_proof(token, nonce, auth->client_nonce,
+                      {reinterpret_cast<const char*>(frame.data()), frame.size()});
   if (expected.empty()) return fail("the token's proof could not be computed (HMAC failed)");
   if (!tls::proof_matches(expected, auth->proof)) return fail("wrong --auth-token");
   return {};

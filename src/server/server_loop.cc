@@ -57,6 +57,12 @@ class AcceptBackoff {
   uint64_t failures_ = 0;
 };
 
+// The peer's address without its port: what the pre-auth gate counts connections by.
+std::string source_of(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
 // One port's accept loop: a thread per client (or each in turn on this one: `serial`), until a
 // signal shuts the listener down.
 void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<ServerState>& state) {
@@ -73,20 +79,21 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
     }
     backoff.after_success(cfg);
     // Up to --max-conns sessions run; as many more get a handler that refuses them with a
-    // reason after their HELLO. When every handler is taken, the oldest connection still
-    // unauthenticated is cut to make room (OpenSSH's MaxStartups), while the cut ones' threads
-    // end (bounded: twice the handlers); otherwise the new connection is closed at once.
+    // reason after their HELLO. When every handler is taken, one unauthenticated connection of
+    // the busiest source is cut to make room (the gate's rule: docs/hardening.md), while the cut
+    // ones' threads end (bounded: twice the handlers); otherwise the new one is closed at once.
+    const std::string source = source_of(peer);
     const uint32_t busy = state->sessions.load();
     if (busy >= max_threads &&
-        !(busy < 2 * max_threads && state->preauth && state->preauth->cut_oldest())) {
+        !(busy < 2 * max_threads && state->preauth && state->preauth->make_room(source))) {
       log_line(cfg, peer,
                fmt::format("closed: {} handlers busy (--max-conns {})", state->sessions.load(),
                            cfg.options.max_conns));
       continue;
     }
     ++state->sessions;
-    // The pre-auth clock starts at accept; at the gate's cap the oldest pending one is cut.
-    PreAuthGate::Ticket ticket = state->preauth ? state->preauth->admit(fd->get())
+    // The pre-auth clock starts at accept; at the gate's cap room is made first.
+    PreAuthGate::Ticket ticket = state->preauth ? state->preauth->admit(fd->get(), source)
                                                 : PreAuthGate::Ticket{};
     auto session = [fd = std::move(*fd), ticket = std::move(ticket), peer, &cfg,
                     state]() mutable {  // state: a shared_ptr copy
@@ -117,8 +124,8 @@ int serve(const std::vector<ListeningPort>& ports) {
   if (first.kernel_counters) (void)process_syscall_counter();
   // Shared by the ports' loops and the (detached) session threads: the last one out frees it.
   auto state = std::make_shared<ServerState>();
-  // Unauthenticated connections may take every handler (2 x --max-conns), the oldest cut when
-  // a new one finds none free (accept_loop).
+  // Unauthenticated connections may take every handler (2 x --max-conns), one of the busiest
+  // source's cut when a new one finds none free (accept_loop).
   if (!first.serial)
     state->preauth = std::make_unique<PreAuthGate>(2 * first.options.max_conns,
                                                    first.options.handshake_timeout_s);

@@ -90,11 +90,19 @@ std::unique_ptr<Stream> server_fault(Stream& inner, uint32_t index) {
   return std::make_unique<StallingStream>(inner, n, s);
 }
 
-void server_slow_end() {
-  const char* env = std::getenv("IOBENCH_TEST_SLOW_END");
+namespace {
+
+void sleep_for_env(const char* name) {
+  const char* env = std::getenv(name);
   double s = 0;
   if (env && std::sscanf(env, "%lf", &s) == 1 && s > 0)
     std::this_thread::sleep_for(std::chrono::duration<double>(s));
 }
+
+}  // namespace
+
+void server_slow_end() { sleep_for_env("IOBENCH_TEST_SLOW_END"); }
+
+void client_slow_handshake_step() { sleep_for_env("IOBENCH_TEST_SLOW_HANDSHAKE"); }
 
 }  // namespace iobench

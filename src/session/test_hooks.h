@@ -5,6 +5,9 @@
 //    SECONDS once BYTES have been read, as a replica that stops draining its socket.
 //  - IOBENCH_TEST_SLOW_END=SECONDS (server): every session lingers SECONDS after its last
 //    message before it closes and ends, as a handler thread descheduled on a loaded host.
+//  - IOBENCH_TEST_SLOW_HANDSHAKE=SECONDS (client): the client waits SECONDS before each step of
+//    its pre-auth phase (the TLS handshake, the HELLO), as a replica far away (this host has no
+//    delay qdisc to put it there).
 #pragma once
 
 #include <cstdint>
@@ -20,5 +23,7 @@ std::unique_ptr<Stream> client_fault(Stream& inner, uint32_t index);
 std::unique_ptr<Stream> server_fault(Stream& inner, uint32_t index);
 // Sleeps IOBENCH_TEST_SLOW_END seconds when it is set (a server session's end).
 void server_slow_end();
+// Sleeps IOBENCH_TEST_SLOW_HANDSHAKE seconds when it is set (before a client's pre-auth step).
+void client_slow_handshake_step();
 
 }  // namespace iobench

@@ -24,17 +24,17 @@ MiB = 1 << 20
 # --- --auth-token ---------------------------------------------------------------------------
 
 def test_token_is_required_and_compared(cache_dir):
-    s = Server("--auth-token", "s3cret", cache=cache_dir)
+    s = Server("--auth-token", "s3cret-of-16-bytes", cache=cache_dir)
     try:
         assert s.banner.rstrip().endswith("; clients must present the auth token"), s.banner
         p = run("client", "--connect", s.addr, "--bytes", "1M", cache=cache_dir)
         assert p.returncode == 1 and "this server requires --auth-token" in p.stderr
         assert "rejected: this server requires --auth-token" in s.read_line()
-        p = run("client", "--connect", s.addr, "--bytes", "1M", "--auth-token", "s3creT",
+        p = run("client", "--connect", s.addr, "--bytes", "1M", "--auth-token", "s3creT-of-16-bytes",
                 cache=cache_dir)
         assert p.returncode == 1 and "wrong --auth-token" in p.stderr
         assert "rejected: wrong --auth-token" in s.read_line()
-        env = dict(os.environ, IOBENCH_AUTH_TOKEN="s3cret")
+        env = dict(os.environ, IOBENCH_AUTH_TOKEN="s3cret-of-16-bytes")
         p = subprocess.run([BIN, "client", "--connect", s.addr, "--bytes", "1M", "-q",
                             "--cache-dir", cache_dir], capture_output=True, text=True, env=env,
                            timeout=60)
@@ -45,14 +45,15 @@ def test_token_is_required_and_compared(cache_dir):
 
 
 def test_token_from_the_environment_on_the_server(cache_dir):
-    env = dict(os.environ, IOBENCH_AUTH_TOKEN="tok")
+    env = dict(os.environ, IOBENCH_AUTH_TOKEN="tok-of-sixteen-bytes")
     proc = subprocess.Popen([BIN, "server", "--listen", "127.0.0.1:0", "--cache-dir", cache_dir],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         port = proc.stdout.readline().split(":")[-1].split()[0]
         p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", cache=cache_dir)
         assert p.returncode == 1 and "requires --auth-token" in p.stderr
-        p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", "--auth-token", "tok",
+        p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", "--auth-token",
+                "tok-of-sixteen-bytes",
                 "-q", cache=cache_dir)
         assert p.returncode == 0, p.stderr
     finally:
@@ -318,14 +319,14 @@ def test_token_from_a_file_on_both_sides(cache_dir, tmp_path):
     """@FILE: the token is FILE's first line (the package's /etc/iobench/auth-token); a file
     that cannot be read, or whose first line is empty, stops with one line naming it."""
     token = tmp_path / "token"
-    token.write_text("from-a-file\n")
+    token.write_text("from-a-file-of-16-bytes\n")
     env = dict(os.environ, IOBENCH_AUTH_TOKEN=f"@{token}")
     proc = subprocess.Popen([BIN, "server", "--listen", "127.0.0.1:0", "--cache-dir", cache_dir],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         port = proc.stdout.readline().split(":")[-1].split()[0]
         p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", "--auth-token",
-                "from-a-file", "-q", cache=cache_dir)
+                "from-a-file-of-16-bytes", "-q", cache=cache_dir)
         assert p.returncode == 0, p.stderr
         p = run("client", "--connect", f"127.0.0.1:{port}", "--bytes", "1M", "--auth-token",
                 f"@{token}", "-q", cache=cache_dir)

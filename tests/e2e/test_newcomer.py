@@ -41,7 +41,7 @@ def test_iperf3_habits_get_the_iobench_spelling(cache_dir, args, needle):
     (["--bytes", "1.3k"], "1.3k is not a whole number of bytes"),
     (["--bytes", "1.k"], "no digits after the decimal point"),
     (["--qd", "16"], "--qd needs uring on a side"),
-    (["--auth-token", "x"], "--auth-token is for `iobench client`"),
+    (["--auth-token", "x" * 16], "--auth-token is for `iobench client`"),
     (["--stagger", "5ms"], "--stagger needs --conns 2 or more"),
     (["client", "--connect", "127.0.0.1:1", "--verbose"], "`iobench client` has none"),
 ])

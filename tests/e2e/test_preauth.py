@@ -1,7 +1,7 @@
 """The pre-auth phase under one deadline and one cap (src/server/preauth.h): a ClientHello or a
 HELLO dripped a byte at a time, each byte well inside the per-read timeout, is cut at
---handshake-timeout; hundreds of such connections held open cannot lock a valid client out (the
-oldest unauthenticated connection is cut to make room); every cut and refused token is counted
+--handshake-timeout; hundreds of such connections held open cannot lock a valid client out (one
+unauthenticated connection of the busiest source is cut to make room); every cut and refused token is counted
 in a rate-limited log line, under --quiet too."""
 import os
 import select
@@ -33,12 +33,14 @@ def client_hello():
 
 
 class Drips:
-    """`count` connections to `port`, each sent one more byte of `data` every `every_s` seconds
-    from one thread, until stop(). Records when each connection was cut (EOF or error)."""
+    """`count` connections to `port` from 127.0.0.2 (the valid clients come from 127.0.0.1), each
+    sent one more byte of `data` every `every_s` seconds from one thread, until stop(). Records
+    when each connection was cut (EOF or error)."""
 
     def __init__(self, port, data, count, every_s=0.5):
         self.data, self.every_s = data, every_s
-        self.socks = [socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.socks = [socket.create_connection(("127.0.0.1", port), timeout=5,
+                                               source_address=("127.0.0.2", 0))
                       for _ in range(count)]
         self.opened = time.monotonic()
         self.cut_at = [None] * count
@@ -119,9 +121,10 @@ def test_a_dripped_hello_is_cut_at_the_handshake_timeout(cache_dir, certs, kind)
 
 
 def test_three_hundred_slow_handshakes_do_not_lock_out_a_valid_client(cache_dir, certs):
-    """The deadline is long here (30 s): only cutting the oldest keeps a handler for a newcomer.
+    """The deadline is long here (30 s): only making room keeps a handler for a newcomer.
     300 ClientHellos dripped at once against --max-conns 128 (256 handlers): once every handler
-    is taken, each newcomer cuts the oldest drip, and a valid TLS client, and then a TCP one,
+    is taken, each newcomer cuts one of the drips (their source holds the most), and a valid
+    TLS client, and then a TCP one,
     get their results while the drips go on."""
     s = Server("--handshake-timeout", "30", "--max-conns", "128", "--quiet", "--tls-listen",
                "127.0.0.1:0", "--tls-cert", certs / "server.crt", "--tls-key",
@@ -158,9 +161,9 @@ def test_three_hundred_slow_handshakes_do_not_lock_out_a_valid_client(cache_dir,
 
 
 def test_refused_tokens_are_counted_under_quiet(cache_dir):
-    s = Server("--auth-token", "right", "--quiet", cache=cache_dir)
+    s = Server("--auth-token", "right-token-of-16-bytes", "--quiet", cache=cache_dir)
     try:
-        for token in ("wrong", "also-wrong"):
+        for token in ("wrong-token-of-16-bytes", "also-wrong-token-16-bytes"):
             p = run("client", "--connect", s.addr, "--bytes", "1M", "--auth-token", token,
                     cache=cache_dir)
             assert p.returncode == 1 and "wrong --auth-token" in p.stderr

@@ -76,11 +76,12 @@ def secrets_under(folder):
 
 def kill_after_first_cell(tmp_path, stop):
     """d's server dies once d's first run has landed: its sweep goes on, its cells fail."""
-    cells = tmp_path / "hosts" / "p3" / "work" / "results" / "d" / "cells"
-    pid_file = tmp_path / "hosts" / "r3" / "work" / "server.pid"
+    # Each host's files of this run are in a private folder of its work folder: work/run.*.
+    cells = tmp_path / "hosts" / "p3" / "work" / "run.*" / "results" / "d" / "cells"
+    pid_files = str(tmp_path / "hosts" / "r3" / "work" / "run.*" / "server.pid")
     while not stop.is_set():
-        if glob.glob(str(cells / "*.r1.json")) and pid_file.exists():
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        if glob.glob(str(cells / "*.r1.json")) and glob.glob(pid_files):
+            os.kill(int(Path(glob.glob(pid_files)[0]).read_text()), signal.SIGKILL)
             return
         time.sleep(0.05)
 
@@ -130,7 +131,10 @@ def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
     # the results (each replica's CA certificate only), in git's view of them, or on the hosts;
     # the controller's private folder is gone.
     for host in ("r1", "r2"):
-        served = (tmp_path / "hosts" / host / "work" / "server.log").read_text()
+        run_dirs = glob.glob(str(tmp_path / "hosts" / host / "work" / "run.*"))
+        assert len(run_dirs) == 1 and os.stat(run_dirs[0]).st_mode & 0o077 == 0, run_dirs
+        assert os.stat(tmp_path / "hosts" / host / "work").st_mode & 0o777 == 0o700
+        served = (Path(run_dirs[0]) / "server.log").read_text()
         assert "clients must present the auth token" in served, served
     assert sorted(str(p.relative_to(fleet / "certs")) for p in (fleet / "certs").rglob("*")
                   if p.is_file()) == [f"{r}/ca.crt" for r in ("ghost", "r1", "r2", "r3")]
@@ -223,3 +227,58 @@ def test_fleet_script_refuses_bad_arguments(tmp_path):
     p = subprocess.run([fleet, str(inv), "--name", "x", "--deb", str(tmp_path / "no.deb")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "no package at" in p.stderr, p.stderr
+
+
+# --- the work folder root installs from -------------------------------------------------
+
+INSTALL_ONLY = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  vars: {prefix: "", work: "%(work)s", bin: /bin/true, fleet_deb: /nonexistent.deb,
+         ansible_python_interpreter: /usr/bin/python3}
+  tasks:
+    - ansible.builtin.set_fact:
+        fleet_deb_arch: {stdout: "%(arch)s"}
+    - ansible.builtin.include_tasks: %(tasks)s/install.yml
+    - ansible.builtin.copy:
+        content: "{{ fleet_failed | default('') }}"
+        dest: "%(out)s"
+"""
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason="no ansible-core in build/ansible")
+@pytest.mark.parametrize("made", ["by-another-user", "open-to-others", "a-symlink"])
+def test_a_work_folder_another_user_could_write_is_refused(tmp_path, made):
+    """iobench_work made first by someone else (nobody, uid 65534), or ours but writable by
+    others, or a symlink: the install refuses it in one line before anything is copied into it,
+    and leaves it as it was."""
+    work = tmp_path / "work"
+    if made == "a-symlink":
+        (tmp_path / "elsewhere").mkdir()
+        work.symlink_to(tmp_path / "elsewhere")
+    else:
+        work.mkdir()
+        os.chmod(work, 0o777)
+        if made == "by-another-user":
+            os.chown(work, 65534, 65534)
+    before = os.lstat(work)
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    out = tmp_path / "failed.txt"
+    play = tmp_path / "play.yml"
+    play.write_text(INSTALL_ONLY % {"work": work, "arch": arch, "tasks": ROOT / "fleet" / "tasks",
+                                    "out": out})
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "build" / "ansible"),
+               ANSIBLE_CONFIG=str(ROOT / "fleet" / "ansible.cfg"))
+    p = subprocess.run(["/usr/bin/python3", str(PLAYBOOK), "-i", "localhost,", str(play)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    failed = out.read_text()
+    assert f"iobench_work {work} is " in failed and "refused" in failed, failed
+    assert ("a symlink" if made == "a-symlink" else
+            "owned by uid 65534" if made == "by-another-user" else "owned by uid 0") in failed
+    after = os.lstat(work)
+    assert (after.st_uid, after.st_mode) == (before.st_uid, before.st_mode)
+    assert not os.listdir(work), os.listdir(work)

@@ -229,11 +229,25 @@ namespace {
 TEST(TokenProof, AnUncomputedProofMatchesNothing) {
   EXPECT_FALSE(proof_matches("", ""));
   EXPECT_FALSE(proof_matches("", "00"));
-  const std::string proof = auth_proof("a-token-of-enough-bytes", "nonce");
+  const std::string proof = auth_proof("a-token-of-enough-bytes", "nonce", "mine", "HELLO");
   ASSERT_EQ(proof.size(), 64u);
   EXPECT_TRUE(proof_matches(proof, proof));
   EXPECT_FALSE(proof_matches(proof, ""));
-  EXPECT_FALSE(proof_matches(proof, auth_proof("a-token-of-enough-bytez", "nonce")));
+  EXPECT_FALSE(
+      proof_matches(proof, auth_proof("a-token-of-enough-bytez", "nonce", "mine", "HELLO")));
+}
+
+// The proof signs the server's nonce, the client's and the HELLO (protocol 13): change any one
+// and it is another proof, so a proof made for one session or one request serves no other; the
+// parts are separated, so moving bytes from one to the next changes it too.
+TEST(TokenProof, SignsBothNoncesAndTheHello) {
+  const std::string token = "a-token-of-enough-bytes";
+  const std::string proof = auth_proof(token, "server-nonce", "client-nonce", "HELLO");
+  EXPECT_FALSE(proof_matches(proof, auth_proof(token, "server-nonce2", "client-nonce", "HELLO")));
+  EXPECT_FALSE(proof_matches(proof, auth_proof(token, "server-nonce", "client-nonce2", "HELLO")));
+  EXPECT_FALSE(proof_matches(proof, auth_proof(token, "server-nonce", "client-nonce", "HELLO2")));
+  EXPECT_FALSE(proof_matches(proof, auth_proof(token, "server-noncec", "lient-nonce", "HELLO")));
+  EXPECT_TRUE(proof_matches(proof, auth_proof(token, "server-nonce", "client-nonce", "HELLO")));
 }
 
 }  // namespace
