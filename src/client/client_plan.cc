@@ -162,6 +162,10 @@ LoopbackPlan plan_loopback(const ClientOptions& o, const Choices& c) {
   // decides which replica is dropped.
   cfg.options.idle_timeout_s = o.fanout == FanoutShape::kOff ? o.timeout_s : 2 * o.timeout_s;
   cfg.local_payload = o.payload;
+  // Private to this run's client: its own bounds, not a shared host's.
+  cfg.options.max_bytes = kMaxBytes;
+  cfg.options.payload_budget = UINT64_MAX;
+  cfg.options.min_rate = 0;
   cfg.log = o.verbose;
   cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);
   // One connection at a time (each run, the counting run): served on the server's one thread.

@@ -353,7 +353,13 @@ struct ServerOptions {
   // Set: the server stops (as on SIGTERM) when stdin ends or stays silent this long, so one
   // started over ssh dies with its controller even when the link dies silently.
   double stdin_lease_s = 0;
-  uint64_t max_bytes = kMaxBytes;
+  // The largest --bytes a client may ask for: a small host holds it (--payload-budget bounds
+  // the sum over sessions).
+  uint64_t max_bytes = kGiB;
+  // Bytes of payloads the sessions may hold at once (0: a quarter of the host's memory).
+  uint64_t payload_budget = 0;
+  // Bytes a second a session must average after --idle-timeout of grace (0: no bound).
+  uint64_t min_rate = 128 * kKiB;
   std::string cache_dir;
   uint64_t cache_max = PayloadSpec{}.cache_max;
   bool quiet = false;
@@ -408,11 +414,28 @@ void describe(Self& o, Visit&& visit) {
         o.stdin_lease_s);
   visit(Field{.name = "max_bytes",
               .flag = "--max-bytes",
-              .help = "Largest --bytes a client may ask for (default 4G)",
+              .help = "Largest --bytes a client may ask for (default 1G; at most 4G)",
               .min = kMinBytes,
               .max = kMaxBytes,
               .size = true},
         o.max_bytes);
+  visit(Field{.name = "payload_budget",
+              .flag = "--payload-budget",
+              .help = "Memory for the payloads sessions send (--reverse), over all of them; a "
+                      "session whose new payload would pass it is refused (default: a quarter "
+                      "of the host's memory)",
+              .min = 0,
+              .max = int64_t{1} << 50,
+              .size = true},
+        o.payload_budget);
+  visit(Field{.name = "min_rate",
+              .flag = "--min-rate",
+              .help = "Bytes a second a session must average after --idle-timeout of grace, or "
+                      "it is cut: slow readers cannot hold every slot (default 128K; 0: no bound)",
+              .min = 0,
+              .max = int64_t{1} << 40,
+              .size = true},
+        o.min_rate);
   visit(Field{.name = "auth_token",
               .flag = "--auth-token",
               .help = "Refuse clients without this token, or @FILE to read it from FILE's first "

@@ -116,6 +116,14 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
   }
 }
 
+// --payload-budget, or a quarter of the host's memory: what the sessions' payloads may hold.
+uint64_t payload_budget(const ServerOptions& o) {
+  if (o.payload_budget != 0) return o.payload_budget;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
+                               : kGiB;
+}
+
 }  // namespace
 
 int serve(const std::vector<ListeningPort>& ports) {
@@ -124,6 +132,7 @@ int serve(const std::vector<ListeningPort>& ports) {
   if (first.kernel_counters) (void)process_syscall_counter();
   // Shared by the ports' loops and the (detached) session threads: the last one out frees it.
   auto state = std::make_shared<ServerState>();
+  state->payloads.set_budget(payload_budget(first.options));
   // Unauthenticated connections may take every handler (2 x --max-conns), one of the busiest
   // source's cut when a new one finds none free (accept_loop).
   if (!first.serial)

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "probe/probe.h"
+#include "util/size.h"
 
 namespace iobench {
 
@@ -24,7 +25,15 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
   if (payload_ && spec.bytes == spec_.bytes && spec.seed == spec_.seed &&
       spec.zstd_level == spec_.zstd_level && spec.file == spec_.file)
     return payload_;
-  payload_.reset();
+  payload_.reset();  // freed here unless a session still streams it
+  // One build at a time (this lock), so two sessions cannot both pass the check.
+  const uint64_t held = held_->load();
+  if (held + spec.bytes > budget_)
+    return fail(fmt::format(
+        "server's payload memory full: sessions hold {} of its --payload-budget {}, this payload "
+        "needs {} (try again when a session ends, or use the seed and size in use)",
+        format_bytes_human(held), format_bytes_human(budget_), format_bytes_human(spec.bytes)));
+  *held_ += spec.bytes;  // counted while it is built
   const int64_t start = monotonic_ns();
   start_ns_ = start;
   int64_t last = start;
@@ -39,8 +48,15 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
   };
   auto p = load_payload(spec, build);
   done_ = total_ = 0;
-  if (!p) return std::unexpected(p.error());
-  payload_ = std::make_shared<const Payload>(std::move(*p));
+  if (!p) {
+    *held_ -= spec.bytes;
+    return std::unexpected(p.error());
+  }
+  payload_ = std::shared_ptr<const Payload>(
+      new Payload(std::move(*p)), [held = held_, n = spec.bytes](const Payload* gone) {
+        delete gone;
+        *held -= n;
+      });
   spec_ = spec;
   return payload_;
 }

@@ -14,6 +14,7 @@
 #include "payload/payload.h"
 #include "proto/messages.h"
 #include "server/preauth.h"
+#include "server/session_deadline.h"
 #include "session/group.h"
 #include "util/result.h"
 
@@ -28,11 +29,19 @@ class PayloadCache {
   using Report = std::function<bool(const proto::Progress&)>;  // false: stop (client gone)
 
   // The payload for `spec`: the one in memory, or built (one build at a time; waiting
-  // sessions report the build in progress).
+  // sessions report the build in progress). Refused when the payloads sessions still hold and
+  // this one would pass the budget.
   Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec, const Report& report);
+  // Bytes of payloads held at once, by the cache and every session (--payload-budget).
+  void set_budget(uint64_t bytes) { budget_ = bytes; }
+  uint64_t held_bytes() const { return held_->load(); }
 
  private:
   static constexpr std::chrono::milliseconds kReportEvery{500};
+  uint64_t budget_ = UINT64_MAX;
+  // Bytes of every payload built here and alive: each one's deleter gives its bytes back, even
+  // after this cache is gone (the last session out).
+  std::shared_ptr<std::atomic<uint64_t>> held_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::mutex mu_;
   std::shared_ptr<const Payload> payload_;
   PayloadSpec spec_;
@@ -59,6 +68,7 @@ class GroupTable {
 
 struct ServerState {
   PayloadCache payloads;
+  SessionDeadlines deadlines;  // --min-rate: each session's whole-time bound
   GroupTable groups;
   // The pre-auth deadline and cap; none when clients are served one at a time on the accepting
   // thread (loopback: its own client only, and the process must stay single-threaded).
