@@ -355,7 +355,7 @@ def start_server(a, out_dir):
         try:
             remote = RemoteServer(a.server_host, a.server_iobench, a.port, keys,
                                   "auto" if a.syscalls == "off" else a.syscalls, a.ssh_config,
-                                  a.server_bind)
+                                  a.server_bind, keys_sent=lambda: forget_keys(keys))
         finally:
             forget_keys(keys)
     return remote, certs
@@ -365,12 +365,13 @@ def server_certificate(host, out_dir):
     """A certificate for the --server-host sweep's server, made by tls/make-certs in a private
     (0700) folder outside the results: its CA certificate is copied into results/NAME/certs/ (the
     clients check the server against it; a reader can too), the private keys never are. Returns
-    (the keys' folder, the results' certs folder); the keys' folder is removed once the server
-    has its copy (forget_keys)."""
+    (the keys' folder, the results' certs folder); the CA's key is removed at once, the keys'
+    folder once its files are on their way to the server (forget_keys)."""
     keys = tempfile.mkdtemp(prefix="iobench-sweep-keys.")
     kind = "--ip" if host.replace(".", "").isdigit() else "--dns"
     subprocess.run([os.path.join(ROOT, "tls", "make-certs"), keys, kind, host], check=True,
                    capture_output=True)
+    os.remove(os.path.join(keys, "ca.key"))  # it signed the one certificate: nothing else needs it
     certs = os.path.join(out_dir, "certs")
     os.makedirs(certs, exist_ok=True)
     for stale in ("ca.key", "server.key"):  # left by a sweep of an earlier version

@@ -1,11 +1,14 @@
 """The two-host sweep's own server (iobench_tools/lib/fleet/remoteserver.py) on an emulated host
 (tests/scripts/emulated_hosts.py): only its sweep can use it. A client without the sweep's token
-is refused; the token is on no command line; the TLS key's directory is private while the server
-runs and gone after it stops, also when the ssh connection is cut (Ctrl-C); and the sweep's stop
-ends its own server by PID, not another server on that host."""
+is refused; the token is on no command line; the TLS key's directory is private, its key removed
+once the server has read it, the directory gone after the server stops, also when the ssh
+connection is cut (Ctrl-C), and an earlier sweep's whose shell was killed removed at the next
+start; and the sweep's stop ends its own server by PID, not another server on that host."""
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,11 +61,22 @@ def test_only_the_sweep_uses_its_server_and_it_leaves_nothing_behind(tmp_path, h
                             "& echo $!"], capture_output=True, text=True, timeout=30)
     other_pid = int(other.stdout.strip())
     try:
+        # Key directories of earlier sweeps: one whose shell was killed (its pid gone) still
+        # holds a key, and is removed by the next start; one whose shell lives is left alone.
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        stale, live = (Path(tempfile.mkdtemp(prefix="iobench-sweep.")) for _ in range(2))
+        for folder, pid in ((stale, dead.pid), (live, os.getpid())):
+            (folder / "shell.pid").write_text(f"{pid}\n")
+            (folder / "server.key").write_text("PRIVATE KEY\n")
         rs = RemoteServer(target, BIN, 5390, str(certs), "auto", config)
         token = rs.env["IOBENCH_AUTH_TOKEN"]
         key_dir = Path(rs.key_dir)
+        assert not stale.exists() and (live / "server.key").exists()
+        shutil.rmtree(live)
         assert key_dir.stat().st_mode & 0o777 == 0o700
-        assert (key_dir / "server.key").stat().st_mode & 0o077 == 0
+        # The server has read its key by its banner: the key is no longer on the disk.
+        assert not (key_dir / "server.key").exists(), os.listdir(key_dir)
         assert all(token not in cmd for _, cmd in pids_with("iobench"))
         assert [cmd for _, cmd in pids_with(f"--listen {addr}:5390")], "it binds the address"
         bare = {k: v for k, v in os.environ.items() if k != "IOBENCH_AUTH_TOKEN"}

@@ -32,14 +32,23 @@ LEASE_S = 30   # the remote server stops after this long without a heartbeat
 START_S = 60   # from ssh's start to the server's "listening on" line
 
 END = "--iobench-end-of-file--"
-# Runs on the other host under sh: reads the token and the TLS files from stdin, starts the
-# server (arguments "$@") from the private directory with the rest of stdin (the heartbeats): the
-# server stops itself when they end or stop coming (--stdin-lease), and ssh's hangup stops it by
-# its PID; when the server ends the directory is removed. (An asynchronous command's stdin is
-# /dev/null unless redirected explicitly: hence fd 3.)
+# Runs on the other host under sh: first removes the key directories of earlier sweeps whose shell
+# is gone (killed: its EXIT trap never ran), then reads the token and the TLS files from stdin
+# into a private directory (its shell's pid beside them), starts the server (arguments "$@")
+# from it with the rest of stdin (the heartbeats: the server stops itself when they end or stop
+# coming, --stdin-lease), and passes on what the server says; at its banner the key has been
+# read, so the files are removed. ssh's hangup stops the server by its PID; when the server ends
+# the directory is removed. (An asynchronous command's stdin is /dev/null unless redirected
+# explicitly: hence fd 3.)
 REMOTE = r"""
 umask 077
-d=$(mktemp -d "${TMPDIR:-/tmp}/iobench-sweep.XXXXXX") || exit 1
+base=${TMPDIR:-/tmp}
+for old in "$base"/iobench-sweep.*/shell.pid; do
+  [ -f "$old" ] && [ -O "$old" ] || continue
+  kill -0 "$(cat "$old")" 2>/dev/null || rm -rf "$(dirname "$old")"
+done
+d=$(mktemp -d "$base/iobench-sweep.XXXXXX") || exit 1
+echo $$ > "$d/shell.pid"
 pid=
 stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$d"; }
 trap stop EXIT
@@ -51,10 +60,15 @@ for f in server.crt server.key; do
 done
 cd "$d" || exit 1
 echo "iobench-sweep: key directory $d"
+mkfifo "$d/said" || exit 1
 exec 3<&0
-"$@" <&3 3<&- &
+"$@" <&3 3<&- >"$d/said" 2>&1 &
 pid=$!
 exec 3<&-
+while IFS= read -r line; do
+  case $line in "iobench server "*) rm -f "$d/server.key" "$d/server.crt" ;; esac
+  printf '%%s\n' "$line"
+done < "$d/said"
 wait "$pid"
 """ % END
 
@@ -62,10 +76,11 @@ wait "$pid"
 class RemoteServer:
     """`iobench server` started over ssh on the other host for the whole sweep: TCP on --port
     and, when the sweep has TLS cells, TLS on --port + 1 (--tls-listen), as a primary's port and
-    tls-port. `env` is the environment the sweep's clients run with (the token)."""
+    tls-port. `env` is the environment the sweep's clients run with (the token); `keys_sent`, if
+    given, is called once the TLS files are on their way (the caller forgets its copies)."""
 
     def __init__(self, target, iobench, port, tls_dir, kernel_counter, ssh_config=None,
-                 bind=None, lease_s=LEASE_S):
+                 bind=None, lease_s=LEASE_S, keys_sent=None):
         self.target, self.port = target, port
         # ssh -F FILE: the port, key and host-key policy for that host, if not ~/.ssh/config.
         self.ssh = ["ssh", *SSH_OPTIONS, *(["-F", ssh_config] if ssh_config else [])]
@@ -93,6 +108,8 @@ class RemoteServer:
             self.proc.stdin.write(text + ("" if text.endswith("\n") or not text else "\n")
                                   + END + "\n")
         self.proc.stdin.flush()
+        if keys_sent:  # the local copies are not needed once ssh has them (not after start-up)
+            keys_sent()
         self.key_dir = None
         self.lines = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
