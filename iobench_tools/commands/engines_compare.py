@@ -16,8 +16,10 @@ same syscalls per GiB).
 Default set-ups: blocking, epoll, uring (TCP).
 """
 import json
+import math
 import os
 import shlex
+import statistics
 import sys
 from typing import NamedTuple
 
@@ -95,28 +97,39 @@ def same_work_text(base, rows):
                                f"{a['reads'] / 1000:.1f} k reads/GiB)")
 
 
+def rounds_for(ratios, resolution=0.05):
+    """How many paired rounds put the 95% interval of the mean log ratio within ±`resolution`
+    at the spread these rounds show (normal approximation: (1.96 sd / ln(1 + resolution))^2),
+    with that spread: "31 (sd 0.135)"; "n/a" under three rounds."""
+    if not ratios or len(ratios) < 3:
+        return "n/a"
+    sd = statistics.stdev(math.log(r) for r in ratios)
+    return f"{math.ceil((1.96 * sd / math.log1p(resolution)) ** 2)} (sd {sd:.3f})"
+
+
 def print_against_first(figures, labels):
     """Each set-up's CPU against the first set-up's, size by size, paired round by round, and
     whether the two did the same work (samework: the same writes and TLS records per byte, reads
     within 15%: how the bytes arrive moves the reads, not the work)."""
     if len(labels) < 2:
         return
-    print(f"\n| size | set-up | CPU vs {labels[0]} (paired, 95% interval) | same work |")
-    print("|---|---|---|---|")
+    print(f"\n| size | set-up | CPU vs {labels[0]} (paired, 95% interval) | same work "
+          "| rounds for ±5% |")
+    print("|---|---|---|---|---|")
     for buf, by_label in figures.items():
         base = by_label.get(labels[0], [])
         for label in labels[1:]:
             rows = by_label.get(label, [])
             if not base or not rows:
                 continue
-            ratio, _, (low, high), _, how = statslib.compare(
-                {"rounds": [r.round for r in base], "cpu": [r.cpu for r in base]},
-                {"rounds": [r.round for r in rows], "cpu": [r.cpu for r in rows]}, key="cpu")
+            row_a = {"rounds": [r.round for r in base], "cpu": [r.cpu for r in base]}
+            row_b = {"rounds": [r.round for r in rows], "cpu": [r.cpu for r in rows]}
+            ratio, _, (low, high), _, how = statslib.compare(row_a, row_b, key="cpu")
             verdict = "parity within noise" if low <= 1 <= high else \
                 "cheaper" if high < 1 else "dearer"
             same = same_work_text(base, rows)
             print(f"| {buf} | {label} | x{ratio:.3f} [{low:.3f}-{high:.3f}] {how}: {verdict} "
-                  f"| {same} |")
+                  f"| {same} | {rounds_for(statslib.paired_ratios(row_a, row_b, 'cpu'))} |")
 
 
 def main(argv=None):
