@@ -106,6 +106,20 @@ def test_runtest_output_is_read_into_passed_failed_and_skipped():
     assert valkeytests.regressions(stock, dict(stock, status="timeout")) == ["(the unit: timeout)"]
 
 
+def test_committed_valkey_test_reports_keep_no_machine_path():
+    """A test server's output folder (./tests/tmp/server.28061.69) is this machine's run: the
+    reports name it by its pattern, and no committed report holds one, or a home or checkout."""
+    line = "not found in ./tests/tmp/server.28061.69/stdout after line: 60"
+    assert valkeytests.without_run_folders([line]) == [
+        "not found in ./tests/tmp/server.PID.N/stdout after line: 60"]
+    for f in ROOT.glob("results/**/valkey-tests*/results.json"):
+        text = f.read_text()
+        for machine in (re.compile(r"tests/tmp/[A-Za-z_-]+\.\d+\.\d+"),
+                        re.compile(r"(^|[\s\"'(=])/tmp/"), re.compile(r"/root/"),
+                        re.compile(re.escape(str(ROOT)))):
+            assert not machine.search(text), (f, machine.pattern)
+
+
 def test_strace_lines_split_by_another_process_are_joined():
     text = ('5 write(9<socket:[1]>, ""..., 16384 <unfinished ...>\n'
             '6 write(3</w/temp-1.rdb>, ""..., 100) = 100\n'

@@ -205,6 +205,16 @@ def retry_regressions(runs, runner, servers, builds):
     return retried
 
 
+# A test server's output folder is named by its pid and a counter (./tests/tmp/server.28061.69):
+# a machine's run, not the result. Kept as the pattern, so reports of two runs compare.
+_RUN_FOLDER = re.compile(r"tests/tmp/([A-Za-z_-]+)\.\d+\.\d+")
+
+
+def without_run_folders(lines):
+    """The lines with each test server's output folder named by its pattern, not its pid."""
+    return [_RUN_FOLDER.sub(r"tests/tmp/\1.PID.N", line) for line in lines]
+
+
 def _counts(res):
     return {k: len(res[k]) for k in ("passed", "failed", "skipped")}
 
@@ -224,8 +234,9 @@ def document(a, runs, retried, seconds, servers, command):
     for (build, proto, unit), res in runs.items():
         doc["runs"].append({"build": build, "proto": proto, "unit": unit,
                             "status": res["status"], "seconds": res["seconds"], **_counts(res),
-                            "failed_tests": res["failed"], "skipped_tests": res["skipped"],
-                            "tail": res["tail"]})
+                            "failed_tests": without_run_folders(res["failed"]),
+                            "skipped_tests": res["skipped"],
+                            "tail": without_run_folders(res["tail"])})
     for (build, proto, unit), r in retried.items():
         doc["retries"].append({"build": build, "proto": proto, "unit": unit, "lost": r["lost"],
                                "still_lost": r["still_lost"],
