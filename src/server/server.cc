@@ -410,15 +410,16 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   const std::unique_ptr<Stream> stalling = server_fault(*s.stream, hello.conn_index);
   const SideOutcome ended = run_side(stalling ? *stalling : *s.stream, *s.stream, *p.engine, p.plan,
                                      p.group.get(), hello.conn_index);
-  // Every connection of a group gets the server side's figures once the last one has ended.
-  if (p.group && ended.session.error.empty())
-    (void)send_message(*s.stream, p.group->wait(cfg.options.idle_timeout_s));
+  // The bound is on this connection's bytes: not on the wait for its group's slower ones.
   if (deadline.release())
     return s.log(fmt::format(
         "failed: slower than --min-rate {}/s: moved {} of {} in the {:.1f} s it had "
         "(--idle-timeout, then its bytes at that rate)",
         format_bytes_human(cfg.options.min_rate), format_bytes_human(ended.session.mine.io.bytes),
         format_bytes_human(hello.bytes), allowed_s));
+  // Every connection of a group gets the server side's figures once the last one has ended.
+  if (p.group && ended.session.error.empty())
+    (void)send_message(*s.stream, p.group->wait(cfg.options.idle_timeout_s));
   server_slow_end();
   s.stream->close();
   log_outcome(s, p.plan, ended);

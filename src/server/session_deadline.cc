@@ -14,7 +14,7 @@ double session_allowance_s(uint64_t bytes, uint64_t min_rate, double grace_s) {
   return grace_s + static_cast<double>(bytes) / static_cast<double>(min_rate);
 }
 
-SessionDeadlines::SessionDeadlines() : watchdog_([this] { run(); }) {}
+SessionDeadlines::SessionDeadlines() = default;
 
 SessionDeadlines::~SessionDeadlines() {
   {
@@ -22,12 +22,15 @@ SessionDeadlines::~SessionDeadlines() {
     stop_ = true;
   }
   cv_.notify_all();
-  watchdog_.join();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 SessionDeadlines::Ticket SessionDeadlines::watch(int fd, double seconds) {
   if (!(seconds > 0) || std::isinf(seconds)) return Ticket{};
   std::lock_guard lock(mu_);
+  // Started with the first bounded session: a server without --min-rate (loopback's, which
+  // must stay one thread) never has it.
+  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { run(); });
   const uint64_t id = next_id_++;
   entries_.emplace(id, Entry{fd, monotonic_ns() + static_cast<int64_t>(seconds * 1e9)});
   cv_.notify_one();

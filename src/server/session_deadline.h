@@ -59,7 +59,7 @@ class SessionDeadlines {
   std::map<uint64_t, Entry> entries_;
   uint64_t next_id_ = 1;
   bool stop_ = false;
-  std::thread watchdog_;
+  std::thread watchdog_;  // started by the first watch()
 };
 
 }  // namespace iobench

@@ -65,8 +65,12 @@ def test_engines_compare_sets_two_builds_side_by_side_paired(tmp_path):
                "--binary", f"after={BIN}", "before=--engine blocking", "after=--engine blocking")
     assert p.returncode == 0, p.stderr
     row = next(l for l in p.stdout.splitlines() if l.startswith("| 16K | after | x"))
+    # ... and the rounds a ±5% interval would need at the spread these rounds show.
     assert re.search(r"x\d\.\d{3} \[\d\.\d{3}-\d\.\d{3}\] paired over 5 rounds: "
-                     r"(parity within noise|cheaper|dearer) \| yes \|$", row), row
+                     r"(parity within noise|cheaper|dearer) \| yes \| \d+ \(sd \d\.\d{3}\) \|$",
+                     row), row
+    sizes = next(l for l in p.stdout.splitlines() if l.startswith("| 16K | before |"))
+    assert re.search(r"\| \d+ \[\d+-\d+\] \|$", sizes), sizes  # the receiver's sleeps/GiB
     bad = script("engines-compare", "--binary", f"other={BIN}", "a=--engine blocking")
     assert bad.returncode != 0 and "invalid --binary 'other=" in bad.stderr
     missing = script("engines-compare", "--binary", f"a={tmp_path}/none", "a=--engine blocking")
