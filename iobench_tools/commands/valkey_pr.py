@@ -93,7 +93,7 @@ def build_and_test(tree, test, timeout, log):
 
 def make(tree, target, timeout, log):
     return run(["make", "-C", "src", f"-j{os.cpu_count() or 1}", "BUILD_TLS=yes", "MALLOC=libc",
-                *([target] if target else [])], tree, timeout, log)
+                *valkeypr.optimization_flags(), *([target] if target else [])], tree, timeout, log)
 
 
 def unit_test(tree, test, timeout, log):

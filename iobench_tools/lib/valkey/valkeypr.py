@@ -246,9 +246,18 @@ def set_chunk(tree, chunk):
         f.write(CHUNK_DEFINE.sub(f"#define REPL_CHUNK_SIZE {chunk}", text, count=1))
 
 
+def optimization_flags():
+    """OPTIMIZATION=... when IOBENCH_VALKEY_OPTIMIZATION is set (CI's -O2: half the build time
+    of Valkey's -O3 with LTO; a test's build, never a measurement's), else nothing."""
+    opt = os.environ.get("IOBENCH_VALKEY_OPTIMIZATION")
+    return [f"OPTIMIZATION={opt}"] if opt else []
+
+
 def make_flags(build):
-    """The make variables of a build: TLS always; AddressSanitizer for series-asan."""
-    return ["BUILD_TLS=yes", *(["SANITIZER=address"] if build == SERIES_ASAN else [])]
+    """The make variables of a build: TLS always; AddressSanitizer for series-asan; CI's
+    optimization level (optimization_flags). They are part of the build's cache key."""
+    return ["BUILD_TLS=yes", *(["SANITIZER=address"] if build == SERIES_ASAN else []),
+            *optimization_flags()]
 
 
 def build(name, timeout=3600, log=None):
