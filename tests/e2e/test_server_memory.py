@@ -7,14 +7,22 @@ past it refused, the rest cut at their allowance, the server's RSS bounded by th
 valid client served after."""
 import socket
 import struct
+import subprocess
 import time
 
-from conftest import Server, hello_frame, run
+from conftest import BIN, Server, hello_frame, run
 
 MiB = 1 << 20
 PAYLOAD = 8 * MiB
 SLOW = 10              # 80 MiB of payloads asked for, against a 32 MiB budget
 ACK, ERROR, PROGRESS = 2, 4, 6
+
+
+def sanitized():
+    """AddressSanitizer's build holds freed memory in its quarantine (256 MiB): RSS says
+    nothing there of what the server keeps."""
+    p = subprocess.run(["ldd", BIN], capture_output=True, text=True)
+    return "libasan" in p.stdout or "libtsan" in p.stdout
 
 
 def rss_mib(pid):
@@ -77,7 +85,8 @@ def test_slow_readers_past_the_budget_are_refused_then_cut(cache_dir):
               f"{base:.0f} -> peak {peak:.0f} MiB")
         assert len(cut_at) == len(readers), cut_at
         assert all(15 <= c <= 20 for c in cut_at.values()), cut_at
-        assert peak - base < 32 + 16, (base, peak)  # the budget, and the server's own slack
+        if not sanitized():
+            assert peak - base < 32 + 16, (base, peak)  # the budget, and the server's own slack
         # Their payloads freed with them: a new seed fits again, and a fast client is served.
         p = run("client", "--connect", s.addr, "--bytes", "8M", "--reverse", "--seed", "7", "-q",
                 cache=cache_dir, timeout=60)
