@@ -5,6 +5,12 @@ binary, sizes and statistics through iobench_tools.lib.kernel.iobenchlib."""
 import re
 from pathlib import Path
 
+import pytest
+
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`((?:src|tls)[^`]*)`\s*\|", re.M)

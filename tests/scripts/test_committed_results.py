@@ -16,6 +16,10 @@ from iobench_tools.lib.sweeps import sweeplib
 from iobench_tools.lib.valkey import (replknee_report, replsync_report, upstreamlib,
                                       valkeyevidence, valkeytests)
 
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = {"replication-knee": replknee_report.report_md,
            "replication-sync": replsync_report.report_md,

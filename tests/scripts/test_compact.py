@@ -5,7 +5,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from iobench_tools.lib.kernel import compact
+
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER_LIMIT = 5 * 1024 * 1024

@@ -14,6 +14,10 @@ import pytest
 from iobench_tools.commands import design_answer
 from iobench_tools.lib.judging import designrule as rule
 
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "design-rule.md").read_text()
 SIZES = [1024, 4096, 8192, 16384, 65536, 262144]

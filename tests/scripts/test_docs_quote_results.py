@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
          *sorted((ROOT / "patches" / "upstream").glob("*/PR.md"))]

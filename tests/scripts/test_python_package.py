@@ -16,6 +16,10 @@ import pytest
 import iobench_tools
 from iobench_tools.lib.kernel import iobenchlib
 
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "iobench_tools"
 LAUNCHER = re.compile(r"^from iobench_tools\.commands\.(\w+) import main; sys\.exit\(main\(\)\)", re.M)

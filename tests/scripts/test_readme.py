@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 # The README and the docs/ pages it points to.

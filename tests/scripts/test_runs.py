@@ -7,7 +7,13 @@ import subprocess
 from dataclasses import fields
 from pathlib import Path
 
+import pytest
+
 from iobench_tools.lib.kernel import runs
+
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))

@@ -13,6 +13,10 @@ import pytest
 
 from iobench_tools.lib.valkey import realsync, upstreamlib, valkeytests
 
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 BUILD = ROOT / "scripts" / "build-valkey-source"

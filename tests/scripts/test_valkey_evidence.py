@@ -11,6 +11,10 @@ import pytest
 from iobench_tools.lib.valkey import syncload, valkeyevidence as ve
 from kernel_progress import servers_in
 
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "valkey-evidence"
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))

@@ -14,6 +14,10 @@ import pytest
 
 from iobench_tools.lib.valkey import valkeypr
 
+# Shares no namespace name, netns lock, package or host-wide check with the other script tests:
+# a lane apart (scripts/test).
+pytestmark = pytest.mark.apart
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "valkey-pr"
 TARBALL = ROOT / "build" / "valkey-src" / "valkey_9.1.2.orig.tar.gz"

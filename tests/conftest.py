@@ -1,0 +1,34 @@
+"""Lanes: `--lane K/N` keeps every Nth collected test, starting at the Kth, so scripts/test can run
+one suite as N pytest processes side by side. Most tests wait on sockets and timeouts; two
+processes overlap those waits on 2 cores. Round-robin over the collection order, not whole files,
+because a file's tests are often alike in length (a file of 2.6 s timeouts, a file of 0.1 s
+parses), so dealing them out one by one balances the lanes. Only for suites whose tests already
+run beside each other safely (tests/e2e names its namespaces, cgroups and files by process)."""
+import re
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--lane", default=None, metavar="K/N",
+                     help="run only the Kth of N round-robin lanes of the collected tests")
+
+
+def parse_lane(text):
+    """(k, n) from 'K/N' with 1 <= K <= N, or a UsageError naming the bad value."""
+    m = re.fullmatch(r"([0-9]+)/([0-9]+)", text or "")
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise pytest.UsageError(f"invalid --lane '{text}' (expected K/N with 1 <= K <= N)")
+    return int(m[1]), int(m[2])
+
+
+def pytest_collection_modifyitems(config, items):
+    text = config.getoption("--lane")
+    if text is None:
+        return
+    k, n = parse_lane(text)
+    kept = [item for i, item in enumerate(items) if i % n == k - 1]
+    dropped = [item for i, item in enumerate(items) if i % n != k - 1]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
