@@ -65,12 +65,23 @@ def silence(index):
     _ip("link", "set", f"iobv{_tag}{index}a", "down")
 
 
+def _free_net(start):
+    """A 10.237.N.0/24 no address of this host is in: the fleet and remote-server tests run in
+    different pytest lanes (scripts/test), each with its own bridge in the root namespace."""
+    used = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    for k in range(240):
+        net = 10 + (start + k) % 240
+        if f" 10.237.{net}." not in used:
+            return net
+    raise RuntimeError("every 10.237.N.0/24 (N 10..249) is in use on this host")
+
+
 @contextlib.contextmanager
 def emulated_hosts(tmp_path, count):
     """Yields ([address, ...], ssh config path): `count` hosts, ssh root@ADDRESS with -F CONFIG."""
     global _tag
     tag = _tag = f"{os.getpid() % 10000}{next(_calls) % 10}"
-    net = 10 + os.getpid() % 240
+    net = _free_net(os.getpid())
     bridge = f"iobbr{tag}"
     keys = tmp_path / "sshd"
     _keys(keys)

@@ -18,6 +18,10 @@ from pathlib import Path
 
 import pytest
 
+# Builds the Debian package into build/release/package (scripts/package), as the other file marked
+# package does: one lane for both (scripts/test).
+pytestmark = pytest.mark.package
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("IOBENCH_BIN", str(ROOT / "build" / "release" / "iobench"))
 PLAYBOOK = ROOT / "build" / "ansible" / "bin" / "ansible-playbook"
