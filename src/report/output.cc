@@ -25,8 +25,18 @@ Result<OutputFile> OutputFile::open(const std::string& path, std::string_view op
   }
   if (path.empty()) return fail(fmt::format("invalid {} '': empty path", option));
   struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+  const bool exists = stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
     return fail(fmt::format("cannot write {} '{}': it is a directory", option, path));
+  if (exists && !S_ISREG(st.st_mode)) {
+    // /dev/null, a FIFO, a terminal: written in place, as `> PATH` would. A rename would put a
+    // regular file where the device was (as root, /dev/null itself).
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return fail(fmt::format("cannot write {} '{}': {}", option, path, std::strerror(errno)));
+    f.fd_ = fd;
+    return f;
+  }
   // The temporary file lives in the target's directory, so the final rename stays on one file
   // system; its creation proves the directory exists and is writable.
   const size_t slash = path.rfind('/');
@@ -65,7 +75,7 @@ void OutputFile::discard() {
   if (fd_ < 0) return;
   close(fd_);
   fd_ = -1;
-  if (owner_ == getpid()) unlink(temp_.c_str());
+  if (owner_ == getpid() && !temp_.empty()) unlink(temp_.c_str());
 }
 
 Status OutputFile::write(std::string_view text) {
@@ -86,7 +96,7 @@ Status OutputFile::write(std::string_view text) {
     if (n <= 0) return failed("write");
     text.remove_prefix(static_cast<size_t>(n));
   }
-  if (rename(temp_.c_str(), path_.c_str()) != 0) return failed("rename");
+  if (!temp_.empty() && rename(temp_.c_str(), path_.c_str()) != 0) return failed("rename");
   close(fd_);
   fd_ = -1;
   return {};

@@ -11,8 +11,9 @@
 
 namespace iobench {
 
-// The report is written to a temporary file beside the target and renamed onto it; "-" is
-// stdout. Move-only; the temporary file is removed if nothing was written.
+// The report is written to a temporary file beside the target and renamed onto it; a target
+// that exists and is not a regular file (/dev/null, a FIFO) is written in place; "-" is stdout.
+// Move-only; the temporary file is removed if nothing was written.
 class OutputFile {
  public:
   // `option` names the flag (--json, --csv, --out) in errors.
@@ -30,7 +31,7 @@ class OutputFile {
 
  private:
   void discard();
-  std::string option_, path_, temp_;
+  std::string option_, path_, temp_;  // temp_ empty: written in place (not a regular file)
   int fd_ = -1;
   bool to_stdout_ = false;
   pid_t owner_ = 0;  // a forked child never removes the parent's temporary file

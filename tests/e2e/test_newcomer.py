@@ -6,6 +6,7 @@ import pty
 import re
 import select
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -82,6 +83,25 @@ def test_a_failed_run_leaves_the_previous_report_and_no_temporary_file(cache_dir
     run("--bytes", "1M", "--json", str(out), "-q", cache=cache_dir, check=0)
     assert json.loads(out.read_text())["results"]
     assert sorted(os.listdir(tmp_path)) == ["out.json"]
+
+
+@pytest.mark.parametrize("option", ["--json", "--out"])
+def test_a_target_that_is_not_a_regular_file_is_written_in_place(cache_dir, tmp_path, option):
+    """`-o /dev/null` once renamed a regular file onto /dev/null (as root, the host's): a FIFO
+    stands in for the device here. It stays a FIFO and its reader gets the whole output."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    args = (("payload", "--bytes", "1M", "--seed", "78", "-o", str(fifo)) if option == "--out"
+            else ("--bytes", "1M", "--json", str(fifo)))
+    p = run(*args, "-q", cache=cache_dir, timeout=60)
+    reader.join(timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced"
+    assert sorted(os.listdir(tmp_path)) == ["fifo"], "a temporary file was left"
+    assert len(got[0]) == (1 << 20) if option == "--out" else json.loads(got[0])["results"]
 
 
 def test_payload_out_is_checked_before_generation(cache_dir):

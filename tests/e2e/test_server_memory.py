@@ -53,14 +53,14 @@ def open_slow_reader(port, seed):
         return None, body[2:].decode(errors="replace") if kind == ERROR else f"type {kind}"
 
 
-def test_slow_readers_past_the_budget_are_refused_then_cut(cache_dir):
+def test_slow_readers_past_the_budget_are_refused_then_cut(cache_dir, tmp_path):
     # The payloads are built into the cache first: the server loads each into memory all the
     # same (the budget counts it), but opening the ten sessions then takes well under the first
     # one's 16 s allowance. Built on the spot, on a loaded CI host, they took longer: the first
     # session was cut, its payload freed, and a fifth let in.
     for seed in range(100, 100 + SLOW):
-        run("payload", "--seed", seed, "--bytes", PAYLOAD, "-o", "/dev/null", "-q", cache=cache_dir,
-            check=0)
+        run("payload", "--seed", seed, "--bytes", PAYLOAD, "-o", tmp_path / "payload.zst", "-q",
+            cache=cache_dir, check=0)
     s = Server("--payload-budget", "32M", "--min-rate", "1M", "--idle-timeout", "8",
                "--quiet", cache=cache_dir)
     readers, refused = [], []
