@@ -24,6 +24,9 @@ Result<OutputFile> OutputFile::open(const std::string& path, std::string_view op
     return f;
   }
   if (path.empty()) return fail(fmt::format("invalid {} '': empty path", option));
+  auto cannot_write = [&] {
+    return fail(fmt::format("cannot write {} '{}': {}", option, path, std::strerror(errno)));
+  };
   struct stat st {};
   const bool exists = stat(path.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode))
@@ -32,8 +35,7 @@ Result<OutputFile> OutputFile::open(const std::string& path, std::string_view op
     // /dev/null, a FIFO, a terminal: written in place, as `> PATH` would. A rename would put a
     // regular file where the device was (as root, /dev/null itself).
     const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-      return fail(fmt::format("cannot write {} '{}': {}", option, path, std::strerror(errno)));
+    if (fd < 0) return cannot_write();
     f.fd_ = fd;
     return f;
   }
@@ -46,8 +48,7 @@ Result<OutputFile> OutputFile::open(const std::string& path, std::string_view op
   std::vector<char> name(temp.begin(), temp.end());
   name.push_back('\0');
   const int fd = mkostemp(name.data(), O_CLOEXEC);
-  if (fd < 0)
-    return fail(fmt::format("cannot write {} '{}': {}", option, path, std::strerror(errno)));
+  if (fd < 0) return cannot_write();
   fchmod(fd, 0644);
   f.fd_ = fd;
   f.temp_ = name.data();
