@@ -7,7 +7,8 @@ the compile command (paths made relative to the checkout; the commit's IOBENCH_G
 string left out, as it changes every commit and no check reads it; -Werror left out, as
 .clang-tidy already fails on every warning it shows, so a source is clean under both or neither;
 scripts/setup's build has no -Werror, scripts/test's has) and the contents of the
-source and of every header the build's depfile lists for it (ninja -t deps), system ones too.
+source and of every header the build's depfile lists for it (ninja -t deps), system ones too,
+or, where the object was never built, the compiler's -M lists (the same paths).
 The keys of clean sources are kept in dev/tidy-clean.txt, committed beside the code, so a fresh
 clone checks only what changed since the last clean run (IOBENCH_TIDY_ALL=1 checks everything).
 
@@ -20,6 +21,7 @@ import re
 import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAMPS = os.path.join(ROOT, "dev", "tidy-clean.txt")
@@ -64,6 +66,21 @@ def dependencies(build):
     return out if p.returncode == 0 else {}
 
 
+def preprocessor_dependencies(build, entry):
+    """The paths the compiler reads for one compile_commands entry, from its -M output (what
+    the depfile of a build of that object would list): for a tree configured and never built,
+    as dev/tidy's per-file tree is. None when the compiler fails."""
+    args = shlex.split(entry["command"])
+    i = args.index("-o")
+    args = [a for a in args[:i] + args[i + 2:] if a != "-c" and not a.startswith(("-MD", "-MF", "-MT"))]
+    p = subprocess.run(args + ["-M", "-MT", "x"], cwd=entry["directory"], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        return None
+    names = p.stdout.replace("\\\n", " ").split()[1:]  # after "x:"
+    return [os.path.normpath(os.path.join(entry["directory"], n)) for n in names]
+
+
 def keys(build, files):
     """file -> key, or None where the build holds no dependency list for it (not built yet)."""
     tool = os.environ.get("IOBENCH_CLANG_TIDY", "clang-tidy-16")
@@ -71,6 +88,13 @@ def keys(build, files):
                             .encode()).hexdigest()
     cmds = commands(build)
     depfiles = dependencies(build)
+    entries = {os.path.relpath(e["file"], ROOT): e
+               for e in json.load(open(os.path.join(build, "compile_commands.json")))}
+    unbuilt = [f for f in files if f in cmds and not depfiles.get(cmds[f][1])]
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        for f, deps in zip(unbuilt, pool.map(lambda f: preprocessor_dependencies(build, entries[f]),
+                                             unbuilt)):
+            depfiles[cmds[f][1]] = deps
     out = {}
     for f in files:
         if f not in cmds:
