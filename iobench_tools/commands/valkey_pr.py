@@ -5,13 +5,19 @@ For each PR (all by default): its commit applies with `patch --fuzz=0` to pristi
 by Valkey's .clang-format (clang-format-19); and, unless --static, the tree builds with TLS and
 the PR's own test passes with its change and fails with its test alone (the change left out).
 
-  scripts/valkey-pr [--prs NAME,...] [--static] [--keep] [--out DIR]
+  scripts/valkey-pr [--prs NAME,...] [--static] [--keep] [--out DIR] [--loops N [--busy K]]
+
+With --loops N, a PR whose own Tcl tests passed (pr.json's test case, or its loop_cases) runs
+them N times in a row in a unit of their own (their blocks of the unit, runtest --loops N), with
+K CPU-bound processes beside them (--busy K: the load a flaky test shows under), and a PR passes
+only if every one of those runs passed.
 
 Each check runs in a temporary tree that is removed when it ends (--keep keeps it and says
 where), bounded by --timeout. Writes OUT/checks.json and OUT/checks.md: per PR its patch's
 SHA-256, each step's verdict and time, and the test's last lines where it did not do what it
 should. Exit 1 when any PR fails a check, 2 on bad input.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -43,7 +49,18 @@ def parse_args(argv):
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream-9.1", "pr-checks"),
                     help="the folder checks.json and checks.md go to (results/upstream-9.1/"
                          "pr-checks)")
+    ap.add_argument("--loops", type=int, default=0,
+                    help="run each PR's own Tcl tests this many times in a row once they pass (0: "
+                         "not)")
+    ap.add_argument("--busy", type=int, default=0,
+                    help="CPU-bound processes beside the --loops runs (0)")
     a = ap.parse_args(argv)
+    if not 0 <= a.loops <= 1000:
+        ap.error(f"invalid --loops {a.loops}: expected 0..1000")
+    if not 0 <= a.busy <= 64:
+        ap.error(f"invalid --busy {a.busy}: expected 0..64")
+    if a.busy and not a.loops:
+        ap.error("--busy needs --loops: it loads the host only while the loops run")
     known = valkeypr.names()
     a.prs = [p for p in a.prs.split(",") if p] or known
     bad = [p for p in a.prs if p not in known]
@@ -134,6 +151,46 @@ def tcl_test(tree, test, timeout, log):
     return verdict, build_s, res["seconds"], {case: verdict}, unit
 
 
+@contextlib.contextmanager
+def busy_loops(count, seconds):
+    """`count` CPU-bound shell loops for at most `seconds`, stopped when the block ends."""
+    procs = [subprocess.Popen(["timeout", str(seconds), "sh", "-c", "while :; do :; done"],
+                              start_new_session=True) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, 9)
+            p.wait()
+
+
+def loop_test(tree, test, a):
+    """The PR's own Tcl tests `a.loops` times in a row, in a unit of only their blocks, beside
+    `a.busy` busy loops: how many times each passed, and the run's status and time."""
+    cases = test.get("loop_cases", [test["case"]])
+    suite = tree + "-loop-suite"
+    valkeypr.copy_suite(tree, suite)
+    with open(os.path.join(suite, "tests", test["unit"] + ".tcl")) as f:
+        blocks = valkeypr.blocks_of(f.read(), cases)
+    unit = os.path.join(os.path.dirname(test["unit"]), "iobench-loop")
+    with open(os.path.join(suite, "tests", unit + ".tcl"), "w") as f:
+        f.write(blocks)
+    server = os.path.join(tree, "src", "valkey-server")
+    runner = valkeytests.Runner(suite, server, os.path.dirname(tree), a.timeout, 1)
+    with busy_loops(a.busy, a.timeout):
+        res = runner.run(server, "tcp", unit, extra=["--loops", str(a.loops)])
+    return {"unit": test["unit"], "cases": cases, "loops": a.loops, "busy": a.busy,
+            "status": res["status"], "seconds": res["seconds"],
+            "passed": {c: res["passed"].count(c) for c in cases}, "failed": res["failed"],
+            "exception": res["exception"], **({"tail": res["tail"]} if res["tail"] else {})}
+
+
+def loops_good(loops):
+    return loops is None or (loops["status"] == "passed" and
+                             all(n == loops["loops"] for n in loops["passed"].values()))
+
+
 def check(name, a, work):
     """One PR's checks: a dict of verdicts (True is good) and figures."""
     pr = valkeypr.load(name)
@@ -176,6 +233,8 @@ def check(name, a, work):
             out[key]["tcl_unit"] = unit
         if verdict != want:
             out[key]["log_tail"] = tail(log)
+    if a.loops and pr["test"]["kind"] == "tcl" and out["with_change"]["test"] == "passed":
+        out["loops"] = loop_test(with_change, pr["test"], a)
     return out
 
 
@@ -195,7 +254,8 @@ def series_applies():
 def good(c):
     return (c.get("applies") and c.get("test_applies_alone") and not c.get("format_unclean")
             and c.get("with_change", {"test": "passed"})["test"] == "passed"
-            and c.get("without_change", {"test": "failed"})["test"] == "failed")
+            and c.get("without_change", {"test": "failed"})["test"] == "failed"
+            and loops_good(c.get("loops")))
 
 
 def report_md(doc):
@@ -228,6 +288,15 @@ def report_md(doc):
             if unit:
                 lines[-1] += (f"; its unit {unit['unit']}: {unit['status']} in {unit['seconds']} s, "
                               f"{unit['passed']} passed, failed: {', '.join(unit['failed']) or 'none'}")
+    for c in doc["prs"]:
+        loops = c.get("loops")
+        if loops:
+            lines += ["", f"{c['name']}, its own tests {loops['loops']} times in a row "
+                      f"({loops['unit']}'s blocks of: {', '.join(loops['cases'])}), beside "
+                      f"{loops['busy']} busy loops: {loops['status']} in {loops['seconds']} s; "
+                      "passed " + ", ".join(f"{n} of {loops['loops']} ({case})"
+                                            for case, n in loops["passed"].items())
+                      + (f"; failed: {', '.join(loops['failed'])}" if loops["failed"] else "")]
     return "\n".join(lines) + "\n"
 
 

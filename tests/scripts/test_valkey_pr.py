@@ -80,12 +80,42 @@ def test_the_format_check_sees_a_badly_formatted_file(tmp_path):
 
 def test_bad_input_stops_with_one_line():
     for args, said in ((["--prs", "99-nope"], "invalid --prs: '99-nope'"),
-                       (["--timeout", "5"], "invalid --timeout 5")):
+                       (["--timeout", "5"], "invalid --timeout 5"),
+                       (["--loops", "-1"], "invalid --loops -1"),
+                       (["--loops", "5", "--busy", "99"], "invalid --busy 99"),
+                       (["--busy", "2"], "--busy needs --loops")):
         p = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                            timeout=60)
         # argparse's usage, then one error line naming the bad value
         assert p.returncode == 2, p.stderr
         assert p.stderr.strip().splitlines()[-1].startswith(f"valkey-pr: error: {said}")
+
+
+def test_a_loop_unit_holds_only_the_blocks_of_the_named_tests():
+    unit = ('source tests/support/util.tcl\n\n'
+            'start_server {} {\n    test "first" {\n        r ping\n    }\n}\n\n'
+            '# between the tests: code --only would still run\n'
+            'start_server {} {\n    wait_for_something\n    test "second" {\n    }\n'
+            '    test "third" {\n    }\n}\n\n'
+            'foreach x {a b} {\n    test "fourth $x" {\n    }\n}\n')
+    text = valkeypr.blocks_of(unit, ["third", "first", "second"])
+    # in the unit's order, each block once, nothing else
+    assert text.index('test "first"') < text.index('test "second"') < text.index('test "third"')
+    assert text.count("start_server") == 2 and "fourth" not in text and "between" not in text
+    assert text.count('test "second"') == 1 and "wait_for_something" in text
+    with pytest.raises(valkeypr.PrError, match="no top-level block of the unit holds the test "
+                                               "'fifth'"):
+        valkeypr.blocks_of(unit, ["fifth"])
+
+
+def test_the_dual_channel_pr_loops_its_two_tests_from_its_own_unit():
+    pr = valkeypr.load("02-dual-channel-child")
+    cases = pr["test"]["loop_cases"]
+    assert pr["test"]["case"] in cases and len(cases) == 2
+    added = "".join(line[1:] + "\n" for line in Path(pr["patch"]).read_text().splitlines()
+                    if line.startswith("+") and not line.startswith("+++"))
+    for case in cases:
+        assert f'test "{case}"' in added, f"02's patch does not add the test '{case}'"
 
 
 @needs_base

@@ -163,6 +163,29 @@ def copy_suite(tree, dest):
     shutil.copy2(os.path.join(tree, "runtest"), dest)
 
 
+def blocks_of(text, cases):
+    """The top-level blocks of a Tcl unit's `text` (from a line at column 0 to the next `}` at
+    column 0) that hold the `test "CASE"` of each of `cases`, in the unit's order: a unit of only
+    those tests, to run them many times in a row (runtest's --only skips the other tests but
+    still runs the code between them, which here stops a server and waits for it)."""
+    lines = text.splitlines(keepends=True)
+    spans, start = [], None
+    for i, line in enumerate(lines):
+        if start is None and line[:1] not in ("", " ", "\t", "\n", "#", "}"):
+            start = i
+        elif start is not None and line.rstrip("\n") == "}":
+            spans.append((start, i + 1))
+            start = None
+    picked = []
+    for case in cases:
+        found = [s for s in spans if any(f'test "{case}"' in line for line in lines[s[0]:s[1]])]
+        if not found:
+            raise PrError(f"no top-level block of the unit holds the test '{case}'")
+        if found[0] not in picked:
+            picked.append(found[0])
+    return "\n".join("".join(lines[a:b]) for a, b in sorted(picked))
+
+
 def format_problems(tree, paths, clang_format):
     """The files among `paths` that Valkey's .clang-format would change (its ignore list
     honoured): a list of paths, empty when clean."""

@@ -115,7 +115,8 @@ class Runner:
                                capture_output=True, timeout=300)
             return os.path.join(certs, "tests", "tls")
 
-    def run(self, server, proto, unit):
+    def run(self, server, proto, unit, extra=()):
+        """`extra`: more of runtest's options (--loops N)."""
         slot = self.slots.get()
         tree = None
         try:
@@ -125,7 +126,7 @@ class Runner:
                     str(21000 + slot * PORTS_PER_SLOT), "--portcount", str(PORTS_PER_SLOT)]
             if proto == "tls":
                 args.append("--tls")
-            return self._run(args, tree)
+            return self._run(args + list(extra), tree)
         finally:
             if tree:
                 kill_inside(tree)
