@@ -223,3 +223,56 @@ def test_the_example_inventory_is_one_architecture():
     types = set(re.findall(r"instance_type: ([a-z0-9]+)\.", read("fleet/inventory.example.yml")))
     arch = {"arm64" if re.match(r"^[a-z]+\d+g", t) else "amd64" for t in types}
     assert types and len(arch) == 1, (types, arch)
+
+
+# A cell of the Valkey evidence reports: "stock → build x ratio [low–high]".
+NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+CELL = re.compile(rf"({NUMBER}) → ({NUMBER}) x\d+\.\d+ \[(\d+\.\d+)–(\d+\.\d+)\]")
+PAIR = re.compile(rf"(?<![\w.])({NUMBER}) → ({NUMBER})(?![\d.]\d)")
+INTERVAL = re.compile(r"\[(\d+\.\d+)–(\d+\.\d+)\]")
+
+
+def rounds_to(quoted, value):
+    quoted, value = quoted.replace(",", ""), value.replace(",", "")
+    places = Decimal(1).scaleb(-len(quoted.partition(".")[2]))
+    return Decimal(value).quantize(places, rounding=ROUND_HALF_UP) == Decimal(quoted)
+
+
+def unpaired_figures(body, cells):
+    """The before → after figures of a block without the interval of their own cell: each pair
+    must be followed, before the next pair, by an interval, and the four figures must be one
+    cell of the named reports (rounded as the block writes them)."""
+    bad = []
+    pairs = list(PAIR.finditer(body))
+    for i, m in enumerate(pairs):
+        tail = body[m.end():pairs[i + 1].start() if i + 1 < len(pairs) else len(body)]
+        iv = INTERVAL.search(tail)
+        quoted = (m[1], m[2], *(iv.groups() if iv else ()))
+        if not iv:
+            bad.append(f"{m[0]}: no interval")
+        elif not any(all(rounds_to(q, c) for q, c in zip(quoted, cell)) for cell in cells):
+            bad.append(f"{m[0]} {iv[0]}: not a cell of the reports it names")
+    return bad
+
+
+PR_EVIDENCE = [(page, line, files, body) for page in PAGES if page.name == "PR.md"
+               for line, files, body in marked_blocks(page)
+               if any(CELL.search((ROOT / f).read_text()) for f in files if (ROOT / f).is_file())]
+
+
+@pytest.mark.parametrize("page,line,files,body", PR_EVIDENCE,
+                         ids=[f"{p.parent.name}:{n}" for p, n, _, _ in PR_EVIDENCE])
+def test_each_pr_figure_carries_the_interval_of_its_cell(page, line, files, body):
+    cells = [c for f in files for c in CELL.findall((ROOT / f).read_text())]
+    bad = unpaired_figures(body, cells)
+    assert not bad, f"{page.relative_to(ROOT)}:{line}: " + "; ".join(bad)
+
+
+def test_a_figure_without_its_interval_or_with_another_cells_is_caught():
+    cells = CELL.findall("| 2.477 → 2.258 x1.001 [0.808–1.121] | 42236 → 42244 x1.001 "
+                         "[0.999–1.003] |")
+    assert not unpaired_figures("sync 2.477 → 2.258 s [0.808–1.121], writes 42,236 → 42,244 "
+                                "[0.999–1.003]", cells)
+    assert unpaired_figures("sync 2.477 → 2.258 s, writes", cells) == ["2.477 → 2.258: no interval"]
+    assert unpaired_figures("sync 2.48 → 2.26 s [0.999–1.003]", cells) == [
+        "2.48 → 2.26 [0.999–1.003]: not a cell of the reports it names"]
