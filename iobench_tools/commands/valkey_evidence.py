@@ -191,6 +191,9 @@ def main(argv=None):
            "sources": {"sync": "iobench watch (eBPF) on the primary and replicas: the socket "
                                "writer's writes and CPU; the sync's time from REPLICAOF to every "
                                "replica's link up",
+                       "event loop": "iobench watch (eBPF, raw sys_enter): the socket writer's "
+                                     "epoll_wait (+ epoll_pwait) calls, one per pass of its event "
+                                     "loop, its epoll_ctl calls and its reads of pipes",
                        "latency": "valkey-benchmark's own percentile distribution (p99.9: the "
                                   "first percentile it lists at or above 99.9%)",
                        "memory": "/proc/PID/status VmRSS and /proc/CHILD/smaps_rollup "

@@ -82,6 +82,30 @@ def test_a_build_is_set_against_stock_round_by_round():
     assert "## series@64k against series@16k" in text and "beside series@16k" in text
 
 
+def test_the_writers_event_loop_calls_are_columns_only_where_the_runs_counted_them():
+    loop = {"writer_epoll_waits": 700, "writer_epoll_ctls": 40, "writer_pipe_reads": 1600}
+    def doc(extra):
+        return {"cells": [
+            {"id": "tls-diskless-n1-stock", "build": "stock", "proto": "tls", "mode": "diskless",
+             "replicas": 1, "runs": [dict(r, sync_s=1.0, **extra) for r in runs([1, 2, 3])]},
+            {"id": "tls-diskless-n1-series", "build": "series", "proto": "tls",
+             "mode": "diskless", "replicas": 1,
+             "runs": [dict(r, sync_s=1.0, **{k: 2 * v for k, v in extra.items()})
+                      for r in runs([1, 2, 3])]}],
+            "command": "x", "builds": ["stock", "series"], "rdb_bytes": 1, "rounds": 3,
+            "cpus": "0,1", "where": "loopback", "load": None, "failures": []}
+    counted = doc(loop)
+    [c] = ve.comparisons(counted)
+    assert c["figures"]["writer_epoll_waits"]["ratio"] == 2.0
+    text = ve.report_md(dict(counted, comparisons=[c]))
+    assert "writer epoll_wait | writer epoll_ctl | writer pipe reads |" in text
+    assert "700 → 1400 x2.000" in text
+    older = doc({})
+    [c] = ve.comparisons(older)
+    assert "writer_epoll_waits" not in c["figures"]
+    assert "epoll" not in ve.report_md(dict(older, comparisons=[c]))
+
+
 def test_a_chunk_variant_is_a_harness_build_of_a_pr_that_names_the_chunk(tmp_path):
     from iobench_tools.lib.valkey import valkeypr
     assert valkeypr.split_variant("series@256k") == ("series", 262144)
@@ -134,6 +158,8 @@ def test_a_tiny_study_measures_latency_and_memory_and_leaves_nothing(tmp_path):
     sync = cells["tcp-dual-n1-series"]["runs"][0]
     assert sync["p99_ms"] > 0 and sync["p999_ms"] >= sync["p99_ms"] and sync["rps"] > 0
     assert sync["primary_rss_bytes"] > 0 and sync["samples"] > 0 and sync["writes"] > 0
+    # the dual channel's writer is the save child: no event loop of its own
+    assert sync["writer_epoll_waits"] == 0 and sync["writer_pipe_reads"] == 0
     assert cells["tcp-idle-stock"]["runs"][0]["p50_ms"] > 0
     assert doc["large_value_bytes"] == 3 << 20 and doc["rdb_bytes"] > 4 << 20
     assert "## series against stock" in (out / "report.md").read_text()

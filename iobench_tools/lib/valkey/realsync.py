@@ -124,9 +124,20 @@ def sync_figures(procs, primary, replicas, took):
             # (diskless); above the bytes written when partial writes make it read again.
             "source_read_bytes": socket_io(w.proc, "read", ("file", "pipe"))["bytes"],
             "writer_cpu_s": w.cpu_s, "writer_cpu_s_per_gib": w.per_gib(w.cpu_s),
+            # The writer's event loop (each pass one epoll_wait: the main thread; a save child
+            # has none), its event changes (epoll_ctl: a handler added or removed) and its reads
+            # of the child's pipe (diskless), by the kernel's count (iobench watch, eBPF).
+            **writer_loop_calls(w.proc),
             "primary_cpu_s_per_gib": w.per_gib(primary_cpu),
             "replica_cpu_s_per_gib": w.per_gib(sum(p["cpu_s"] for p in procs
                                                    if p["pid"] in replicas))}
+
+
+def writer_loop_calls(proc):
+    calls = proc.get("syscalls", {})
+    return {"writer_epoll_waits": calls.get("epoll_wait", 0) + calls.get("epoll_pwait", 0),
+            "writer_epoll_ctls": calls.get("epoll_ctl", 0),
+            "writer_pipe_reads": socket_io(proc, "read", ("pipe",))["calls"]}
 
 
 # strace -y names each descriptor: `123 write(9<socket:[4711]>, ""..., 16384) = 16384`; a call

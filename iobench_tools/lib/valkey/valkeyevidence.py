@@ -17,7 +17,21 @@ FIGURES = [
     ("replica_buffers_bytes", "replica buffers MiB", 1 << 20),
     ("replication_buffers_bytes", "replication buffers MiB", 1 << 20),
 ]
+# Shown where the runs have them (studies before they were counted do not).
+LOOP_FIGURES = [
+    ("writer_epoll_waits", "writer epoll_wait", 1),
+    ("writer_epoll_ctls", "writer epoll_ctl", 1),
+    ("writer_pipe_reads", "writer pipe reads", 1),
+]
 LOAD_FIGURES = [f for f in FIGURES if f[0].endswith("_ms")]
+
+
+def figures_of(doc):
+    """FIGURES, without the shared replication buffer where no run sampled it, and with the
+    writer's event-loop calls where the runs counted them."""
+    runs = [r for c in doc["cells"] for r in c["runs"]]
+    out = FIGURES if any("replication_buffers_bytes" in r for r in runs) else FIGURES[:-1]
+    return out + [f for f in LOOP_FIGURES if any(f[0] in r for r in runs)]
 
 
 def cell_id(c):
@@ -67,7 +81,7 @@ def comparisons(doc):
         base = runs.get(cell_id(dict(c, build=against)))
         if base is None:
             continue
-        keys = LOAD_FIGURES if c["mode"] == "idle" else FIGURES
+        keys = LOAD_FIGURES if c["mode"] == "idle" else figures_of(doc)
         out.append({"build": c["build"], "proto": c["proto"], "mode": c["mode"],
                     "replicas": c.get("replicas"),
                     "figures": {k: compare(base, c["runs"], k) for k, _, _ in keys}})
@@ -93,9 +107,7 @@ def _cell(f, unit):
 def report_md(doc):
     load = doc["load"]
     against = doc.get("against", "stock")
-    # Studies before the shared replication buffer was sampled carry no such figure.
-    figures = FIGURES if any("replication_buffers_bytes" in r for c in doc["cells"]
-                             for r in c["runs"]) else FIGURES[:-1]
+    figures = figures_of(doc)
     out = [f"# Valkey 9.1.2: each build beside {against}, with client latency and memory during a sync",
            "", f"- command: `{doc['command']}`",
            f"- builds: {', '.join(f'{b} (`build/valkey/9.1/{b}`)' for b in doc['builds'])}",
@@ -112,7 +124,7 @@ def report_md(doc):
            "- memory: peaks sampled every 20 ms while the sync runs (the fork child's private "
            "dirty pages from smaps_rollup; INFO memory's mem_clients_slaves for the replicas' "
            + ("output buffers and mem_total_replication_buffers for the shared replication "
-              "buffer, every 100 ms)" if figures is FIGURES else "buffers, every 100 ms)"),
+              "buffer, every 100 ms)" if FIGURES[-1] in figures else "buffers, every 100 ms)"),
            f"- each cell: {against} → build medians, the ratio build/{against} with its 95% interval "
            "(paired round by round), and 'lower' or 'higher' where the interval excludes 1", ""]
     heads = [h for _, h, _ in figures]
