@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from iobench_tools.lib.valkey import syncload, valkeyevidence as ve
+from iobench_tools.lib.valkey import realsync, syncload, valkeyevidence as ve
+from iobench_tools.lib.valkey.replsynclib import Fleet
 from kernel_progress import servers_in
 
 # Shares no namespace name, netns lock, package or host-wide check with the other script tests:
@@ -106,6 +107,18 @@ def test_the_writers_event_loop_calls_are_columns_only_where_the_runs_counted_th
     assert "epoll" not in ve.report_md(dict(older, comparisons=[c]))
 
 
+def test_one_slow_link_among_fast_ones_is_timed_apart():
+    assert Fleet.link_rates(4, ["100mbit", "5gbit"]) == ["100mbit", "5gbit", "5gbit", "5gbit"]
+    assert Fleet.link_rates(2, "5gbit") == ["5gbit", "5gbit"]
+    rates = ["100mbit", "5gbit", "5gbit", "5gbit"]
+    assert realsync.sync_by_link_rate({0: 9.0, 1: 8.5, 2: 8.7, 3: 8.6}, rates) == {
+        "fast_sync_s": 8.7, "slow_sync_s": 9.0}
+    assert realsync.sync_by_link_rate({0: 1.0, 1: 1.2}, ["5gbit", "5gbit"]) == {}
+    assert ve.links_text({"rate": "100mbit,5gbit", "mtu": 9001}) == (
+        "; links: replica 1 at 100mbit, the others at 5gbit (tbf, MTU 9001)")
+    assert ve.links_text({"rate": "5gbit", "mtu": 9001}) == ""
+
+
 def test_a_chunk_variant_is_a_harness_build_of_a_pr_that_names_the_chunk(tmp_path):
     from iobench_tools.lib.valkey import valkeypr
     assert valkeypr.split_variant("series@256k") == ("series", 262144)
@@ -131,7 +144,8 @@ def test_bad_input_is_refused_in_one_line():
                        (["--builds", "stock,series@7"], "invalid --builds 'stock,series@7'"),
                        (["--builds", "stock,02-nope"], "invalid --builds 'stock,02-nope'"),
                        (["--load-rps", "5"], "invalid --load-rps 5"),
-                       (["--modes", "dual,x"], "invalid --modes 'dual,x'")):
+                       (["--modes", "dual,x"], "invalid --modes 'dual,x'"),
+                       (["--rate", "100mbit,fast"], "invalid --rate '100mbit,fast'")):
         p = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and said in p.stderr, p.stderr
         assert "Traceback" not in p.stderr

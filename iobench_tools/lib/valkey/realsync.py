@@ -13,8 +13,8 @@ import time
 
 from iobench_tools.lib.kernel.iobenchlib import ROOT
 from iobench_tools.lib.valkey import replsynclib
-from iobench_tools.lib.valkey.replsynclib import (Fleet, Node, Place, SocketWriter, Watch, load_dataset,
-                                           set_mode, socket_io)
+from iobench_tools.lib.valkey.replsynclib import (Fleet, Node, Place, SocketWriter, Watch,
+                                           bits_per_second, load_dataset, set_mode, socket_io)
 
 
 class SyncFailed(Exception):
@@ -30,7 +30,7 @@ def sync_place(a, tmp):
     try:
         ips = ["127.0.0.1"]
         if a.where == "fleet":
-            a.fleet = Fleet(max(a.replicas), a.rate, a.mtu)
+            a.fleet = Fleet(max(a.replicas), a.rates, a.mtu)
             ips += [Fleet.primary_ip(i) for i in range(1, max(a.replicas) + 1)]
         certs = os.path.join(tmp, "certs")
         subprocess.run([os.path.join(ROOT, "tls", "make-certs"), certs, "--dns", "localhost",
@@ -73,12 +73,14 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
         for i, r in enumerate(replicas):
             r.cli("REPLICAOF", fleet.primary_ip(i + 1) if fleet else primary.ip, primary.port)
         deadline = t0 + a.sync_timeout
-        up = set()
+        up = {}  # replica index -> seconds from REPLICAOF to its link up
         while len(up) < len(replicas):
             if time.monotonic() > deadline:
                 raise SyncFailed(f"{label}: {len(replicas) - len(up)} replica(s) not linked up "
                                  f"within {a.sync_timeout} s")
-            up |= {i for i, r in enumerate(replicas) if i not in up and r.synced()}
+            for i, r in enumerate(replicas):
+                if i not in up and r.synced():
+                    up[i] = time.monotonic() - t0
             time.sleep(0.02)
         took = time.monotonic() - t0
         # Every replica served, and the save child reaped (its CPU is then in the primary's).
@@ -92,6 +94,8 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
         log = open(primary.log).read()
         fig = sync_figures(procs, primary.proc.pid, [r.proc.pid for r in replicas], took)
         fig["bgsaves"] = log.count("Starting BGSAVE for SYNC")
+        if fleet:
+            fig.update(sync_by_link_rate(up, fleet.rates))
         if strace:
             fig["strace"] = strace.stop()
         if probes:
@@ -131,6 +135,18 @@ def sync_figures(procs, primary, replicas, took):
             "primary_cpu_s_per_gib": w.per_gib(primary_cpu),
             "replica_cpu_s_per_gib": w.per_gib(sum(p["cpu_s"] for p in procs
                                                    if p["pid"] in replicas))}
+
+
+def sync_by_link_rate(up, rates):
+    """On a fleet whose links differ: when the replicas behind the fastest links had the whole
+    RDB (the last of them), and when those behind the slower ones had it; {} when they are one
+    rate. `up`: replica index -> seconds to its link up; `rates`: each replica's tbf rate."""
+    speeds = [bits_per_second(rates[i]) for i in range(len(up))]
+    if len(set(speeds)) < 2:
+        return {}
+    fast = max(speeds)
+    return {"fast_sync_s": max(t for i, t in up.items() if speeds[i] == fast),
+            "slow_sync_s": max(t for i, t in up.items() if speeds[i] < fast)}
 
 
 def writer_loop_calls(proc):

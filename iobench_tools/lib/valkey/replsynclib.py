@@ -4,6 +4,7 @@ TLS, loading iobench's replication stream into a primary, and reading an `iobenc
 of a sync: who wrote the replication sockets, how, and at what CPU."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,6 +44,15 @@ def _link(ns_a, dev_a, ip_a, ns_b, dev_b, ip_b, rate, mtu):
             "burst", "4mb", "latency", "20ms")
 
 
+RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
+RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def bits_per_second(rate):
+    m = RATE.match(rate)
+    return float(rate[:-len(m[2])]) * RATE_UNITS[m[2]]
+
+
 def _enter(ns):
     # nsenter, not `ip netns exec`: the latter remounts /sys, hiding tracefs.
     return ["nsenter", f"--net=/run/netns/{ns}"]
@@ -54,7 +64,10 @@ class Fleet:
     MTU and tbf rate on both ends. Root only; close() removes every namespace."""
 
     def __init__(self, n, rate, mtu, name="iobkf"):
+        """`rate`: one tbf rate for every link, or a list: replica i's link at the i-th, the
+        last repeated (["100mbit", "5gbit"]: one slow replica among fast ones)."""
         self.n, self.name = n, name
+        self.rates = self.link_rates(n, rate)
         self.close()
         _sh("ip", "netns", "add", f"{name}p")
         _sh("ip", "-n", f"{name}p", "link", "set", "lo", "up")
@@ -62,7 +75,12 @@ class Fleet:
             _sh("ip", "netns", "add", f"{name}r{i}")
             _sh("ip", "-n", f"{name}r{i}", "link", "set", "lo", "up")
             _link(f"{name}p", f"{name}p{i}", self.primary_ip(i), f"{name}r{i}", f"{name}r{i}",
-                  f"10.232.{i}.2", rate, mtu)
+                  f"10.232.{i}.2", self.rates[i - 1], mtu)
+
+    @staticmethod
+    def link_rates(n, rate):
+        rates = rate if isinstance(rate, list) else [rate]
+        return [rates[min(i, len(rates) - 1)] for i in range(n)]
 
     @staticmethod
     def primary_ip(i):
@@ -336,7 +354,9 @@ def add_sync_options(ap, cpus_help="primary's CPU,replicas' CPU, or none"):
     ap.add_argument("--where", default="loopback", choices=["loopback", "fleet"],
                     help="loopback, or the emulated fleet: each replica in its own network "
                     "namespace behind its own capped veth (root)")
-    ap.add_argument("--rate", default="5gbit", help="--where fleet: each link's tbf rate (5gbit)")
+    ap.add_argument("--rate", default="5gbit",
+                    help="--where fleet: each link's tbf rate, or a list: replica i's link at the "
+                         "i-th, the last repeated (100mbit,5gbit: one slow replica) (5gbit)")
     ap.add_argument("--mtu", type=int, default=9001, help="--where fleet: the MTU (9001)")
     ap.add_argument("--sync-timeout", type=int, default=300, help="seconds per sync (300)")
     ap.add_argument("--seed", type=int, default=1,
@@ -368,6 +388,10 @@ def check_sync_args(ap, a, choices):
         ap.error(f"invalid --rounds {a.rounds}: expected 1..100")
     if a.where == "fleet" and os.geteuid() != 0:
         ap.error("--where fleet needs root (ip netns, tc)")
+    a.rates = a.rate.split(",")
+    if not all(RATE.match(r) for r in a.rates):
+        ap.error(f"invalid --rate '{a.rate}': expected a tbf rate (5gbit, 100mbit) or a list of "
+                 "them")
     if not 1280 <= a.mtu <= 65535:
         ap.error(f"invalid --mtu {a.mtu}: expected 1280..65535")
     if a.cpus == "none":

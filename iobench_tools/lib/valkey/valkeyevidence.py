@@ -17,11 +17,15 @@ FIGURES = [
     ("replica_buffers_bytes", "replica buffers MiB", 1 << 20),
     ("replication_buffers_bytes", "replication buffers MiB", 1 << 20),
 ]
-# Shown where the runs have them (studies before they were counted do not).
+# Shown where the runs have them: the writer's event-loop calls (studies before they were
+# counted have none) and, on a fleet whose links differ, the sync of the replicas behind the
+# fastest links and of those behind the slower.
 LOOP_FIGURES = [
     ("writer_epoll_waits", "writer epoll_wait", 1),
     ("writer_epoll_ctls", "writer epoll_ctl", 1),
     ("writer_pipe_reads", "writer pipe reads", 1),
+    ("fast_sync_s", "fast links' sync s", 1),
+    ("slow_sync_s", "slow link's sync s", 1),
 ]
 LOAD_FIGURES = [f for f in FIGURES if f[0].endswith("_ms")]
 
@@ -104,6 +108,15 @@ def _cell(f, unit):
     return text
 
 
+def links_text(link):
+    """The fleet's links where they differ (one rate is said by the study's README)."""
+    if not link or "," not in link["rate"]:
+        return ""
+    rates = link["rate"].split(",")
+    return (f"; links: {', '.join(f'replica {i + 1} at {r}' for i, r in enumerate(rates[:-1]))}"
+            f", the others at {rates[-1]} (tbf, MTU {link['mtu']})")
+
+
 def report_md(doc):
     load = doc["load"]
     against = doc.get("against", "stock")
@@ -116,7 +129,7 @@ def report_md(doc):
               "a chunk)" if doc.get("large_value_bytes") else "") + f"; {doc['rounds']} "
            "rounds, every cell once per round in the experiment kernel's balanced order; "
            f"placement --cpus {doc['cpus']} (primary, replicas; the load runs on the replicas' "
-           f"CPU); {doc['where']}",
+           f"CPU); {doc['where']}" + links_text(doc.get("link")),
            (f"- client load: valkey-benchmark -t {load.get('command', 'get')}"
             f"{' -r 100000' if load.get('command') == 'set' else ''} -c 4 --rps {load['rps']} for "
             f"{load['seconds']} s from REPLICAOF (the same build's benchmark); idle: the same "
