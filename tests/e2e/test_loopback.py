@@ -395,7 +395,11 @@ def test_tracer_modes_count_the_whole_session(cache_dir, tool):
             assert t["tool"] == tool
             data = x["syscalls"]["by_name"][name]
             assert data == x["io_calls"]
-            assert data <= t["by_name"][name] <= data + 20
+            # The session's reads beyond the data phase's: its control messages and /proc
+            # reads, 7 on an idle host; 24 in a loaded CI lane (2090 against 2066, 2026-11-28),
+            # where messages arrive in more pieces. Twice the data phase's would be the wrong
+            # side or the whole process.
+            assert data <= t["by_name"][name] <= data + 40
             assert 0 <= t["total"] - x["syscalls"]["data_direction"] <= TRACER_OVERHEAD, (side, t, x["syscalls"])
 
 
