@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from iobench_tools.lib.valkey import realsync, syncload, valkeyevidence as ve
-from iobench_tools.lib.valkey.replsynclib import Fleet
+from iobench_tools.lib.valkey.replsynclib import Fleet, bits_per_second
 from kernel_progress import servers_in
 
 # Shares no namespace name, netns lock, package or host-wide check with the other script tests:
@@ -110,6 +110,7 @@ def test_the_writers_event_loop_calls_are_columns_only_where_the_runs_counted_th
 def test_one_slow_link_among_fast_ones_is_timed_apart():
     assert Fleet.link_rates(4, ["100mbit", "5gbit"]) == ["100mbit", "5gbit", "5gbit", "5gbit"]
     assert Fleet.link_rates(2, "5gbit") == ["5gbit", "5gbit"]
+    assert bits_per_second("5Gbit") == 5e9 and bits_per_second("100mbit") == 1e8
     rates = ["100mbit", "5gbit", "5gbit", "5gbit"]
     assert realsync.sync_by_link_rate({0: 9.0, 1: 8.5, 2: 8.7, 3: 8.6}, rates) == {
         "fast_sync_s": 8.7, "slow_sync_s": 9.0}

@@ -44,13 +44,13 @@ def _link(ns_a, dev_a, ip_a, ns_b, dev_b, ip_b, rate, mtu):
             "burst", "4mb", "latency", "20ms")
 
 
-RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
+RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$", re.IGNORECASE)  # tc's bits per second
 RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
 
 def bits_per_second(rate):
     m = RATE.match(rate)
-    return float(rate[:-len(m[2])]) * RATE_UNITS[m[2]]
+    return float(rate[:-len(m[2])]) * RATE_UNITS[m[2].lower()]
 
 
 def _enter(ns):
