@@ -42,14 +42,15 @@ def tool_versions():
 
 
 def commands(build):
-    """source path (relative) -> (compile command without the commit string, object path)."""
+    """source path (relative) -> (compile command without the commit string, object path, the
+    compile_commands entry)."""
     out = {}
     for entry in json.load(open(os.path.join(build, "compile_commands.json"))):
         args = shlex.split(entry["command"])
         obj = args[args.index("-o") + 1]
         kept = [a for a in args if not a.startswith("-DIOBENCH_GIT_COMMIT=") and a != "-Werror"]
         command = " ".join(kept).replace(ROOT + "/", "").replace(ROOT, ".")
-        out[os.path.relpath(entry["file"], ROOT)] = (command, obj)
+        out[os.path.relpath(entry["file"], ROOT)] = (command, obj, entry)
     return out
 
 
@@ -66,13 +67,13 @@ def dependencies(build):
     return out if p.returncode == 0 else {}
 
 
-def preprocessor_dependencies(build, entry):
+def preprocessor_dependencies(entry):
     """The paths the compiler reads for one compile_commands entry, from its -M output (what
     the depfile of a build of that object would list): for a tree configured and never built,
     as dev/tidy's per-file tree is. None when the compiler fails."""
     args = shlex.split(entry["command"])
     i = args.index("-o")
-    args = [a for a in args[:i] + args[i + 2:] if a != "-c" and not a.startswith(("-MD", "-MF", "-MT"))]
+    args = [a for a in args[:i] + args[i + 2:] if a != "-c"]  # CMake's entries hold no -M flags
     p = subprocess.run(args + ["-M", "-MT", "x"], cwd=entry["directory"], capture_output=True,
                        text=True)
     if p.returncode != 0:
@@ -88,11 +89,9 @@ def keys(build, files):
                             .encode()).hexdigest()
     cmds = commands(build)
     depfiles = dependencies(build)
-    entries = {os.path.relpath(e["file"], ROOT): e
-               for e in json.load(open(os.path.join(build, "compile_commands.json")))}
     unbuilt = [f for f in files if f in cmds and not depfiles.get(cmds[f][1])]
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        for f, deps in zip(unbuilt, pool.map(lambda f: preprocessor_dependencies(build, entries[f]),
+        for f, deps in zip(unbuilt, pool.map(lambda f: preprocessor_dependencies(cmds[f][2]),
                                              unbuilt)):
             depfiles[cmds[f][1]] = deps
     out = {}
@@ -100,7 +99,7 @@ def keys(build, files):
         if f not in cmds:
             out[f] = None
             continue
-        command, obj = cmds[f]
+        command, obj, _ = cmds[f]
         deps = depfiles.get(obj)
         if not deps:
             out[f] = None
