@@ -4,7 +4,8 @@ the client latency a steady load sees while the sync streams, and the memory the
 
   scripts/valkey-evidence [--builds stock,series] [--against stock] [--proto tcp,tls] [--modes dual,diskless,disk]
       [--replicas 1,4] [--rounds 5] [--rdb 100M] [--load-rps 2000] [--load-seconds 2]
-      [--no-load] [--large-value SIZE] [--where loopback|fleet] [--out results/upstream-9.1/evidence]
+      [--no-load] [--large-value SIZE] [--child-cpu CPU] [--where loopback|fleet]
+      [--out results/upstream-9.1/evidence]
 
 Each build is Valkey 9.1.2 with TLS (`build/valkey/9.1/NAME`: stock, a PR folder's name such as
 04-whole-chunks, or series), built when missing (a few minutes each) exactly as scripts/valkey-pr
@@ -59,6 +60,10 @@ def parse_args(argv=None):
                     help="one more key of this many random bytes in the RDB (e.g. 64M): a write "
                          "larger than a chunk, which a writer that copies it shows in the fork "
                          "child's private memory (none)")
+    ap.add_argument("--child-cpu", type=int, default=None,
+                    help="the primary's fork child on this CPU (Valkey's bgsave-cpulist), apart "
+                         "from the main thread's: the latency then shows the change without "
+                         "the child sharing the main thread's CPU (the child's own)")
     ap.add_argument("--retries", type=int, default=1, help="a failed run is tried again (1)")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream-9.1", "evidence"),
                     help="the folder results.json, report.md and progress.json go to")
@@ -79,6 +84,9 @@ def parse_args(argv=None):
         ap.error(f"invalid --load-rps {a.load_rps}: expected 100..100000")
     if not 1 <= a.load_seconds <= 60:
         ap.error(f"invalid --load-seconds {a.load_seconds}: expected 1..60")
+    if a.child_cpu is not None and a.child_cpu not in os.sched_getaffinity(0):
+        ap.error(f"invalid --child-cpu {a.child_cpu}: expected one of this host's CPUs "
+                 f"({','.join(map(str, sorted(os.sched_getaffinity(0))))})")
     if not 0 <= a.retries <= 5:
         ap.error(f"invalid --retries {a.retries}: expected 0..5")
     replsynclib.check_sync_args(ap, a, {"proto": ("tcp", "tls"),
@@ -135,7 +143,7 @@ def idle(a, server, bench, c, certs, dataset, work, load_cpu):
     """The load alone on a primary holding the same dataset, not syncing."""
     fleet = a.fleet
     primary = Node(server, os.path.join(work, "primary"), c["proto"], certs,
-                   fleet.primary() if fleet else Place(), ["--rdbcompression", "no"],
+                   fleet.primary() if fleet else Place(), realsync.primary_options(a),
                    cpus=a.placement[0], rdb=dataset)
     try:
         return syncload.idle_load(bench, primary, a.load_rps, a.load_seconds, cpus=load_cpu,
@@ -170,7 +178,8 @@ def main(argv=None):
                 seed=a.seed, retries=a.retries,
                 identity={"servers": build_trees(servers),
                           "rdb": a.rdb, "where": a.where,
-                          **({"large_value": a.large_value} if a.large_value else {}), "cpus": a.cpus, "load":
+                          **({"large_value": a.large_value} if a.large_value else {}), "cpus": a.cpus,
+                          **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "load":
                           [a.load_rps, a.load_seconds] if a.load else None,
                           **({"load_command": a.load_command} if a.load_command != "get"
                              else {})}).run()
@@ -184,7 +193,8 @@ def main(argv=None):
            **({"against": a.against} if a.against != "stock" else {}),
            "build_trees": build_trees(servers),
            "rdb_bytes": rdb, **({"large_value_bytes": a.large_value} if a.large_value else {}),
-           "rounds": a.rounds, "cpus": a.cpus, "where": a.where,
+           "rounds": a.rounds, "cpus": a.cpus,
+           **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
            "load": {"rps": a.load_rps, "seconds": a.load_seconds, "command": a.load_command}
            if a.load else None,
@@ -198,6 +208,8 @@ def main(argv=None):
                                   "first percentile it lists at or above 99.9%)",
                        "memory": "/proc/PID/status VmRSS and /proc/CHILD/smaps_rollup "
                                  "Private_Dirty every 20 ms; INFO memory every 100 ms",
+                       "child CPU": "/proc/CHILD/stat's processor field with each memory "
+                                    "sample: the CPUs the fork child was seen on",
                        "interval": "95% bootstrap interval of the median per-round ratio "
                                    "(statslib.compare), rounds in a balanced order"},
            "cells": [dict(c, runs=runs.get(c["id"], [])) for c in todo],

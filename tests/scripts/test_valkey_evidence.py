@@ -4,6 +4,7 @@ with its load and memory probes and nothing left running."""
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,28 @@ def test_a_write_load_spreads_its_keys_and_a_silent_benchmark_is_a_failed_run():
     with pytest.raises(syncload.LoadFailed, match="no latency summary"):
         load.result()
     assert "-r" not in syncload.Load("/bin/true", node, 500, 1).cmd  # GET reads one key
+
+
+def test_the_fork_child_is_placed_apart_and_where_it_ran_is_read_from_the_kernel():
+    from types import SimpleNamespace
+    assert realsync.primary_options(SimpleNamespace(child_cpu=1)) == [
+        "--rdbcompression", "no", "--bgsave-cpulist", "1"]
+    assert realsync.primary_options(SimpleNamespace()) == ["--rdbcompression", "no"]
+    cpus = sorted(os.sched_getaffinity(0))
+    spin = subprocess.Popen(["taskset", "-c", str(cpus[-1]), "/usr/bin/python3", "-c",
+                             "import time\nend = time.monotonic() + 5\n"
+                             "while time.monotonic() < end: pass"])  # taskset execs it
+    try:
+        time.sleep(0.3)
+        assert syncload.last_cpu(spin.pid) == cpus[-1]
+    finally:
+        spin.kill()
+        spin.wait()
+    assert syncload.last_cpu(spin.pid) is None  # gone
+    runs_with = [dict(r, child_cpus=[1]) for r in runs([1, 2])]
+    doc = {"child_cpu": 1, "cells": [{"runs": runs_with}, {"runs": runs([3])}]}
+    assert ve.child_text(doc) == "; the fork child on CPU 1 (bgsave-cpulist); the fork child seen on CPU 1"
+    assert ve.child_text({"cells": [{"runs": runs([1])}]}) == ""
+    p = subprocess.run([str(SCRIPT), "--child-cpu", "999"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "invalid --child-cpu 999" in p.stderr, p.stderr

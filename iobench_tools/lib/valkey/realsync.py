@@ -41,6 +41,14 @@ def sync_place(a, tmp):
             a.fleet.close()
 
 
+def primary_options(a):
+    """The primary's own options: an uncompressed RDB, and with `a.child_cpu` (valkey-evidence
+    --child-cpu) its fork children on that CPU (Valkey's bgsave-cpulist: the save child sets
+    its own affinity, off the CPU the main thread is pinned to)."""
+    cpu = getattr(a, "child_cpu", None)
+    return ["--rdbcompression", "no"] + (["--bgsave-cpulist", str(cpu)] if cpu is not None else [])
+
+
 def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, during=None):
     """One full sync of the dataset to c["replicas"] replicas at once: the watched figures
     (and strace's, when `trace`). `a`: placement, fleet (or None), sync_timeout. `during`:
@@ -50,7 +58,7 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
     fleet = a.fleet
     primary = Node(binary, os.path.join(work, "primary"), c["proto"], certs,
                    fleet.primary() if fleet else Place(),
-                   ["--rdbcompression", "no"], env=env, cpus=prim_cpu, rdb=dataset)
+                   primary_options(a), env=env, cpus=prim_cpu, rdb=dataset)
     replicas, watch, strace, probes = [], None, None, None
     try:
         set_mode("valkey", c["mode"], primary)

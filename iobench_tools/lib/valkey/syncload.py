@@ -10,7 +10,8 @@ while the sync streams, and the memory it takes. Two probes around one sync (rea
 - Memory: sampled every 20 ms while the sync runs: the primary's RSS, its fork children's RSS and
   private dirty pages (smaps_rollup: the copy-on-write and buffers the child itself pays for),
   and the primary's INFO memory: used_memory and mem_clients_slaves (the replicas' output
-  buffers).
+  buffers). With each sample, the CPU a fork child last ran on (/proc/CHILD/stat): where the
+  child ran, as the kernel saw it, whatever placement was asked for.
 """
 import os
 import re
@@ -93,6 +94,16 @@ def kib_field(path, name):
     return 0
 
 
+def last_cpu(pid):
+    """The CPU the process last ran on (/proc/PID/stat's processor field; None once gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            after_name = f.read().rsplit(")", 1)[1].split()
+        return int(after_name[36])  # field 39; fields from 3 (state) follow the name
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def info_memory(node):
     """used_memory, mem_clients_slaves and mem_total_replication_buffers (the shared replication
     buffer the replicas and the backlog hold, where Valkey keeps the writes a syncing replica has
@@ -115,6 +126,7 @@ class MemorySampler:
         self.peak = {"primary_rss_bytes": 0, "child_rss_bytes": 0, "child_private_dirty_bytes": 0,
                      "used_memory_bytes": 0, "replica_buffers_bytes": 0,
                      "replication_buffers_bytes": 0, "samples": 0}
+        self.child_cpus = set()
         self.before = info_memory(node)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
@@ -133,6 +145,9 @@ class MemorySampler:
                 p["child_private_dirty_bytes"] = max(
                     p["child_private_dirty_bytes"],
                     kib_field(f"/proc/{child}/smaps_rollup", "Private_Dirty"))
+                cpu = last_cpu(child)
+                if cpu is not None:
+                    self.child_cpus.add(cpu)
             if time.monotonic() >= next_info:
                 got = info_memory(self.node)
                 if got:
@@ -145,7 +160,7 @@ class MemorySampler:
     def stop(self):
         self.stopping.set()
         self.thread.join(timeout=10)
-        out = dict(self.peak)
+        out = dict(self.peak, child_cpus=sorted(self.child_cpus))
         if self.before:
             out["used_memory_before_bytes"] = self.before[0]
         return out

@@ -117,6 +117,15 @@ def links_text(link):
             f", the others at {rates[-1]} (tbf, MTU {link['mtu']})")
 
 
+def child_text(doc):
+    """Where the fork child was asked to run (--child-cpu) and the CPUs it was seen on, where the
+    runs sampled them (studies before they did say nothing)."""
+    seen = sorted({cpu for c in doc["cells"] for r in c["runs"] for cpu in r.get("child_cpus", [])})
+    asked = (f"; the fork child on CPU {doc['child_cpu']} (bgsave-cpulist)"
+             if doc.get("child_cpu") is not None else "")
+    return asked + (f"; the fork child seen on CPU {','.join(map(str, seen))}" if seen else "")
+
+
 def report_md(doc):
     load = doc["load"]
     against = doc.get("against", "stock")
@@ -129,7 +138,7 @@ def report_md(doc):
               "a chunk)" if doc.get("large_value_bytes") else "") + f"; {doc['rounds']} "
            "rounds, every cell once per round in the experiment kernel's balanced order; "
            f"placement --cpus {doc['cpus']} (primary, replicas; the load runs on the replicas' "
-           f"CPU); {doc['where']}" + links_text(doc.get("link")),
+           f"CPU){child_text(doc)}; {doc['where']}" + links_text(doc.get("link")),
            (f"- client load: valkey-benchmark -t {load.get('command', 'get')}"
             f"{' -r 100000' if load.get('command') == 'set' else ''} -c 4 --rps {load['rps']} for "
             f"{load['seconds']} s from REPLICAOF (the same build's benchmark); idle: the same "
