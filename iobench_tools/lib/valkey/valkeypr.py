@@ -270,8 +270,8 @@ def set_chunk(tree, chunk):
 
 
 def optimization_flags():
-    """OPTIMIZATION=... when IOBENCH_VALKEY_OPTIMIZATION is set (CI's -O2: half the build time
-    of Valkey's -O3 with LTO; a test's build, never a measurement's), else nothing."""
+    """OPTIMIZATION=... when IOBENCH_VALKEY_OPTIMIZATION is set (CI's -O0: half the CPU of
+    -O2; a test's build, never a measurement's), else nothing."""
     opt = os.environ.get("IOBENCH_VALKEY_OPTIMIZATION")
     return [f"OPTIMIZATION={opt}"] if opt else []
 
