@@ -63,7 +63,8 @@ def parse_args(argv=None):
     ap.add_argument("--child-cpu", type=int, default=None,
                     help="the primary's fork child on this CPU (Valkey's bgsave-cpulist), apart "
                          "from the main thread's: the latency then shows the change without "
-                         "the child sharing the main thread's CPU (the child's own)")
+                         "the child sharing the main thread's CPU (default: it inherits the "
+                         "primary's)")
     ap.add_argument("--retries", type=int, default=1, help="a failed run is tried again (1)")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "upstream-9.1", "evidence"),
                     help="the folder results.json, report.md and progress.json go to")

@@ -58,6 +58,13 @@ bool PreAuthGate::make_room(const std::string& source) {
   return victim != nullptr;
 }
 
+bool PreAuthGate::holds(const std::string& source) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [id, e] : pending_)
+    if (e.source == source) return true;
+  return false;
+}
+
 PreAuthGate::Ticket PreAuthGate::admit(int fd, const std::string& source) {
   const int64_t deadline = monotonic_ns() + static_cast<int64_t>(deadline_s_ * 1e9);
   std::lock_guard lock(mu_);

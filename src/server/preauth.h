@@ -63,6 +63,9 @@ class PreAuthGate {
   // (at random among its; ties between sources at random). False when the choice fell on the
   // newcomer itself, or none is pending: the caller closes it.
   bool make_room(const std::string& source);
+  // Whether `source` holds any connection here, pending or cut and not yet released: a source
+  // holding none has no handler of its own among the busy ones.
+  bool holds(const std::string& source) const;
 
   // Counted for the log: a client that presented a wrong (or no) token; one whose reads timed
   // out before the watchdog cut it (as one cut at the deadline).

@@ -81,11 +81,17 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
     // Up to --max-conns sessions run; as many more get a handler that refuses them with a
     // reason after their HELLO. When every handler is taken, one unauthenticated connection of
     // the busiest source is cut to make room (the gate's rule: docs/hardening.md), while the cut
-    // ones' threads end (bounded: twice the handlers); otherwise the new one is closed at once.
+    // ones' threads end (bounded: twice the handlers). Past that, while a flood's cut threads
+    // are still ending (slow on a loaded host), a newcomer from a source holding nothing here
+    // gets a handler up to three times the handlers (the gate then cuts the busiest source's,
+    // as ever); otherwise the new one is closed at once.
     const std::string source = source_of(peer);
     const uint32_t busy = state->sessions.load();
-    if (busy >= max_threads &&
-        !(busy < 2 * max_threads && state->preauth && state->preauth->make_room(source))) {
+    const bool room =
+        busy < max_threads ||
+        (busy < 2 * max_threads && state->preauth && state->preauth->make_room(source)) ||
+        (busy < 3 * max_threads && state->preauth && !state->preauth->holds(source));
+    if (!room) {
       log_line(cfg, peer,
                fmt::format("closed: {} handlers busy (--max-conns {})", state->sessions.load(),
                            cfg.options.max_conns));
