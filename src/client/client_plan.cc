@@ -164,7 +164,8 @@ LoopbackPlan plan_loopback(const ClientOptions& o, const Choices& c) {
   cfg.local_payload = o.payload;
   // Private to this run's client: its own bounds, not a shared host's.
   cfg.options.max_bytes = kMaxBytes;
-  cfg.options.payload_budget = UINT64_MAX;
+  cfg.options.memory_budget = UINT64_MAX;
+  cfg.options.session_memory = UINT64_MAX;
   cfg.options.min_rate = 0;
   cfg.log = o.verbose;
   cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);

@@ -353,11 +353,14 @@ struct ServerOptions {
   // Set: the server stops (as on SIGTERM) when stdin ends or stays silent this long, so one
   // started over ssh dies with its controller even when the link dies silently.
   double stdin_lease_s = 0;
-  // The largest --bytes a client may ask for: a small host holds it (--payload-budget bounds
+  // The largest --bytes a client may ask for: a small host holds it (--memory-budget bounds
   // the sum over sessions).
   uint64_t max_bytes = kGiB;
-  // Bytes of payloads the sessions may hold at once (0: a quarter of the host's memory).
-  uint64_t payload_budget = 0;
+  // Bytes the sessions may make the server hold at once: payloads, buffers, rings, copies
+  // (0: a quarter of the host's memory).
+  uint64_t memory_budget = 0;
+  // Bytes of one session's own buffers (receive buffer, io_uring ring, TLS buffers).
+  uint64_t session_memory = 256 * kMiB;
   // Bytes a second a session must average after --idle-timeout of grace (0: no bound).
   uint64_t min_rate = 128 * kKiB;
   std::string cache_dir;
@@ -365,6 +368,9 @@ struct ServerOptions {
   bool quiet = false;
   tls::TlsOptions tls;       // a TLS server when cert_file is set
   uint32_t max_conns = 128;  // sessions at once; a client asking for more --conns is refused
+  // The pre-auth gate counts connections per network block of these prefix lengths.
+  uint32_t source_block_v4 = 24;
+  uint32_t source_block_v6 = 64;
   std::string auth_token;    // set: clients must present it (--auth-token or $IOBENCH_AUTH_TOKEN)
   bool allow_short_token = false;
   CounterKind kernel_counter = CounterKind::kAuto;  // syscall counters for clients that ask
@@ -419,15 +425,25 @@ void describe(Self& o, Visit&& visit) {
               .max = kMaxBytes,
               .size = true},
         o.max_bytes);
-  visit(Field{.name = "payload_budget",
-              .flag = "--payload-budget",
-              .help = "Memory for the payloads sessions send (--reverse), over all of them; a "
-                      "session whose new payload would pass it is refused (default: a quarter "
-                      "of the host's memory)",
+  visit(Field{.name = "memory_budget",
+              .flag = "--memory-budget",
+              .help = "Memory the sessions may make this server hold at once: payloads, receive "
+                      "buffers, io_uring rings, --fixed-buffers copies, TLS buffers; a session "
+                      "that would pass it is refused before anything is allocated (default: a "
+                      "quarter of the host's memory)",
               .min = 0,
               .max = int64_t{1} << 50,
               .size = true},
-        o.payload_budget);
+        o.memory_budget);
+  visit(Field{.name = "session_memory",
+              .flag = "--session-memory",
+              .help = "Most one session's buffers may take (a receive buffer, an io_uring ring "
+                      "of 2 x --qd x --buf, TLS buffers); a session asking for more is refused "
+                      "(default 256M)",
+              .min = 64 * int64_t{kKiB},
+              .max = int64_t{1} << 50,
+              .size = true},
+        o.session_memory);
   visit(Field{.name = "min_rate",
               .flag = "--min-rate",
               .help = "Bytes a second a session must average after --idle-timeout of grace, or "
@@ -450,6 +466,23 @@ void describe(Self& o, Visit&& visit) {
               .min = 1,
               .max = 4096},
         o.max_conns);
+  visit(Field{.name = "source_block_v4",
+              .flag = "--source-block-v4",
+              .help = "Before authentication, connections are counted per IPv4 network block "
+                      "of this many bits: addresses rotated within one share one share "
+                      "(default 24; 32: each address apart)",
+              .min = 8,
+              .max = 32,
+              .value_name = "BITS"},
+        o.source_block_v4);
+  visit(Field{.name = "source_block_v6",
+              .flag = "--source-block-v6",
+              .help = "The same per IPv6 network block (default 64, one host's share of a "
+                      "network; 128: each address apart)",
+              .min = 16,
+              .max = 128,
+              .value_name = "BITS"},
+        o.source_block_v6);
   visit(kCacheDirField, o.cache_dir);
   visit(kCacheMaxField, o.cache_max);
   visit(Field{.name = "kernel_counter",

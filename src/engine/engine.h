@@ -54,4 +54,17 @@ class Engine {
 
 Result<std::unique_ptr<Engine>> make_engine(EngineKind kind, const EngineOptions& o = {});
 
+// The memory an engine and its stream take for one connection whose buffers are at most `buf`
+// (the payload a sender streams is apart): a receiver's buffer, an io_uring receiver's provided
+// ring (2 x --qd buffers, a power of two) or batch, a TLS codec's inbox and outbox. A server
+// counts it against its budget before it makes the engine; `what` says how it adds up.
+struct EngineMemory {
+  uint64_t bytes = 0;
+  std::string what;
+};
+EngineMemory engine_memory(EngineKind kind, const EngineOptions& o, uint64_t buf, bool sends,
+                           bool tls);
+// The entries of the uring receiver's provided-buffer ring for --qd (uring_recv.cc).
+uint32_t uring_ring_entries(uint32_t queue_depth);
+
 }  // namespace iobench

@@ -14,6 +14,7 @@
 
 #include "engine/uring.h"
 #include "engine/uring_ops.h"
+#include "util/test_throw.h"
 #include "util/size.h"
 
 namespace iobench {
@@ -21,6 +22,7 @@ namespace iobench {
 namespace uring {
 
 Result<ProvidedRing> ProvidedRing::create(io_uring& ring, unsigned entries, size_t size, int bgid) {
+  test_throw_bad_alloc("ring-alloc");
   ProvidedRing r;
   r.ring_ = &ring;
   r.entries_ = entries;
@@ -304,11 +306,10 @@ Result<std::optional<std::string>> UringEngine::recv_multishot(Stream& s, uint64
                                                                IoCounters& io) {
   io_uring& ring = ring_->ring;
   WireCodec* codec = s.wire_codec();
-  // Twice --qd buffers (a power of two: the ring's index is masked). A wait asks for at most
-  // --qd completions, so while we take those the kernel still has buffers to fill; with only
-  // --qd it would run dry and end the request (ENOBUFS) at every wait.
+  // Twice --qd buffers (uring_ring_entries): with only --qd the ring would run dry and end the
+  // request (ENOBUFS) at every wait. engine_memory counts them.
   const unsigned per_wait = std::clamp(opts_.queue_depth, 1u, 16384u);
-  const unsigned entries = std::bit_ceil(2 * per_wait);
+  const unsigned entries = uring_ring_entries(opts_.queue_depth);
   auto first =
       uring::ProvidedRing::create(ring, entries, static_cast<size_t>(buf.size()), kBufferGroup);
   if (!first) return std::optional<std::string>(first.error().message);

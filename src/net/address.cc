@@ -1,8 +1,11 @@
 #include "net/address.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <charconv>
 
 #include "util/size.h"
@@ -66,6 +69,45 @@ Result<std::vector<HostPort>> parse_host_ports(std::string_view text, std::strin
   return parse_comma_list(text, [&](std::string_view item) {
     return parse_host_port(item, what, default_port, allow_any);
   });
+}
+
+namespace {
+
+// Keeps the first `bits` of `addr` (network byte order), zeroing the rest.
+void mask_bits(unsigned char* addr, size_t len, int bits) {
+  for (size_t i = 0; i < len; ++i) {
+    const int keep = std::clamp(bits - static_cast<int>(8 * i), 0, 8);
+    addr[i] &= static_cast<unsigned char>(keep == 0 ? 0 : 0xff << (8 - keep));
+  }
+}
+
+}  // namespace
+
+std::string network_block(std::string_view peer, int v4_bits, int v6_bits) {
+  std::string host(peer);
+  if (!host.empty() && host.front() == '[') {
+    host = host.substr(1, host.find(']') == std::string::npos ? 0 : host.find(']') - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    host.resize(colon);
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    mask_bits(reinterpret_cast<unsigned char*>(&v4), sizeof v4, v4_bits);
+    inet_ntop(AF_INET, &v4, text, sizeof text);
+    return fmt::format("{}/{}", text, v4_bits);
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) != 1) return std::string(peer);
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {  // an IPv4 client on a dual-stack socket
+    std::memcpy(&v4, &v6.s6_addr[12], sizeof v4);
+    mask_bits(reinterpret_cast<unsigned char*>(&v4), sizeof v4, v4_bits);
+    inet_ntop(AF_INET, &v4, text, sizeof text);
+    return fmt::format("{}/{}", text, v4_bits);
+  }
+  mask_bits(v6.s6_addr, sizeof v6.s6_addr, v6_bits);
+  inet_ntop(AF_INET6, &v6, text, sizeof text);
+  return fmt::format("{}/{}", text, v6_bits);
 }
 
 }  // namespace iobench

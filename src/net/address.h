@@ -25,4 +25,11 @@ Result<HostPort> parse_host_port(std::string_view text, std::string_view what,
 Result<std::vector<HostPort>> parse_host_ports(std::string_view text, std::string_view what,
                                                uint16_t default_port, bool allow_any);
 
+// The network block a peer ("ADDR:PORT" or "[ADDR6]:PORT", as accept names it) belongs to:
+// its first `v4_bits` (IPv4, and IPv4-mapped IPv6) or `v6_bits` (IPv6) bits, as
+// "203.0.113.0/24" or "2001:db8::/64" — what the server's pre-auth gate counts connections by,
+// so addresses rotated within one block (an IPv6 /64 is one host's) share one share (OpenSSH's
+// PerSourceNetBlockSize). A peer that does not parse is its own block.
+std::string network_block(std::string_view peer, int v4_bits, int v6_bits);
+
 }  // namespace iobench

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <system_error>
 #include <thread>
 
 #include "payload/resp_generator.h"
+#include "util/test_throw.h"
 
 namespace iobench {
 namespace {
@@ -93,19 +95,34 @@ struct Builder {
     std::vector<size_t> raw_bytes(n);
     std::vector<Status> status(n);
     std::atomic<size_t> next{0};
-    auto work = [&](Compressor& c) {
+    // A chunk that cannot be made (out of memory) fails the build, never the process: an
+    // exception cannot leave a helper thread, nor this one while helpers are joinable.
+    auto work = [&](Compressor& c) noexcept {
       std::string raw;
       for (size_t i; (i = next.fetch_add(1)) < n;) {
-        raw.clear();
-        source.chunk(index + i, offset + i * kRawChunk, kRawChunk, raw);
-        raw_bytes[i] = raw.size();
-        status[i] = c.compress(raw, made[i]);
+        try {
+          test_throw_bad_alloc("payload-helper");
+          raw.clear();
+          source.chunk(index + i, offset + i * kRawChunk, kRawChunk, raw);
+          raw_bytes[i] = raw.size();
+          status[i] = c.compress(raw, made[i]);
+        } catch (const std::exception& e) {
+          status[i] = fail(fmt::format("compressing the payload: {}", e.what()));
+        }
       }
     };
     const size_t threads = std::min(n, compressors.size());
     std::vector<std::thread> helpers;
     helpers.reserve(threads);
-    for (size_t t = 1; t < threads; ++t) helpers.emplace_back([&, t] { work(compressors[t]); });
+    // A helper the system will not start leaves its share to the others (`next` hands out the
+    // chunks): the build is slower, not failed.
+    try {
+      for (size_t t = 1; t < threads; ++t) {
+        test_throw_no_thread("payload-thread");
+        helpers.emplace_back([&, t] { work(compressors[t]); });
+      }
+    } catch (const std::system_error&) {
+    }
     work(compressors[0]);
     for (std::thread& h : helpers) h.join();
     for (size_t i = 0; i < n; ++i) {

@@ -262,8 +262,8 @@ Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> bod
   return fail("unknown message type");
 }
 
-const char* type_name(const Message& m) {
-  switch (type_of(m)) {
+const char* type_name(Type t) {
+  switch (t) {
     case Type::kHello:
       return "HELLO";
     case Type::kAck:
@@ -283,5 +283,7 @@ const char* type_name(const Message& m) {
   }
   return "?";
 }
+
+const char* type_name(const Message& m) { return type_name(type_of(m)); }
 
 }  // namespace iobench::proto

@@ -79,6 +79,9 @@ inline constexpr std::array<std::pair<uint16_t, uint64_t>, 11> kLayoutOfVersion{
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMaxBodyBytes = 16 * 1024;  // every message but GROUP is far smaller
 inline constexpr uint32_t kMaxGroupBodyBytes = 160 * 1024;  // two bounded timelines
+// Before authentication a server reads a HELLO (about 200 bytes) and an AUTH (about 100): a
+// frame past this is refused on its header, before its body is read.
+inline constexpr uint32_t kMaxPreAuthBodyBytes = 2048;
 inline constexpr size_t kMaxListEntries = 64;
 inline constexpr size_t kMaxTimelineEntries = 2000;
 
@@ -245,5 +248,6 @@ Result<FrameHeader> decode_header(std::span<const std::byte> header);
 Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> body);
 
 const char* type_name(const Message& m);
+const char* type_name(Type t);
 
 }  // namespace iobench::proto

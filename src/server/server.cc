@@ -28,6 +28,7 @@
 #include "proto/fields.h"
 #include "server/server.h"
 #include "server/server_state.h"
+#include "server/session_memory.h"
 #include "server/session_slot.h"
 #include "session/group.h"
 #include "session/plan.h"
@@ -35,6 +36,7 @@
 #include "session/test_hooks.h"
 #include "tls/tls.h"
 #include "util/size.h"
+#include "util/test_throw.h"
 
 namespace iobench {
 namespace {
@@ -183,7 +185,9 @@ Result<proto::Hello> greet(ServerSession& s) {
   auto opened = open_stream(s.fd, s.cfg);
   if (!opened) return std::unexpected(opened.error());
   s.stream = std::move(*opened);
-  auto m = recv_message(*s.stream, deadline);
+  // Before authentication only a small HELLO is read (the AUTH next): anything else is refused
+  // on its header.
+  auto m = recv_expected(*s.stream, proto::Type::kHello, proto::kMaxPreAuthBodyBytes, deadline);
   if (!m && m.error().kind == ErrorKind::kTimedOut)
     return fail(fmt::format("no hello within {} s", o.handshake_timeout_s), ErrorKind::kTimedOut);
   if (!m) return std::unexpected(m.error());
@@ -201,7 +205,8 @@ Status authenticate(const proto::Hello& h, ServerSession& s) {
   const std::string nonce = tls::random_nonce();
   if (nonce.empty()) return fail("no random nonce for the token's challenge");
   if (auto st = send_message(*s.stream, proto::Challenge{nonce}); !st) return st;
-  auto m = recv_message(*s.stream, s.hello_deadline_ns);
+  auto m = recv_expected(*s.stream, proto::Type::kAuth, proto::kMaxPreAuthBodyBytes,
+                        s.hello_deadline_ns);
   if (!m)
     return fail(m.error().kind == ErrorKind::kTimedOut
                     ? fmt::format("no AUTH within {} s", s.cfg.options.handshake_timeout_s)
@@ -242,6 +247,9 @@ Status authorise(const proto::Hello& h, ServerSession& s, ServerState& state) {
 
 // This side's session, set up before the ACK.
 struct Prepared {
+  // Taken from --memory-budget before the engine is made; given back after it is gone (the
+  // members are destroyed in reverse order).
+  MemoryBudget::Hold memory;
   SidePlan plan;
   std::unique_ptr<Engine> engine;
   std::shared_ptr<GroupSide> group;
@@ -272,6 +280,9 @@ Result<Prepared> prepare(const proto::Hello& h, ServerSession& s, ServerState& s
   const ServerOptions& o = s.cfg.options;
   Prepared p;
   p.plan = plan_side(h, Side::kServer, server_choice(h, o.idle_timeout_s));
+  auto memory = take_session_memory(session_memory(p.plan, h), o, state.memory);
+  if (!memory) return std::unexpected(memory.error());
+  p.memory = std::move(*memory);
   auto engine = make_engine(p.plan.engine, p.plan.engine_options);
   if (!engine) return std::unexpected(engine.error());
   p.engine = std::move(*engine);
@@ -396,6 +407,7 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   const std::optional<Admitted> admitted = admit(s, ticket, state);
   if (!admitted) return;
   const proto::Hello& hello = admitted->hello;
+  test_throw_bad_alloc("handler");
   auto prepared = prepare(hello, s, state);
   if (!prepared) return s.reject(prepared.error().message);
   Prepared& p = *prepared;

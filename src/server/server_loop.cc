@@ -13,6 +13,7 @@
 #include <exception>
 #include <thread>
 
+#include "net/address.h"
 #include "net/interrupt.h"
 #include "net/socket.h"
 #include "net/systemd_sockets.h"
@@ -57,10 +58,34 @@ class AcceptBackoff {
   uint64_t failures_ = 0;
 };
 
-// The peer's address without its port: what the pre-auth gate counts connections by.
-std::string source_of(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  return colon == std::string::npos ? peer : peer.substr(0, colon);
+// The peer's network block (--source-block-v4/-v6): what the pre-auth gate counts connections
+// by, so a flood rotating addresses within one block is one source.
+std::string source_of(const std::string& peer, const ServerOptions& o) {
+  return network_block(peer, static_cast<int>(o.source_block_v4),
+                       static_cast<int>(o.source_block_v6));
+}
+
+// One session's handler, and the one place its failures end: an exception (an allocation or a
+// thread the system refused, whatever threw) ends this session — its socket closed as the stack
+// unwinds — and is counted and logged in one line; the server serves the next client.
+void handle_contained(Fd fd, PreAuthGate::Ticket ticket, const std::string& peer,
+                      const ServerConfig& cfg, ServerState& state) noexcept {
+  std::string why;
+  try {
+    handle_client(std::move(fd), std::move(ticket), peer, cfg, state);
+    return;
+  } catch (const std::exception& e) {
+    why = e.what();
+  } catch (...) {
+    why = "an exception of unknown type";
+  }
+  const uint64_t n = ++state.failed_handlers;
+  try {
+    log_line_always(peer, fmt::format("failed: the session's handler ended on {} (session "
+                                      "closed; {} handler(s) failed since start)",
+                                      why, n));
+  } catch (...) {  // a log line that cannot be formatted (out of memory) is lost, not fatal
+  }
 }
 
 // One port's accept loop: a thread per client (or each in turn on this one: `serial`), until a
@@ -85,7 +110,7 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
     // are still ending (slow on a loaded host), a newcomer from a source holding nothing here
     // gets a handler up to three times the handlers (the gate then cuts the busiest source's,
     // as ever); otherwise the new one is closed at once.
-    const std::string source = source_of(peer);
+    const std::string source = source_of(peer, cfg.options);
     const uint32_t busy = state->sessions.load();
     const bool room =
         busy < max_threads ||
@@ -103,7 +128,7 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
                                                 : PreAuthGate::Ticket{};
     auto session = [fd = std::move(*fd), ticket = std::move(ticket), peer, &cfg,
                     state]() mutable {  // state: a shared_ptr copy
-      handle_client(std::move(fd), std::move(ticket), peer, cfg, *state);
+      handle_contained(std::move(fd), std::move(ticket), peer, cfg, *state);
       if (interrupt::received()) ++state->ended_stopping;
       --state->sessions;
     };
@@ -122,9 +147,9 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
   }
 }
 
-// --payload-budget, or a quarter of the host's memory: what the sessions' payloads may hold.
-uint64_t payload_budget(const ServerOptions& o) {
-  if (o.payload_budget != 0) return o.payload_budget;
+// --memory-budget, or a quarter of the host's memory: what the sessions may make it hold.
+uint64_t memory_budget(const ServerOptions& o) {
+  if (o.memory_budget != 0) return o.memory_budget;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
                                : kGiB;
@@ -138,7 +163,7 @@ int serve(const std::vector<ListeningPort>& ports) {
   if (first.kernel_counters) (void)process_syscall_counter();
   // Shared by the ports' loops and the (detached) session threads: the last one out frees it.
   auto state = std::make_shared<ServerState>();
-  state->payloads.set_budget(payload_budget(first.options));
+  state->memory.set_limit(memory_budget(first.options));
   // Unauthenticated connections may take every handler (2 x --max-conns), one of the busiest
   // source's cut when a new one finds none free (accept_loop).
   if (!first.serial)
@@ -164,6 +189,9 @@ int serve(const std::vector<ListeningPort>& ports) {
   // Under --quiet too, as the gate's summaries: what the server refused before anyone spoke.
   if (state->preauth && state->preauth->any())
     log_line_always("-", "pre-auth since start: " + state->preauth->totals());
+  if (const uint64_t failed = state->failed_handlers.load())
+    log_line_always("-", fmt::format("{} session handler(s) ended on an exception since start",
+                                     failed));
   return 0;
 }
 

@@ -26,14 +26,14 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
       spec.zstd_level == spec_.zstd_level && spec.file == spec_.file)
     return payload_;
   payload_.reset();  // freed here unless a session still streams it
-  // One build at a time (this lock), so two sessions cannot both pass the check.
-  const uint64_t held = held_->load();
-  if (held + spec.bytes > budget_)
+  // One build at a time (this lock); the budget's take is atomic beside the sessions' own.
+  auto taken = budget_.take(spec.bytes);
+  if (!taken)
     return fail(fmt::format(
-        "server's payload memory full: sessions hold {} of its --payload-budget {}, this payload "
-        "needs {} (try again when a session ends, or use the seed and size in use)",
-        format_bytes_human(held), format_bytes_human(budget_), format_bytes_human(spec.bytes)));
-  *held_ += spec.bytes;  // counted while it is built
+        "server's memory full: sessions hold {} of its --memory-budget {}, this payload needs {} "
+        "(try again when a session ends, or use the seed and size in use)",
+        format_bytes_human(budget_.held()), format_bytes_human(budget_.limit()),
+        format_bytes_human(spec.bytes)));
   const int64_t start = monotonic_ns();
   start_ns_ = start;
   int64_t last = start;
@@ -46,16 +46,14 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
     last = now;
     return report({done, total, now - start});
   };
-  auto p = load_payload(spec, build);
+  auto p = load_payload(spec, build);  // a throw gives the bytes back too (the hold's scope)
   done_ = total_ = 0;
-  if (!p) {
-    *held_ -= spec.bytes;
-    return std::unexpected(p.error());
-  }
+  if (!p) return std::unexpected(p.error());
+  // The bytes stay taken for as long as the payload lives, in the cache or in a session.
   payload_ = std::shared_ptr<const Payload>(
-      new Payload(std::move(*p)), [held = held_, n = spec.bytes](const Payload* gone) {
+      new Payload(std::move(*p)),
+      [hold = std::make_shared<MemoryBudget::Hold>(std::move(*taken))](const Payload* gone) {
         delete gone;
-        *held -= n;
       });
   spec_ = spec;
   return payload_;

@@ -13,6 +13,7 @@
 #include "config/options.h"
 #include "payload/payload.h"
 #include "proto/messages.h"
+#include "server/memory_budget.h"
 #include "server/preauth.h"
 #include "server/session_deadline.h"
 #include "session/group.h"
@@ -28,20 +29,15 @@ class PayloadCache {
  public:
   using Report = std::function<bool(const proto::Progress&)>;  // false: stop (client gone)
 
+  explicit PayloadCache(MemoryBudget& budget) : budget_(budget) {}
   // The payload for `spec`: the one in memory, or built (one build at a time; waiting
-  // sessions report the build in progress). Refused when the payloads sessions still hold and
-  // this one would pass the budget.
+  // sessions report the build in progress). Its bytes are taken from the server's budget
+  // while it is built and for as long as it lives; refused when they do not fit.
   Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec, const Report& report);
-  // Bytes of payloads held at once, by the cache and every session (--payload-budget).
-  void set_budget(uint64_t bytes) { budget_ = bytes; }
-  uint64_t held_bytes() const { return held_->load(); }
 
  private:
   static constexpr std::chrono::milliseconds kReportEvery{500};
-  uint64_t budget_ = UINT64_MAX;
-  // Bytes of every payload built here and alive: each one's deleter gives its bytes back, even
-  // after this cache is gone (the last session out).
-  std::shared_ptr<std::atomic<uint64_t>> held_ = std::make_shared<std::atomic<uint64_t>>(0);
+  MemoryBudget& budget_;
   std::mutex mu_;
   std::shared_ptr<const Payload> payload_;
   PayloadSpec spec_;
@@ -67,7 +63,9 @@ class GroupTable {
 };
 
 struct ServerState {
-  PayloadCache payloads;
+  // --memory-budget: every byte a session makes the server hold (session_memory.h).
+  MemoryBudget memory;
+  PayloadCache payloads{memory};
   SessionDeadlines deadlines;  // --min-rate: each session's whole-time bound
   GroupTable groups;
   // The pre-auth deadline and cap; none when clients are served one at a time on the accepting
@@ -77,6 +75,8 @@ struct ServerState {
   std::atomic<uint32_t> authenticated{0};  // sessions past authorise(): what --max-conns bounds
   // Handler threads that ended after a stop signal (each counted before it leaves `sessions`).
   std::atomic<uint32_t> ended_stopping{0};
+  // Handlers that ended on an exception (contained: their session closed, the server served on).
+  std::atomic<uint64_t> failed_handlers{0};
 };
 
 struct ServerConfig;

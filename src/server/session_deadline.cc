@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "probe/probe.h"
+#include "util/test_throw.h"
 
 namespace iobench {
 
@@ -30,7 +31,10 @@ SessionDeadlines::Ticket SessionDeadlines::watch(int fd, double seconds) {
   std::lock_guard lock(mu_);
   // Started with the first bounded session: a server without --min-rate (loopback's, which
   // must stay one thread) never has it.
-  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { run(); });
+  if (!watchdog_.joinable()) {
+    test_throw_no_thread("deadline-watch");
+    watchdog_ = std::thread([this] { run(); });  // may throw: the handler's catch contains it
+  }
   const uint64_t id = next_id_++;
   entries_.emplace(id, Entry{fd, monotonic_ns() + static_cast<int64_t>(seconds * 1e9)});
   cv_.notify_one();

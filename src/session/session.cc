@@ -88,7 +88,7 @@ class VerifierSink final : public ByteSink {
 };
 
 Result<proto::SideResult> expect_result(Stream& s) {
-  auto m = recv_message(s);
+  auto m = recv_expected(s, proto::Type::kResult, proto::kMaxBodyBytes, 0, true);
   if (!m) return fail(fmt::format("no result from peer: {}", m.error().message));
   if (auto* e = std::get_if<proto::ErrorMsg>(&*m)) return fail("peer: " + e->message);
   auto* r = std::get_if<proto::SideResult>(&*m);
@@ -289,11 +289,24 @@ Status send_message(Stream& s, const proto::Message& m) {
 }
 
 Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns) {
+  return recv_expected(s, proto::Type::kHello, 0, deadline_ns);
+}
+
+Result<proto::Message> recv_expected(Stream& s, proto::Type type, uint32_t max_body,
+                                     int64_t deadline_ns, bool or_error) {
   std::array<std::byte, proto::kHeaderBytes> header{};
   if (auto st = read_exact(s, header, deadline_ns); !st) return std::unexpected(st.error());
   auto h = proto::decode_header(header);
   if (!h) return std::unexpected(h.error());
-  std::vector<std::byte> body(h->body_bytes);  // bounded by decode_header
+  if (max_body != 0) {  // 0: any type, within decode_header's bounds (recv_message)
+    if (h->type != type && !(or_error && h->type == proto::Type::kError))
+      return fail(fmt::format("expected {}, got {}", proto::type_name(type),
+                              proto::type_name(h->type)));
+    if (h->body_bytes > max_body)
+      return fail(fmt::format("{} of {} bytes: at most {} here", proto::type_name(h->type),
+                              h->body_bytes, max_body));
+  }
+  std::vector<std::byte> body(h->body_bytes);  // bounded by decode_header and max_body
   if (auto st = read_exact(s, body, deadline_ns); !st) return std::unexpected(st.error());
   return proto::decode_body(*h, body);
 }

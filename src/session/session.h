@@ -21,6 +21,10 @@ Status send_message(Stream& s, const proto::Message& m);
 // (CLOCK_MONOTONIC, 0: none) bounds the whole message, so a peer trickling bytes just inside the
 // socket's per-read timeout still cannot hold the session.
 Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns = 0);
+// The same, for a frame of `type` (or, when `or_error`, an ERROR) of at most `max_body` bytes:
+// anything else is refused on its header, before its body is read or allocated.
+Result<proto::Message> recv_expected(Stream& s, proto::Type type, uint32_t max_body,
+                                     int64_t deadline_ns = 0, bool or_error = false);
 
 struct DataPhase {
   bool is_sender = true;

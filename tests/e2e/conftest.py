@@ -85,15 +85,17 @@ def hello_frame(version=None, client_sends=True, nbytes=1 << 20, send_buf=16384,
 
 
 class Server:
-    def __init__(self, *extra, cache=None, cpus=None, listen="127.0.0.1:0", prefix=()):
+    def __init__(self, *extra, cache=None, cpus=None, listen="127.0.0.1:0", prefix=(), env=None):
         # prefix: a command the server runs under (e.g. nsenter into a network namespace).
         args = [*prefix, BIN, "server", "--listen", listen, *map(str, extra)]
         if cache:
             args += ["--cache-dir", cache]
         # cpus: the set of CPUs the server process may run on (as under taskset).
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        # env: variables added to the server's environment (the fault hooks).
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1, preexec_fn=pin)
+                                     text=True, bufsize=1, preexec_fn=pin,
+                                     env={**os.environ, **env} if env else None)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (\S+):(\d+)", line)
         assert m, f"server did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"

@@ -33,14 +33,14 @@ def client_hello():
 
 
 class Drips:
-    """`count` connections to `port` from 127.0.0.2 (the valid clients come from 127.0.0.1), each
-    sent one more byte of `data` every `every_s` seconds from one thread, until stop(). Records
-    when each connection was cut (EOF or error)."""
+    """`count` connections to `port` from 127.0.1.2 (another /24 than the valid clients'
+    127.0.0.1), each sent one more byte of `data` every `every_s` seconds from one thread, until
+    stop(). Records when each connection was cut (EOF or error)."""
 
     def __init__(self, port, data, count, every_s=0.5):
         self.data, self.every_s = data, every_s
         self.socks = [socket.create_connection(("127.0.0.1", port), timeout=5,
-                                               source_address=("127.0.0.2", 0))
+                                               source_address=("127.0.1.2", 0))
                       for _ in range(count)]
         self.opened = time.monotonic()
         self.cut_at = [None] * count

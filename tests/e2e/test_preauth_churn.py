@@ -26,11 +26,13 @@ TRIES = 8
 
 
 class Flood:
-    """New connections to `port` from `source`, `per_s` a second, each silent and held until the
-    server closes it (then closed here); stops at stop() or after `seconds`, whichever first."""
+    """New connections to `port` from `source` (an address, or a list the flood rotates over),
+    `per_s` a second, each silent and held until the server closes it (then closed here); stops
+    at stop() or after `seconds`, whichever first."""
 
     def __init__(self, port, source, per_s, seconds=60):
-        self.port, self.source, self.every_s = port, source, 1 / per_s
+        self.sources = [source] if isinstance(source, str) else list(source)
+        self.port, self.every_s = port, 1 / per_s
         self.end = time.monotonic() + seconds
         self.opened = self.cut = 0
         self.stopping = threading.Event()
@@ -39,7 +41,7 @@ class Flood:
 
     def _open(self):
         s = socket.socket()
-        s.bind((self.source, 0))
+        s.bind((self.sources[self.opened % len(self.sources)], 0))
         s.setblocking(False)
         s.connect_ex(("127.0.0.1", self.port))
         self.opened += 1
@@ -74,16 +76,16 @@ def slow_client(addr, cache_dir, tls_args=()):
     return p.returncode == 0, p.stderr.strip()[-200:]
 
 
-def served_under_flood(cache_dir, certs, flood_source, tls):
+def served_under_flood(cache_dir, certs, flood_source, tls, server_args=(), tries=TRIES):
     """(tries served, flood connections opened, flood connections the server cut)."""
     tls_server = ["--tls-cert", certs / "server.crt", "--tls-key", certs / "server.key"]
     s = Server("--max-conns", str(MAX_CONNS), "--handshake-timeout", "20", "--quiet",
-               *(tls_server if tls else []), cache=cache_dir)
+               *(tls_server if tls else []), *server_args, cache=cache_dir)
     flood = Flood(s.port, flood_source, FLOOD_PER_S)
     try:
         time.sleep(0.5)  # every place taken before the first try
         tls_args = ["--proto", "tls", "--tls-ca", str(certs / "ca.crt")] if tls else []
-        results = [slow_client(s.addr, cache_dir, tls_args) for _ in range(TRIES)]
+        results = [slow_client(s.addr, cache_dir, tls_args) for _ in range(tries)]
         assert s.alive()
         return sum(ok for ok, _ in results), flood.opened, flood.cut, results
     finally:
@@ -93,9 +95,9 @@ def served_under_flood(cache_dir, certs, flood_source, tls):
 
 @pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
 def test_a_slow_client_is_served_beside_a_flood_from_another_address(cache_dir, certs, tls):
-    """The flood (127.0.0.2) opens ~100 connections during each try's 0.5 s pre-auth against 8
-    places: each newcomer cuts one of the flood's own, never the client's (127.0.0.1)."""
-    served, opened, cut, results = served_under_flood(cache_dir, certs, "127.0.0.2", tls)
+    """The flood (127.0.1.2, another /24) opens ~100 connections during each try's 0.5 s pre-auth
+    against 8 places: each newcomer cuts one of the flood's own, never the client's (127.0.0.1)."""
+    served, opened, cut, results = served_under_flood(cache_dir, certs, "127.0.1.2", tls)
     print(f"{'tls' if tls else 'tcp'}: flood from another address at {FLOOD_PER_S}/s "
           f"({opened} opened, {cut} cut by the server), a client with {STEP_DELAY_S} s before "
           f"each pre-auth step: served {served} of {TRIES}")
@@ -112,3 +114,20 @@ def test_a_flood_from_the_clients_own_address_is_measured(cache_dir, certs):
           f"{cut} cut): a client with {STEP_DELAY_S} s before each step served {served} of "
           f"{TRIES}")
     assert cut > opened / 2, (opened, cut)
+
+
+def test_a_flood_rotating_addresses_in_one_block_is_one_source(cache_dir, certs):
+    """The flood rotates over the 254 addresses of 127.0.1.0/24. Counted per address
+    (--source-block-v4 32, the gate before) each newcomer is a source of its own, tied with the
+    client's, and the client is cut at random among them: measured and printed. Counted per /24
+    (the default) the flood is one source and cuts only its own: the client is served every
+    time."""
+    block = [f"127.0.1.{i}" for i in range(1, 255)]
+    before, opened_b, cut_b, _ = served_under_flood(cache_dir, certs, block, False,
+                                                    ["--source-block-v4", "32"], tries=4)
+    served, opened, cut, results = served_under_flood(cache_dir, certs, block, False)
+    print(f"tcp: flood rotating over a /24 at {FLOOD_PER_S}/s, a client with {STEP_DELAY_S} s "
+          f"before each pre-auth step: counted per address served {before} of 4 ({opened_b} "
+          f"opened, {cut_b} cut); per /24 served {served} of {TRIES} ({opened} opened, {cut} cut)")
+    assert cut > opened / 2, (opened, cut)
+    assert served == TRIES, results

@@ -1,6 +1,6 @@
 """The server's memory and slots against slow readers (docs/hardening.md): every --reverse session
-with a new seed makes the server build and hold a payload, so --payload-budget bounds their sum
-(a session past it is refused with the reason), and --min-rate cuts a session that, after
+with a new seed makes the server build and hold a payload, so --memory-budget bounds their sum
+with the sessions' own buffers and frames (a session past it is refused with the reason), and --min-rate cuts a session that, after
 --idle-timeout of grace, moves its bytes slower than that on average, which --idle-timeout alone
 sees as progress. Sessions that read 64 KiB twice a second, more than the budget holds: the ones
 past it refused, the rest cut at their allowance, the server's RSS bounded by the budget, and a
@@ -14,7 +14,7 @@ from conftest import BIN, Server, hello_frame, run
 
 MiB = 1 << 20
 PAYLOAD = 8 * MiB
-SLOW = 10              # 80 MiB of payloads asked for, against a 32 MiB budget
+SLOW = 10              # 80 MiB of payloads asked for, against a 33 MiB budget
 ACK, ERROR, PROGRESS = 2, 4, 6
 
 
@@ -61,7 +61,7 @@ def test_slow_readers_past_the_budget_are_refused_then_cut(cache_dir, tmp_path):
     for seed in range(100, 100 + SLOW):
         run("payload", "--seed", seed, "--bytes", PAYLOAD, "-o", tmp_path / "payload.zst", "-q",
             cache=cache_dir, check=0)
-    s = Server("--payload-budget", "32M", "--min-rate", "1M", "--idle-timeout", "8",
+    s = Server("--memory-budget", "33M", "--min-rate", "1M", "--idle-timeout", "8",
                "--quiet", cache=cache_dir)
     readers, refused = [], []
     try:
@@ -70,9 +70,10 @@ def test_slow_readers_past_the_budget_are_refused_then_cut(cache_dir, tmp_path):
             sock, why = open_slow_reader(s.port, seed)
             (readers.append((sock, time.monotonic())) if sock else refused.append(why))
         opening = time.monotonic() - readers[0][1] if readers else 0.0
-        # 32 MiB holds four 8 MiB payloads; every later seed is refused, naming the budget.
+        # 33 MiB holds four 8 MiB payloads and four sessions' control frames (16 KiB each);
+        # every later seed is refused, naming the budget.
         assert len(readers) == 4 and len(refused) == SLOW - 4, (len(readers), opening, refused)
-        assert all("--payload-budget 32.0 MiB" in why for why in refused), refused
+        assert all("--memory-budget 33.0 MiB" in why for why in refused), refused
         peak = rss_mib(s.proc.pid)
         t0, cut_at = time.monotonic(), {}
         # Each takes 64 KiB every 0.5 s (128 KiB/s: progress enough for --idle-timeout) until
@@ -94,7 +95,7 @@ def test_slow_readers_past_the_budget_are_refused_then_cut(cache_dir, tmp_path):
         assert len(cut_at) == len(readers), cut_at
         assert all(15 <= c <= 20 for c in cut_at.values()), cut_at
         if not sanitized():
-            assert peak - base < 32 + 16, (base, peak)  # the budget, and the server's own slack
+            assert peak - base < 33 + 16, (base, peak)  # the budget, and the server's own slack
         # Their payloads freed with them: a new seed fits again, and a fast client is served.
         p = run("client", "--connect", s.addr, "--bytes", "8M", "--reverse", "--seed", "7", "-q",
                 cache=cache_dir, timeout=60)
@@ -109,5 +110,6 @@ def test_slow_readers_past_the_budget_are_refused_then_cut(cache_dir, tmp_path):
 def test_the_defaults_bound_a_small_host():
     """--max-bytes 1G by default (was 4G); a server refuses a client asking for more."""
     p = run("server", "--help")
-    assert "default 1G; at most 4G" in p.stdout and "--payload-budget" in p.stdout
+    assert "default 1G; at most 4G" in p.stdout and "--memory-budget" in p.stdout
+    assert "--session-memory" in p.stdout
     assert "--min-rate" in p.stdout

@@ -32,5 +32,20 @@ TEST(HostPort, Rejects) {
   }
 }
 
+TEST(NetworkBlock, CountsAddressesByTheirBlock) {
+  EXPECT_EQ(network_block("203.0.113.77:5210", 24, 64), "203.0.113.0/24");
+  EXPECT_EQ(network_block("203.0.113.77:5210", 32, 64), "203.0.113.77/32");
+  EXPECT_EQ(network_block("203.0.113.77:1", 20, 64), "203.0.112.0/20");
+  EXPECT_EQ(network_block("[2001:db8:1:2:3:4:5:6]:5210", 24, 64), "2001:db8:1:2::/64");
+  EXPECT_EQ(network_block("[2001:db8:1:2:3:4:5:6]:5210", 24, 128), "2001:db8:1:2:3:4:5:6/128");
+  EXPECT_EQ(network_block("[2001:db8:1:2ff:3:4:5:6]:5210", 24, 56), "2001:db8:1:200::/56");
+  // An IPv4 client on a dual-stack socket is counted as IPv4.
+  EXPECT_EQ(network_block("[::ffff:198.51.100.9]:80", 24, 64), "198.51.100.0/24");
+  // Two addresses of one /64 are one source; of two /64s, two.
+  EXPECT_EQ(network_block("[2001:db8::1]:1", 24, 64), network_block("[2001:db8::ffff:2]:9", 24, 64));
+  EXPECT_NE(network_block("[2001:db8::1]:1", 24, 64), network_block("[2001:db8:0:1::1]:1", 24, 64));
+  EXPECT_EQ(network_block("?", 24, 64), "?");  // unparsable: its own block
+}
+
 }  // namespace
 }  // namespace iobench
