@@ -110,16 +110,28 @@ Status parse_repeat(ClientOptions& o, const RawClient& raw) {
 
 }  // namespace
 
-Status resolve_token(std::string& token, bool allow_short) {
+Status resolve_token(std::string& token, bool allow_short, bool given) {
+  // An empty token would silently mean "no authentication": refused wherever it comes from.
+  if (given && token.empty())
+    return fail("--auth-token '': an empty token would mean no authentication (leave the "
+                "option out to run without one)");
   if (token.empty())
-    if (const char* env = std::getenv("IOBENCH_AUTH_TOKEN")) token = env;
+    if (const char* env = std::getenv("IOBENCH_AUTH_TOKEN")) {
+      if (*env == '\0')
+        return fail("IOBENCH_AUTH_TOKEN is set but empty: an empty token would mean no "
+                    "authentication (unset it to run without one)");
+      token = env;
+    }
   if (token.starts_with('@')) {  // @FILE: the token is FILE's first line (a service's token file)
     const std::string path = token.substr(1);
     std::ifstream in(path);
-    std::string line;
-    if (!in || !std::getline(in, line))
+    if (!in)
       return fail(fmt::format("--auth-token '{}': cannot read {}: {}", token, path,
-                              in ? "it is empty" : std::strerror(errno)));
+                              std::strerror(errno)));
+    std::string line;
+    // An empty file fails getline (its stream then reads false: not an errno to report).
+    if (!std::getline(in, line))
+      return fail(fmt::format("--auth-token '{}': cannot read {}: it is empty", token, path));
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) return fail(fmt::format("--auth-token '{}': its first line is empty", token));
     token = line;
@@ -201,7 +213,9 @@ Status parse_servers(ClientOptions& o) {
 }  // namespace
 
 Status validate_client(ClientOptions& o, RawClient& raw) {
-  if (auto st = resolve_token(o.auth_token, o.allow_short_token); !st) return st;
+  if (auto st = resolve_token(o.auth_token, o.allow_short_token, raw.auth_token->count() > 0);
+      !st)
+    return st;
   if (auto st = parse_named(o, raw); !st) return st;
   if (auto st = tls::validate(o.tls); !st) return st;
   if (o.proto == Proto::kTcp) {

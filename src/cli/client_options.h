@@ -75,8 +75,8 @@ void add_client_options(CLI::App& app, ClientOptions& o, RawClient& raw);
 // (conn_options.cc, declared with the "run" block): checked against each other and the buffers.
 Status validate_conns(ClientOptions& o, const RawClient& raw);
 // --auth-token, else the environment; at most 256 bytes, at least kMinTokenBytes unless
-// `allow_short` (--allow-short-token).
-Status resolve_token(std::string& token, bool allow_short);
+// `allow_short` (--allow-short-token); never empty where given (`given`: on the command line).
+Status resolve_token(std::string& token, bool allow_short, bool given);
 Status validate_client(ClientOptions& o, RawClient& raw);
 
 }  // namespace iobench

@@ -20,14 +20,15 @@
 namespace iobench {
 namespace {
 
-Status validate_server(ServerOptions& o, const TypedText& typed) {
+// `token_given`: --auth-token was on the command line (an empty one is refused).
+Status validate_server(ServerOptions& o, const TypedText& typed, bool token_given) {
   if (auto st = read_described(o, typed); !st) return st;
   if (o.tls.cert_file.empty() != o.tls.key_file.empty())
     return fail(o.tls.cert_file.empty() ? "--tls-key needs --tls-cert"
                                         : "--tls-cert needs --tls-key");
   if (!o.tls_listen.empty() && o.tls.cert_file.empty())
     return fail(fmt::format("--tls-listen '{}' needs --tls-cert and --tls-key", o.tls_listen));
-  return resolve_token(o.auth_token, o.allow_short_token);
+  return resolve_token(o.auth_token, o.allow_short_token, token_given);
 }
 
 // The subcommand that was reading argv (the top level when none).
@@ -159,7 +160,10 @@ struct CommandLine {
       return compare_cmd;
     }
     if (server->parsed()) {
-      if (auto s = validate_server(server_opts, server_text); !s) return std::unexpected(s.error());
+      if (auto s = validate_server(server_opts, server_text,
+                                   server->get_option("--auth-token")->count() > 0);
+          !s)
+        return std::unexpected(s.error());
       return server_opts;
     }
     if (payload->parsed()) {

@@ -28,7 +28,8 @@ void PreAuthGate::cut_locked(Entry& e, PreAuthCut why) {
   ::shutdown(e.fd, SHUT_RDWR);
   e.cut = why;
   --uncut_;
-  ++(why == PreAuthCut::kDeadline ? total_.deadline : total_.made_room);
+  ++total_[static_cast<size_t>(why == PreAuthCut::kDeadline ? PreAuthEvent::kDeadline
+                                                            : PreAuthEvent::kMadeRoom)];
 }
 
 // Per source, so a flood from one address cuts only its own; at random within it, so a flood
@@ -128,44 +129,68 @@ PreAuthCut PreAuthGate::Ticket::release() {
   return cut;
 }
 
-void PreAuthGate::count_refused_token() {
+void PreAuthGate::count(PreAuthEvent e) {
   std::lock_guard lock(mu_);
-  ++total_.refused_tokens;
+  ++total_[static_cast<size_t>(e)];
 }
 
-void PreAuthGate::count_late() {
-  std::lock_guard lock(mu_);
-  ++total_.deadline;
-}
-
-std::optional<std::string> PreAuthGate::summary_due(double every_s) {
+bool PreAuthGate::may_log(PreAuthEvent e) {
   std::lock_guard lock(mu_);
   const int64_t now = monotonic_ns();
-  const Counts d{total_.deadline - logged_.deadline, total_.made_room - logged_.made_room,
-                 total_.refused_tokens - logged_.refused_tokens};
-  if (d.deadline + d.made_room + d.refused_tokens == 0) return std::nullopt;
+  if (now - window_start_ns_ >= static_cast<int64_t>(kLogWindowS * 1e9)) {
+    window_start_ns_ = now;
+    lines_ = {};
+  }
+  if (++lines_[static_cast<size_t>(e)] <= kLinesPerKind) return true;
+  ++unlogged_;
+  return false;
+}
+
+namespace {
+
+// "N cut at --handshake-timeout[ S s], M cut to make room, ..." (the order of PreAuthEvent).
+std::string events_text(const std::array<uint64_t, kPreAuthEvents>& n, const std::string& deadline,
+                        const std::string& cap) {
+  return fmt::format(
+      "{} cut at --handshake-timeout{}, {} cut to make room{}, {} timed out reading, {} refused "
+      "token(s), {} rejected, {} closed with every handler busy",
+      n[0], deadline, n[1], cap, n[2], n[3], n[4], n[5]);
+}
+
+}  // namespace
+
+std::optional<std::string> PreAuthGate::summary_due(bool quiet, double every_s) {
+  std::lock_guard lock(mu_);
+  const int64_t now = monotonic_ns();
+  Counts d{};
+  uint64_t news = 0;
+  for (size_t i = 0; i < kPreAuthEvents; ++i) news += d[i] = total_[i] - summarised_[i];
+  if (news == 0 || (!quiet && unlogged_ == 0)) return std::nullopt;
   if (last_summary_ns_ != 0 && now - last_summary_ns_ < static_cast<int64_t>(every_s * 1e9))
     return std::nullopt;
   const double since_s =
       last_summary_ns_ == 0 ? 0 : static_cast<double>(now - last_summary_ns_) / 1e9;
+  std::string line = "pre-auth: " +
+                     events_text(d, fmt::format(" {} s", deadline_s_),
+                                 fmt::format(" (at most {} unauthenticated at once)", cap_)) +
+                     (since_s > 0 ? fmt::format(" in the last {:.0f} s", since_s) : "") +
+                     (unlogged_ > 0 ? fmt::format(" ({} not logged one by one)", unlogged_) : "");
   last_summary_ns_ = now;
-  logged_ = total_;
-  return fmt::format(
-      "pre-auth: {} cut at --handshake-timeout {} s, {} cut to make room (at most {} "
-      "unauthenticated at once), {} refused token(s){}",
-      d.deadline, deadline_s_, d.made_room, cap_, d.refused_tokens,
-      since_s > 0 ? fmt::format(" in the last {:.0f} s", since_s) : "");
+  summarised_ = total_;
+  unlogged_ = 0;
+  return line;
 }
 
 bool PreAuthGate::any() const {
   std::lock_guard lock(mu_);
-  return total_.deadline + total_.made_room + total_.refused_tokens > 0;
+  for (const uint64_t n : total_)
+    if (n > 0) return true;
+  return false;
 }
 
 std::string PreAuthGate::totals() const {
   std::lock_guard lock(mu_);
-  return fmt::format("{} cut at --handshake-timeout, {} cut to make room, {} refused token(s)",
-                     total_.deadline, total_.made_room, total_.refused_tokens);
+  return events_text(total_, "", "");
 }
 
 }  // namespace iobench

@@ -12,6 +12,7 @@
 // slower than cap arrivals always). docs/hardening.md has the measured rates.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -25,6 +26,13 @@ namespace iobench {
 
 // Why a connection's pre-auth phase was cut short by the gate.
 enum class PreAuthCut { kNone, kDeadline, kMadeRoom };
+
+// What the gate counts, each apart: its own cuts (at the deadline, to make room), a connection
+// whose reads timed out before the watchdog cut it, a wrong or missing token, any other refusal
+// before a session (a bad frame, a request past the server's bounds), and a connection closed at
+// once because every handler was busy.
+enum class PreAuthEvent { kDeadline, kMadeRoom, kTimedOut, kRefusedToken, kRejected, kClosedBusy };
+inline constexpr size_t kPreAuthEvents = 6;
 
 class PreAuthGate {
  public:
@@ -67,17 +75,22 @@ class PreAuthGate {
   // holding none has no handler of its own among the busy ones.
   bool holds(const std::string& source) const;
 
-  // Counted for the log: a client that presented a wrong (or no) token; one whose reads timed
-  // out before the watchdog cut it (as one cut at the deadline).
-  void count_refused_token();
-  void count_late();
-  // A summary line of the cuts and refusals since the last one, at most one per `every_s`
-  // (the first at once); nullopt when nothing new or not yet due. Called by handler threads,
-  // so the watchdog never writes (a blocked log must not stop the deadlines).
-  std::optional<std::string> summary_due(double every_s = 10);
-  // Totals since start: "N cut at the deadline, M cut to make room, K refused tokens".
+  // Counts an event the gate did not make itself (its cuts count themselves).
+  void count(PreAuthEvent e);
+  // Whether an event's own log line may be written: the first kLinesPerKind of each kind in
+  // each kLogWindowS; past those, the summary says how many went unlogged (a flood of 200
+  // connections a second logs about 2 lines a second, not 200).
+  bool may_log(PreAuthEvent e);
+  // A summary line of the events since the last one, at most one per `every_s` (the first at
+  // once): when `quiet` (no line of their own) or when some went unlogged; nullopt when nothing
+  // is due. Called by handler threads, so the watchdog never writes (a blocked log must not
+  // stop the deadlines).
+  std::optional<std::string> summary_due(bool quiet, double every_s = 10);
+  // Totals since start: "N cut at --handshake-timeout, M cut to make room, ...".
   std::string totals() const;
   bool any() const;  // anything cut or refused since start
+  static constexpr uint64_t kLinesPerKind = 20;
+  static constexpr double kLogWindowS = 10;
 
   uint32_t cap() const { return cap_; }
   double deadline_s() const { return deadline_s_; }
@@ -89,9 +102,7 @@ class PreAuthGate {
     std::string source;
     PreAuthCut cut = PreAuthCut::kNone;
   };
-  struct Counts {
-    uint64_t deadline = 0, made_room = 0, refused_tokens = 0;
-  };
+  using Counts = std::array<uint64_t, kPreAuthEvents>;  // by PreAuthEvent
   void watch();
   void cut_locked(Entry& e, PreAuthCut why);
   // The pending connection to cut for a newcomer from `source`: nullptr for the newcomer.
@@ -107,7 +118,10 @@ class PreAuthGate {
   uint64_t next_id_ = 1;
   uint32_t uncut_ = 0;
   std::mt19937_64 rng_{std::random_device{}()};
-  Counts total_, logged_;
+  Counts total_{}, summarised_{};  // since start; at the last summary
+  Counts lines_{};                 // lines of their own in this window (kLogWindowS)
+  int64_t window_start_ns_ = 0;
+  uint64_t unlogged_ = 0;          // events past kLinesPerKind in this window
   int64_t last_summary_ns_ = 0;
   bool stop_ = false;
   std::thread watchdog_;

@@ -41,15 +41,6 @@
 namespace iobench {
 namespace {
 
-std::string timestamp() {
-  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
 // Every size the client asks for is checked against the server's own limits.
 Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
   // The HELLO's names, as the plan (server_choice) will read them.
@@ -90,23 +81,14 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
 
 }  // namespace
 
-void log_line(const ServerConfig& cfg, const std::string& peer, const std::string& text) {
-  if (cfg.log) log_line_always(peer, text);
-}
-
-void log_line_always(const std::string& peer, const std::string& text) {
-  fmt::print("[{}] {} {}\n", timestamp(), peer, text);
-  std::fflush(stdout);
-}
-
 namespace {
 
-// Under --quiet, the gate's rate-limited summary of cuts and refused tokens (what a flood or a
-// token guesser does to a server must be visible in its log), at most one per 10 s. Without
-// --quiet each connection's own line says it was cut or refused.
-void log_preauth_summary(const ServerConfig& cfg, ServerState& state) {
-  if (!state.preauth || cfg.log) return;
-  if (auto line = state.preauth->summary_due()) log_line_always("-", *line);
+// What an admission that failed counts as at the gate (its own cuts it counted itself).
+PreAuthEvent event_of(PreAuthCut cut, const Error& e) {
+  if (cut != PreAuthCut::kNone)
+    return cut == PreAuthCut::kDeadline ? PreAuthEvent::kDeadline : PreAuthEvent::kMadeRoom;
+  if (e.kind == ErrorKind::kTimedOut) return PreAuthEvent::kTimedOut;
+  return e.kind == ErrorKind::kRefused ? PreAuthEvent::kRefusedToken : PreAuthEvent::kRejected;
 }
 
 // Why the gate cut a connection, in the words of its log line.
@@ -166,8 +148,11 @@ struct ServerSession {
   std::unique_ptr<Stream> stream;
   int64_t hello_deadline_ns = 0;  // the HELLO's, and the AUTH's: --handshake-timeout from greet
   void log(const std::string& text) const { log_line(cfg, peer, text); }
-  void reject(const std::string& why) {
-    log("rejected: " + why);
+  // Logged unless `logged` is false (the gate's limit: the summary counts it); sent when the
+  // stream is up.
+  void reject(const std::string& why, bool logged = true) {
+    if (logged) log("rejected: " + why);
+    if (!stream) return;
     (void)send_message(*stream, proto::ErrorMsg{why});
     stream->close();
   }
@@ -201,27 +186,29 @@ Result<proto::Hello> greet(ServerSession& s) {
 Status authenticate(const proto::Hello& h, ServerSession& s) {
   const std::string& token = s.cfg.options.auth_token;
   if (token.empty()) return {};
-  if (!h.auth) return fail("this server requires --auth-token");
+  if (!h.auth) return fail("this server requires --auth-token", ErrorKind::kRefused);
   const std::string nonce = tls::random_nonce();
   if (nonce.empty()) return fail("no random nonce for the token's challenge");
   if (auto st = send_message(*s.stream, proto::Challenge{nonce}); !st) return st;
   auto m = recv_expected(*s.stream, proto::Type::kAuth, proto::kMaxPreAuthBodyBytes,
                         s.hello_deadline_ns);
-  if (!m)
-    return fail(m.error().kind == ErrorKind::kTimedOut
-                    ? fmt::format("no AUTH within {} s", s.cfg.options.handshake_timeout_s)
-                    : m.error().message);
+  if (!m && m.error().kind == ErrorKind::kTimedOut)
+    return fail(fmt::format("no AUTH within {} s", s.cfg.options.handshake_timeout_s),
+                ErrorKind::kTimedOut);
+  if (!m) return std::unexpected(m.error());
   const auto* auth = std::get_if<proto::Auth>(&*m);
-  if (!auth) return fail(fmt::format("expected AUTH, got {}", proto::type_name(*m)));
+  if (!auth)
+    return fail(fmt::format("expected AUTH, got {}", proto::type_name(*m)), ErrorKind::kRefused);
   // The client's nonce is its share of what is signed: fresh, and not ours sent back.
   if (auth->client_nonce.size() != nonce.size() || auth->client_nonce == nonce)
-    return fail("AUTH without a nonce of the client's own");
+    return fail("AUTH without a nonce of the client's own", ErrorKind::kRefused);
   const std::vector<std::byte> frame = proto::encode(h);  // the HELLO as the client sent it
   const std::string expected =
       tls::auth_proof(token, nonce, auth->client_nonce,
                       {reinterpret_cast<const char*>(frame.data()), frame.size()});
   if (expected.empty()) return fail("the token's proof could not be computed (HMAC failed)");
-  if (!tls::proof_matches(expected, auth->proof)) return fail("wrong --auth-token");
+  if (!tls::proof_matches(expected, auth->proof))
+    return fail("wrong --auth-token", ErrorKind::kRefused);
   return {};
 }
 
@@ -230,10 +217,7 @@ Status authenticate(const proto::Hello& h, ServerSession& s) {
 // question (admit: a SessionSlot).
 Status authorise(const proto::Hello& h, ServerSession& s, ServerState& state) {
   const ServerOptions& o = s.cfg.options;
-  if (auto st = authenticate(h, s); !st) {
-    if (state.preauth) state.preauth->count_refused_token();
-    return st;
-  }
+  if (auto st = authenticate(h, s); !st) return st;  // admit counts it (event_of)
   const Proto transport = s.stream->proto();
   if (s.cfg.tls && transport != Proto::kTls)
     return fail("this server requires TLS (use --proto tls)");
@@ -382,16 +366,20 @@ std::optional<Admitted> admit(ServerSession& s, PreAuthGate::Ticket& ticket, Ser
   else if (ticket.cut() == PreAuthCut::kNone)
     slot = authorise_and_claim(*hello, s, state);
   // The cut, if the watchdog made one, explains whatever the reads saw; a connection released
-  // uncut is never cut after. One the reads' own deadline beat the watchdog to counts as cut.
-  if (const PreAuthCut cut = ticket.release(); cut != PreAuthCut::kNone)
-    slot = fail(cut_reason(cut, s.cfg.options));  // a slot claimed is given back here
-  else if (!hello && hello.error().kind == ErrorKind::kTimedOut && state.preauth)
-    state.preauth->count_late();
-  if (!slot && s.stream) s.reject(slot.error().message);
-  if (!slot && !s.stream) s.log("rejected: " + slot.error().message);
+  // uncut is never cut after. One the reads' own deadline beat the watchdog to counts as timed
+  // out; a wrong token, a bad frame or a request past the bounds each as its own kind.
+  const PreAuthCut cut = ticket.release();
+  if (cut != PreAuthCut::kNone) slot = fail(cut_reason(cut, s.cfg.options));  // slot given back
+  if (slot) return Admitted{std::move(*hello), std::move(*slot)};
+  bool logged = true;
+  if (state.preauth) {
+    const PreAuthEvent event = event_of(cut, slot.error());
+    if (cut == PreAuthCut::kNone) state.preauth->count(event);
+    logged = state.preauth->may_log(event);
+  }
+  s.reject(slot.error().message, logged);
   log_preauth_summary(s.cfg, state);
-  if (!slot) return std::nullopt;
-  return Admitted{std::move(*hello), std::move(*slot)};
+  return std::nullopt;
 }
 
 }  // namespace

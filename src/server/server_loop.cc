@@ -117,9 +117,12 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
         (busy < 2 * max_threads && state->preauth && state->preauth->make_room(source)) ||
         (busy < 3 * max_threads && state->preauth && !state->preauth->holds(source));
     if (!room) {
-      log_line(cfg, peer,
-               fmt::format("closed: {} handlers busy (--max-conns {})", state->sessions.load(),
-                           cfg.options.max_conns));
+      if (state->preauth) state->preauth->count(PreAuthEvent::kClosedBusy);
+      if (!state->preauth || state->preauth->may_log(PreAuthEvent::kClosedBusy))
+        log_line(cfg, peer,
+                 fmt::format("closed: {} handlers busy (--max-conns {})", state->sessions.load(),
+                             cfg.options.max_conns));
+      log_preauth_summary(cfg, *state);
       continue;
     }
     ++state->sessions;

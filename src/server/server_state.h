@@ -86,6 +86,12 @@ class Fd;
 void log_line(const ServerConfig& cfg, const std::string& peer, const std::string& text);
 // The same line whatever --quiet says: what the server refused, counted (the pre-auth gate).
 void log_line_always(const std::string& peer, const std::string& text);
+// `text` with every control byte (newline, carriage return, ESC...) and backslash escaped as
+// \n, \r, \xHH, \\: what the client sent can never make a line of its own.
+std::string escape_for_log(std::string_view text);
+// The gate's summary of what it cut and refused, when due (PreAuthGate::summary_due): under
+// --quiet, or when some events went unlogged one by one.
+void log_preauth_summary(const ServerConfig& cfg, ServerState& state);
 // Serves one accepted client: accept -> authorise -> plan -> run -> log (server.cc).
 // `ticket`: the connection's place at the pre-auth gate (empty without a gate).
 void handle_client(Fd fd, PreAuthGate::Ticket ticket, const std::string& peer,

@@ -16,6 +16,7 @@ enum class ErrorKind {
   kOther,
   kTimedOut,  // no progress within the time allowed
   kNotPeer,   // the peer speaks another protocol
+  kRefused,   // the peer's credentials were refused (a wrong or missing token)
 };
 
 struct Error {
