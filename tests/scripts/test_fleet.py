@@ -231,6 +231,8 @@ def test_fleet_script_refuses_bad_arguments(tmp_path):
     p = subprocess.run([fleet, str(inv), "--name", "x", "--deb", str(tmp_path / "no.deb")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "no package at" in p.stderr, p.stderr
+    p = subprocess.run([fleet, str(inv), "--stop", "--name", "x"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--stop takes no --name" in p.stderr, p.stderr
 
 
 # --- the work folder root installs from -------------------------------------------------
@@ -240,7 +242,7 @@ INSTALL_ONLY = """
   connection: local
   gather_facts: false
   vars: {prefix: "", work: "%(work)s", bin: /bin/true, fleet_deb: /nonexistent.deb,
-         ansible_python_interpreter: /usr/bin/python3}
+         ansible_python_interpreter: /usr/bin/python3%(extra)s}
   tasks:
     - ansible.builtin.set_fact:
         fleet_deb_arch: {stdout: "%(arch)s"}
@@ -249,6 +251,26 @@ INSTALL_ONLY = """
         content: "{{ fleet_failed | default('') }}"
         dest: "%(out)s"
 """
+
+
+def ansible_env():
+    return dict(os.environ, PYTHONPATH=str(ROOT / "build" / "ansible"),
+                ANSIBLE_CONFIG=str(ROOT / "fleet" / "ansible.cfg"))
+
+
+def install_only(tmp_path, work, extra=""):
+    """fleet/tasks/install.yml alone on this host with `work` as iobench_work: what it recorded
+    as failed (fleet_failed), the play itself succeeding."""
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    out = tmp_path / "failed.txt"
+    play = tmp_path / "play.yml"
+    play.write_text(INSTALL_ONLY % {"work": work, "arch": arch, "tasks": ROOT / "fleet" / "tasks",
+                                    "out": out, "extra": extra})
+    p = subprocess.run(["/usr/bin/python3", str(PLAYBOOK), "-i", "localhost,", str(play)],
+                       capture_output=True, text=True, env=ansible_env(), timeout=120)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    return out.read_text()
 
 
 @pytest.mark.root
@@ -272,17 +294,76 @@ def test_a_work_folder_another_user_could_write_is_refused(tmp_path, made):
                           check=True).stdout.strip()
     out = tmp_path / "failed.txt"
     play = tmp_path / "play.yml"
-    play.write_text(INSTALL_ONLY % {"work": work, "arch": arch, "tasks": ROOT / "fleet" / "tasks",
-                                    "out": out})
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "build" / "ansible"),
-               ANSIBLE_CONFIG=str(ROOT / "fleet" / "ansible.cfg"))
-    p = subprocess.run(["/usr/bin/python3", str(PLAYBOOK), "-i", "localhost,", str(play)],
-                       capture_output=True, text=True, env=env, timeout=120)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-    failed = out.read_text()
+    failed = install_only(tmp_path, work)
     assert f"iobench_work {work} is " in failed and "refused" in failed, failed
     assert ("a symlink" if made == "a-symlink" else
             "owned by uid 65534" if made == "by-another-user" else "owned by uid 0") in failed
     after = os.lstat(work)
     assert (after.st_uid, after.st_mode) == (before.st_uid, before.st_mode)
     assert not os.listdir(work), os.listdir(work)
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason="no ansible-core in build/ansible")
+def test_a_link_swapped_in_after_the_check_is_refused(tmp_path):
+    """Another user wins the window between the check and the creation (the play's test hook
+    makes the link there): the creation neither follows it nor changes its target, and the
+    install stops in one line. Ansible's file module, as the play used it before, followed it
+    and made the target root's, 0700."""
+    work, target = tmp_path / "work", tmp_path / "elsewhere"
+    target.mkdir()
+    os.chmod(target, 0o755)
+    os.chown(target, 65534, 65534)
+    failed = install_only(tmp_path, work, f", fleet_test_link_after_check: {target}")
+    assert "install on localhost" in failed and "File exists" in failed, failed
+    assert os.path.islink(work)
+    st = os.stat(target)
+    assert (st.st_uid, st.st_mode & 0o777) == (65534, 0o755), (st.st_uid, oct(st.st_mode))
+    assert not os.listdir(target)
+
+
+def test_the_default_work_folder_is_roots_own():
+    play = (ROOT / "fleet" / "playbook.yml").read_text()
+    assert "default('/var/lib/iobench-fleet')" in play
+    assert "/var/tmp" not in play and "/var/tmp" not in (ROOT / "fleet" / "stop.yml").read_text()
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not PLAYBOOK.exists(), reason="no ansible-core in build/ansible")
+def test_the_stop_play_cleans_up_after_an_interrupted_run(tmp_path):
+    """What an interrupted run leaves on a host (its server running from a run.* folder, the
+    token and key under the prefix) is stopped and removed by scripts/fleet INVENTORY --stop
+    alone; a process that is not the installed iobench is not signalled."""
+    prefix, work = tmp_path / "root", tmp_path / "work"
+    (prefix / "usr" / "bin").mkdir(parents=True)
+    (prefix / "usr" / "bin" / "iobench").symlink_to(Path(BIN).resolve())
+    tls = prefix / "etc" / "iobench" / "tls"
+    tls.mkdir(parents=True)
+    for f in ("token", "server.key", "server.crt"):
+        (tls / f).write_text("secret\n")
+    run_dir = work / "run.abc123"
+    run_dir.mkdir(parents=True)
+    server = subprocess.Popen([str(prefix / "usr" / "bin" / "iobench"), "server", "--listen",
+                               "127.0.0.1:0", "-q"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    other = subprocess.Popen(["sleep", "60"])
+    (run_dir / "server.pid").write_text(f"{server.pid}\n")
+    (work / "run.def456").mkdir()
+    (work / "run.def456" / "server.pid").write_text(f"{other.pid}\n")  # not iobench
+    inv = tmp_path / "inventory.json"
+    inv.write_text(json.dumps({"all": {"hosts": {"replica": {
+        "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
+        "iobench_service": "process", "iobench_prefix": str(prefix),
+        "iobench_work": str(work)}}}}))
+    try:
+        p = subprocess.run([str(ROOT / "scripts" / "fleet"), str(inv), "--stop"],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+        assert server.wait(timeout=10) is not None  # stopped
+        assert other.poll() is None, "a process that is not iobench was signalled"
+        assert not (tls / "token").exists() and not (tls / "server.key").exists()
+        assert (tls / "server.crt").exists()
+    finally:
+        for proc in (server, other):
+            proc.kill()
+            proc.wait()
