@@ -57,10 +57,11 @@ EngineMemory engine_memory(EngineKind kind, const EngineOptions& o, uint64_t buf
   if (tls) {
     // The bio model's inbox and outbox: one call's worth each, --qd calls' under uring, plus a
     // record of slack (16 KiB and its header and tag).
-    const uint64_t per_call = (uring ? qd : 1) * buf;
-    m.bytes += 2 * (per_call + 17 * 1024);
+    constexpr uint64_t kRecordSlack = 17 * kKiB;
+    const uint64_t per_call = (uring ? qd : 1) * buf + kRecordSlack;
+    m.bytes += 2 * per_call;
     m.what += fmt::format("{}TLS buffers of 2 x {}", m.what.empty() ? "" : ", ",
-                          format_bytes_human(per_call + 17 * 1024));
+                          format_bytes_human(per_call));
   }
   if (m.what.empty()) m.what = "no buffers of its own";
   return m;

@@ -215,7 +215,7 @@ Status authenticate(const proto::Hello& h, ServerSession& s) {
 // Authorise: the token before anything else about the request is looked at or answered in
 // detail; then the transport and the request's bounds. This server's capacity is the last
 // question (admit: a SessionSlot).
-Status authorise(const proto::Hello& h, ServerSession& s, ServerState& state) {
+Status authorise(const proto::Hello& h, ServerSession& s) {
   const ServerOptions& o = s.cfg.options;
   if (auto st = authenticate(h, s); !st) return st;  // admit counts it (event_of)
   const Proto transport = s.stream->proto();
@@ -347,7 +347,7 @@ struct Admitted {
 // Authorise, then a session slot (the sessions already authenticated against --max-conns).
 Result<SessionSlot> authorise_and_claim(const proto::Hello& h, ServerSession& s,
                                         ServerState& state) {
-  if (auto st = authorise(h, s, state); !st) return std::unexpected(st.error());
+  if (auto st = authorise(h, s); !st) return std::unexpected(st.error());
   const uint32_t max = s.cfg.options.max_conns;
   if (auto slot = SessionSlot::claim(state.authenticated, max, s.hello_deadline_ns))
     return std::move(*slot);
