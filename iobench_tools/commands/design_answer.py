@@ -6,9 +6,11 @@ null, the resampled sweeps, each sweep alone), the A/A control pooled at the fix
 whether the runs reached the resolution the rule states.
 
   scripts/design-answer SWEEP... --evidence results/upstream-9.1/evidence-chunk/results.json
-      [--out results/design-answer]
+      [--rule 1|2] [--out results/design-answer]
 
-A SWEEP is a sweep's folder or a .tar.xz of one (scripts/sweep NAME ... --repeat 20)."""
+A SWEEP is a sweep's folder or a .tar.xz of one (scripts/sweep NAME ... --repeat 20). --rule 2
+(the default) is docs/design-rule-v2.md; --rule 1 re-renders the record of docs/design-rule.md.
+The sweeps must be one host's (their cells name it): two hosts are never pooled as one."""
 import json
 import math
 import os
@@ -16,7 +18,10 @@ import subprocess
 import sys
 import tempfile
 
+from iobench_tools.lib.judging import designreport2
 from iobench_tools.lib.judging import designrule as rule
+from iobench_tools.lib.judging import designrule2 as rule2
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.sweeps import repeatability as rep
 from iobench_tools.lib.sweeps import sweeplib
@@ -39,6 +44,9 @@ def parse_args(argv=None):
                     help="the reference sweeps' folders or .tar.xz archives")
     ap.add_argument("--evidence", required=True, metavar="RESULTS.json",
                     help="scripts/valkey-evidence's results.json with series@16k, @64k, @256k")
+    ap.add_argument("--rule", choices=("1", "2"), default="2",
+                    help="2: docs/design-rule-v2.md (default); 1: the record of "
+                         "docs/design-rule.md")
     ap.add_argument("--out", metavar="DIR", default=None,
                     help="the folder for report.md and answer.json (default: print the report)")
     a = ap.parse_args(argv)
@@ -75,18 +83,23 @@ def size_of_build(name):
         sys.exit(f"{PROG}: error: build '{name}' does not name a chunk (series@SIZE)")
 
 
-def real_series(evidence):
+def real_series(evidence, idle=True, names=None):
     """{proto: {criterion: [{size: {round: value}} per cell (mode, replicas)]}} of a
-    valkey-evidence run."""
+    valkey-evidence run. `idle`: the cell without a sync too (v1 pooled it; v2's conditions are
+    the syncs'); `names`, when given, gets {proto: [each cell's "mode, N replica(s)"]}."""
     cells = {}
     for c in evidence.get("cells", []):
+        if not idle and c["mode"] == "idle":
+            continue
         key = (c["proto"], c["mode"], c["replicas"])
         size = size_of_build(c["build"])
         for crit, figure in REAL_FIGURES.items():
             values = {r["round"]: r[figure] for r in c["runs"] if r.get(figure)}
             cells.setdefault(key, {}).setdefault(crit, {})[size] = values
     out = {}
-    for (proto, _, _), crits in sorted(cells.items()):
+    for (proto, mode, replicas), crits in sorted(cells.items()):
+        if names is not None:
+            names.setdefault(proto, []).append(f"{mode}, {replicas} replica(s)")
         for crit, series in crits.items():
             out.setdefault(proto, {}).setdefault(crit, []).append(series)
     return out
@@ -230,11 +243,11 @@ def sweep_lines(sweeps, aa):
     return lines
 
 
-def rule_commits():
-    """The commits of docs/design-rule.md, oldest first: (hash, time)."""
+def rule_commits(page="docs/design-rule.md"):
+    """The commits of a rule's page, oldest first: (hash, time)."""
     try:
         out = subprocess.run(["git", "-C", iobenchlib.ROOT, "log", "--format=%h %cI",
-                              "--", "docs/design-rule.md"], capture_output=True, text=True,
+                              "--", page], capture_output=True, text=True,
                              timeout=30).stdout.split("\n")
     except (OSError, subprocess.SubprocessError):
         return []
@@ -347,6 +360,78 @@ def record(sweeps, table, agree, aa, misses, answer, aa_ok, evidence_path):
                                    "Hartung-Knapp-Sidik-Jonkman t on K-1 df"}}
 
 
+def one_host(sweeps, evidence):
+    """The one host every sweep's cells ran on (and the evidence's, when it names one), or the
+    command stops: two hosts are never pooled as one (docs/design-rule-v2.md)."""
+    by_host = {}
+    for name, manifest, _ in sweeps:
+        for key in manifest.get("hosts_seen") or ["unknown"]:
+            by_host.setdefault(key, []).append(name)
+    if len(by_host) > 1:
+        sys.exit(f"{PROG}: error: the sweeps ran on {len(by_host)} hosts: " + "; ".join(
+            f"{', '.join(names)} on {key}" for key, names in sorted(by_host.items()))
+            + ": the rule judges one host's sweeps at a time (give each host's alone)")
+    key = next(iter(by_host))
+    if evidence.get("host") and hostid.host_key(evidence["host"]) != key:
+        sys.exit(f"{PROG}: error: the real server's evidence ran on "
+                 f"{hostid.host_key(evidence['host'])}, the sweeps on {key}: one host's only")
+    return key
+
+
+def v2_head(sweeps, evidence, evidence_path, host):
+    """The v2 report's opening lines: the rule's commit against the first sweep, the host, the
+    link, the runs."""
+    commits = rule_commits("docs/design-rule-v2.md")
+    first = commits[0] if commits else ("?", "?")
+    started = min((m.get("started") or "?") for _, m, _ in sweeps)
+    links = sorted({hostid.link_text(m.get("netns")) for _, m, _ in sweeps})
+    return [
+        f"- rule: [docs/design-rule-v2.md](../../docs/design-rule-v2.md), first committed "
+        f"{first[0]} at {first[1]}; the first sweep started {started}: "
+        + ("**the rule came first**" if first[1] < started else "**the runs came first: this is "
+           "a re-reading, not a pre-registered result**"),
+        f"- host: {host}; link: {', '.join(links)}",
+        f"- CPU: {len(sweeps)} sweeps ({', '.join(n for n, _, _ in sweeps)}), each "
+        f"`{sweeps[0][1].get('command', '?').replace(sweeps[0][0], 'NAME')}`",
+        f"- memory and p99: `{evidence.get('command', evidence_path)}` ({evidence.get('rounds')} "
+        f"rounds; Valkey {evidence.get('base')}; "
+        + ("its host checked" if evidence.get("host") else "it names no host: read as this "
+           "host's, unchecked") + ")",
+        f"- command: `{iobenchlib.recorded_command(PROG)}`"]
+
+
+def main_v2(a, sweeps, evidence, evidence_path, cpu, sizes, host):
+    names = {}
+    real = real_series(evidence, idle=False, names=names)
+    results = {}
+    for name, protos in (("the design (TCP and TLS)", PROTOS), ("TCP", (TCP,)), ("TLS", (TLS,))):
+        answer, steps = rule2.answer(cpu, real, sizes, protos)
+        results[name] = (answer, steps, rule2.agreement(cpu, real, sizes, protos))
+    text = designreport2.render(v2_head(sweeps, evidence, evidence_path, host), results, sizes,
+                                names)
+    doc = {"tool": "iobench", "kind": "design-answer", "rule": "docs/design-rule-v2.md",
+           "command": iobenchlib.recorded_command(PROG), "delta": rule2.DELTA,
+           "alpha": rule2.ALPHA, "host": host,
+           "answer": results["the design (TCP and TLS)"][0],
+           "answers": {n: r[0] for n, r in results.items()},
+           "v2": designreport2.record(results, sizes),
+           "sweeps": [{"name": n, "seed": m.get("seed"), "rounds": rounds_of(m, rows),
+                       "started": m.get("started"), "hosts": m.get("hosts_seen")}
+                      for n, m, rows in sweeps],
+           "sources": {"cpu": "iobench JSON of each sweep cell: sender + receiver CPU per GiB "
+                              "per run (CLOCK_PROCESS_CPUTIME_ID), paired by round",
+                       "memory_p99": evidence_path,
+                       "host": "each cell's JSON context (cpu_model, cpus_online, kernel, "
+                               "machine)",
+                       "pooling": "CPU: mean log ratio per sweep, DerSimonian-Laird tau^2, "
+                                  "HKSJ t on K-1 df; real server: each cell's own t"}}
+    if a.out:
+        print(f"{PROG}: wrote {iobenchlib.write_result_folder(a.out, doc, text)}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def main(argv=None):
     a = parse_args(argv)
     try:
@@ -366,13 +451,16 @@ def main(argv=None):
     if missing:
         sys.exit(f"{PROG}: error: a sweep has no {missing[0].upper()} cells: the rule reads TCP "
                  "and TLS from every sweep")
-    real = real_series(evidence)
+    host = one_host(sweeps, evidence)
     sizes = sorted({s for v in cpu.values() for series in v for s in series})
+    evidence_path = os.path.relpath(os.path.abspath(a.evidence), iobenchlib.ROOT)
+    if a.rule == "2":
+        return main_v2(a, sweeps, evidence, evidence_path, cpu, sizes, host)
+    real = real_series(evidence)
     table = rule.table_of(cpu, real, sizes)
     agree = rule.agreement(cpu, real, sizes, SETS, full=table)
     aa = aa_summary(sweeps)
     misses = rule.reached(table)
-    evidence_path = os.path.relpath(os.path.abspath(a.evidence), iobenchlib.ROOT)
     text, answer, aa_ok = report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses,
                                  rule_commits())
     if a.out:

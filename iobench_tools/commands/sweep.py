@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment
@@ -314,6 +315,9 @@ def describe_sweep(a, placements, manifest):
         "iobench_commit": git_commit(a.iobench),
         "where": a.server_host or a.connect or a.where,
         "netns": {"rate": a.netns_rate, "mtu": a.netns_mtu} if a.where == "netns" else None,
+        # This host (both ends' on loopback and netns; the client's on two hosts, whose
+        # server's is in each cell's JSON): a result is never pooled with another host's.
+        "host": manifest.get("host") or hostid.local_host(),
         "bytes": a.bytes, "repeat": a.repeat, "warmup": a.warmup, "budget": a.budget,
         "max_repeat": a.max_repeat if a.repeat == "auto" else None,
         "syscalls": a.syscalls, "retries": a.retries, "backoff_s": a.backoff,

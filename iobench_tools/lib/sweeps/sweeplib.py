@@ -6,6 +6,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, fields
 
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.judging import costmodel
@@ -59,12 +60,16 @@ def load(sweep_dir, prog="sweeplib", cost="processes"):
         sys.exit(f"{prog}: error: cannot read {path}: {e}")
     two_hosts = manifest.get("where") not in ("loopback", "netns", None)
     rows = []
+    hosts = set()
     for record in manifest["cells"]:
         if record.get("status") != "ok":
             continue
         cell = SweepCell.of(record)
         doc = json.load(open(os.path.join(sweep_dir, cell.file)))
+        hosts.add(hostid.host_key(hostid.host_of_context(doc.get("context") or {})))
         rows += rows_of(cell, doc, two_hosts)
+    # The hosts its cells state they ran on (older sweeps' manifests do not name theirs).
+    manifest["hosts_seen"] = sorted(hosts)
     # The A/A control's twins (scripts/sweep --control) are no size of their own: set beside
     # the cell they repeat, they are the sweep's noise floor (noisefloor.py), and leave the rows.
     manifest["control_pairs"] = control_pairs(rows)

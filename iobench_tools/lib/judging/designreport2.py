@@ -1,0 +1,104 @@
+"""The report of rule v2 (docs/design-rule-v2.md): the host and link first, each step of the
+sequence with its gains and its harms condition by condition, the agreement that could fail (the
+targeted nulls, rounds and sweeps resampled, each sweep left out), as text and as data.
+scripts/design-answer --rule 2 writes it."""
+import math
+
+from iobench_tools.lib.judging import designrule2 as rule
+from iobench_tools.lib.sweeps import sweeplib
+
+WORDS = {"cpu": "CPU per GiB", "memory": "child memory", "p99": "client p99"}
+
+
+def label(size):
+    return sweeplib.size_label(size)
+
+
+def ratio(p, alpha=rule.ALPHA):
+    if p is None:
+        return "—"
+    lo, hi = rule.bounds(p, alpha)
+    return f"x{math.exp(p['log']):.3f} [{math.exp(lo):.3f}..{math.exp(hi):.3f}]"
+
+
+def cell_name(real_cells, proto, index):
+    if index is None:
+        return "pooled over the sweeps"
+    return real_cells.get(proto, [None] * (index + 1))[index] or f"cell {index}"
+
+
+def step_lines(steps, real_cells):
+    lines = ["| step | gains shown (level) | harms not shown below x1.10 | verdict |",
+             "|---|---|---|---|"]
+    for s in steps:
+        gains = "; ".join(f"{p.upper()} {WORDS[c]} {ratio(pooled, s['alpha'])}"
+                          for p, c, pooled, _ in s["gains"]) or "none"
+        harms = [f"{p.upper()} {WORDS[c]} ({cell_name(real_cells, p, cell)}) {ratio(pooled)}"
+                 for p, c, cell, pooled, _ in s["failed"]]
+        harms += [f"{p.upper()} {WORDS[c]}: not measured on this host" for p, c in s["unmeasured"]]
+        verdict = f"**{label(s['large'])} replaces {label(s['small'])}**" if s["ok"] else \
+            f"{label(s['large'])} does not replace {label(s['small'])}: the sequence stops"
+        lines.append(f"| {label(s['small'])} -> {label(s['large'])} | {gains} (each at "
+                     f"{s['alpha']:.4f}, {s['tests']} test(s)) | {'; '.join(harms) or 'none'} | "
+                     f"{verdict} |")
+    return lines
+
+
+def counts(c):
+    total = sum(c.values())
+    return ", ".join(f"{label(s)} {n}/{total}" for s, n in sorted(c.items())) or "—"
+
+
+def agreement_lines(results, sizes):
+    lines = ["| answer for | the runs | sweeps resampled | rounds resampled | each sweep left "
+             "out | null: with its next smaller | null: with its next larger | its step |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, (answer, _, agree) in results.items():
+        real = rule.step_is_real(agree, sizes)
+        lines.append(
+            f"| {name} | **{label(answer)}** | {counts(agree['sweeps'])} | "
+            f"{counts(agree['rounds'])} | {', '.join(label(s) for s in agree['left_out'])} | "
+            f"{counts(agree['null_below'])} | {counts(agree['null_above'])} | "
+            + ("real (fails under its null)" if real else
+               "the smallest size: no step" if sizes.index(answer) == 0 else
+               "**not shown**: its null still names it") + " |")
+    return lines
+
+
+def render(head, results, sizes, real_cells):
+    """head: the report's opening lines (rule, host, link, runs); results: {name: (answer,
+    steps, agreement)}."""
+    design = results["the design (TCP and TLS)"][0]
+    lines = ["# The design's answer by rule v2 (issue #66)", ""] + head + [
+        "", f"**The design's chunk on this host: {label(design)}** — "
+        + ", ".join(f"{n} {label(a)}" for n, (a, _, _) in results.items()
+                    if not n.startswith("the design")) + ". "
+        "A larger size replaces the default only when shown cheaper by more than 10% "
+        "(gains split by Bonferroni) with every harm shown below x1.10 in every condition; the "
+        "sizes are tried smallest first and the sequence stops at the first that fails.", ""]
+    for name, (_, steps, _) in results.items():
+        lines += [f"## The sequence: {name}", "",
+                  "Ratios are the larger size's cost over the smaller's (below 1: cheaper), with "
+                  "their one-sided bounds at the level each test was read at.", ""]
+        lines += step_lines(steps, real_cells) + [""]
+    lines += ["## Agreement that could fail", "",
+              f"{rule.DRAWS} draws each: whole sweeps resampled, rounds resampled within each "
+              "sweep, and the answer's costs exchanged in every round with its next smaller "
+              "size's (the step is real when that null names a smaller size in at least "
+              f"{1 - rule.ALPHA:.0%} of its draws) and with its next larger size's.", ""]
+    lines += agreement_lines(results, sizes)
+    return "\n".join(lines) + "\n"
+
+
+def record(results, sizes):
+    """The report's verdicts as data (results.json's "v2")."""
+    def step(s):
+        return {"small": s["small"], "large": s["large"], "ok": s["ok"], "alpha": s["alpha"],
+                "gains": [[p, c] for p, c, _, _ in s["gains"]],
+                "failed": [[p, c, cell, round(math.exp(u), 4)] for p, c, cell, _, u in s["failed"]],
+                "unmeasured": [list(u) for u in s["unmeasured"]]}
+    return {name: {"answer": a, "steps": [step(s) for s in steps],
+                   "step_is_real": rule.step_is_real(agree, sizes),
+                   "agreement": {k: ({str(s): n for s, n in v.items()} if isinstance(v, dict)
+                                     else v) for k, v in agree.items()}}
+            for name, (a, steps, agree) in results.items()}
