@@ -23,6 +23,7 @@ import signal
 import sys
 import tempfile
 
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment, iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import ROOT
@@ -195,6 +196,8 @@ def main(argv=None):
            "build_trees": build_trees(servers),
            "rdb_bytes": rdb, **({"large_value_bytes": a.large_value} if a.large_value else {}),
            "rounds": a.rounds, "cpus": a.cpus,
+           # The host, so a design's reading never takes another host's harms for its own.
+           "host": hostid.local_host(),
            **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
            "load": {"rps": a.load_rps, "seconds": a.load_seconds, "command": a.load_command}

@@ -1,5 +1,6 @@
 """The measuring scripts behind the README's tables, on tiny runs: they run, print the table's
 shape with numbers in it, and refuse bad arguments."""
+import json
 import os
 import re
 import shutil
@@ -177,3 +178,46 @@ def test_micro_model_predicts_each_size_of_a_committed_run():
     for r in rows:  # calls, bytes, predicted, measured and their ratio, all numbers
         assert int(r[1]) > 0 and int(r[2]) > 0 and float(r[3]) > 0 and float(r[4]) > 0
         assert float(r[5]) == pytest.approx(float(r[4]) / float(r[3]), abs=0.011)
+
+
+def test_micro_builds_its_binary_when_missing_then_runs_it(tmp_path):
+    """scripts/setup builds ./iobench alone: scripts/micro builds iobench-micro first (here a
+    stand-in cmake in an empty tree records the build and makes a stand-in binary)."""
+    bin_dir, build = tmp_path / "bin", tmp_path / "build"
+    bin_dir.mkdir()
+    (bin_dir / "cmake").write_text(f"""#!/bin/sh
+echo "$@" >> {tmp_path}/cmake.log
+mkdir -p {build}
+case "$*" in *--target*) printf '#!/bin/sh\\nfor a; do case $a in --benchmark_out=*) echo '"'"'{{"context": {{}}, "benchmarks": []}}'"'"' > "${{a#*=}}";; esac; done\\n' > {build}/iobench-micro; chmod +x {build}/iobench-micro;; esac
+""")
+    os.chmod(bin_dir / "cmake", 0o755)
+    name = f"test-micro-{os.getpid()}"
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", IOBENCH_BUILD=str(build),
+               IOBENCH_MICRO_NAME=name)
+    try:
+        p = subprocess.run([str(ROOT / "scripts" / "micro")], capture_output=True, text=True,
+                           env=env, timeout=120)
+        log = (tmp_path / "cmake.log").read_text()
+        assert "iobench-micro is missing: building it first" in p.stderr, p.stderr
+        assert "-DCMAKE_BUILD_TYPE=Release" in log and "--target iobench-micro" in log, log
+        assert (ROOT / "results" / "micro" / f"{name}.json").is_file(), p.stderr
+    finally:
+        for ext in ("json", "png"):
+            (ROOT / "results" / "micro" / f"{name}.{ext}").unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(not (ROOT / "build" / "release" / "iobench-micro").exists(),
+                    reason="no build/release/iobench-micro (scripts/setup --all builds it)")
+def test_micro_runs_one_benchmark_and_plots_it():
+    name = f"test-micro-real-{os.getpid()}"
+    env = dict(os.environ, IOBENCH_MICRO_NAME=name)
+    try:
+        p = subprocess.run([str(ROOT / "scripts" / "micro"), "--benchmark_filter=^BM_SocketpairWriteRead/4096$",
+                            "--benchmark_min_time=0.01"], capture_output=True, text=True,
+                           env=env, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        doc = json.loads((ROOT / "results" / "micro" / f"{name}.json").read_text())
+        assert [b["name"] for b in doc["benchmarks"]] == ["BM_SocketpairWriteRead/4096"], doc["benchmarks"]
+    finally:
+        for ext in ("json", "png"):
+            (ROOT / "results" / "micro" / f"{name}.{ext}").unlink(missing_ok=True)
