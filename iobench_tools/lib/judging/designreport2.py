@@ -5,13 +5,13 @@ scripts/design-answer --rule 2 writes it."""
 import math
 
 from iobench_tools.lib.judging import designrule2 as rule
-from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.kernel.iobenchlib import size_label
 
 WORDS = {"cpu": "CPU per GiB", "memory": "child memory", "p99": "client p99"}
 
 
 def label(size):
-    return sweeplib.size_label(size)
+    return size_label(size)
 
 
 def ratio(p, alpha=rule.ALPHA):

@@ -64,12 +64,49 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
     """The description as written (its usage block keeps its lines); every option's default shown."""
 
 
+def size_label(n):
+    """16384 -> "16K": a size as the tables and file names spell it."""
+    if n == 0:
+        return "0"
+    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
+        if n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+class _CheckedParser(argparse.ArgumentParser):
+    """With IOBENCH_CHECK_ARGS set, a command stops once its arguments parse (the docs test
+    feeds it every command line the documentation quotes): nothing is run."""
+
+    _whole = False  # inside parse_args, whose extra arguments are refused after
+
+    def parse_args(self, args=None, namespace=None):
+        self._whole = True
+        try:
+            parsed = super().parse_args(args, namespace)
+        finally:
+            self._whole = False
+        return self._checked(parsed)
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extra = super().parse_known_args(args, namespace)
+        # A command that passes the rest on (to iobench) is checked here; parse_args after.
+        return (parsed if self._whole else self._checked(parsed)), extra
+
+    def _checked(self, parsed):
+        refuse_renamed(self, parsed)  # an old name given is refused before anything else
+        if os.environ.get("IOBENCH_CHECK_ARGS"):
+            print(f"{self.prog}: arguments ok")
+            sys.exit(0)
+        return parsed
+
+
 def command_parser(doc, prog=None):
     """The argparse parser of a command: its description is the module docstring's first
     paragraph, whole (the rest is for readers of the code), and every option's help ends with
     its default. tests/scripts/test_python_package.py holds every command to both."""
-    return argparse.ArgumentParser(prog=prog, description=doc.strip().split("\n\n")[0],
-                                   formatter_class=_HelpFormatter)
+    return _CheckedParser(prog=prog, description=doc.strip().split("\n\n")[0],
+                          formatter_class=_HelpFormatter)
 
 
 def add_renamed_option(parser, old, new, why):

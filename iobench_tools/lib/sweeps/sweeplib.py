@@ -11,7 +11,7 @@ from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.judging import samework
-from iobench_tools.lib.kernel.iobenchlib import GiB, median  # noqa: F401 (re-exported to plot and recommend)
+from iobench_tools.lib.kernel.iobenchlib import GiB, median, size_label  # noqa: F401 (re-exported to plot, recommend and the scenarios)
 # Re-exported: recommend, fanoutlib and the reports call them through sweeplib.
 from iobench_tools.lib.judging.statslib import (MIN_PAIRED_ROUNDS, SEED, compare, mann_whitney_p,  # noqa: F401
                       median_ci, paired_ratios, ratio_ci, versus, wilcoxon_p)
@@ -231,15 +231,6 @@ def knee(rows, tolerance):
         if total_cpu_per_gib(r) <= best * (1 + tolerance):
             return r
     return None
-
-
-def size_label(n):
-    if n == 0:
-        return "0"
-    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
-        if n % div == 0:
-            return f"{n // div}{unit}"
-    return str(n)
 
 
 # --- the knee and how sure it is: what recommend states and sweep --repeat auto waits for ---
