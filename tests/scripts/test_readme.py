@@ -95,18 +95,70 @@ def test_figures_quoted_from_the_top_table_are_in_it():
         assert rows and number in rows[0].split(), (size, side, number, rows)
 
 
+def slug(heading):
+    """GitHub's anchor of a heading: lower case, markup and punctuation dropped, blanks to -."""
+    heading = re.sub(r"[`*_~\[\]()]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", heading).replace(" ", "-")
+
+
+def anchors_of(path):
+    """The anchors a markdown page has: its headings' (a repeated one gets -1, -2, ...)."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    found, seen = set(), {}
+    for m in re.finditer(r"^#{1,6} +(.+?) *#*$", text, flags=re.M):
+        s = slug(m.group(1))
+        found.add(s if s not in seen else f"{s}-{seen[s]}")
+        seen[s] = seen.get(s, 0) + 1
+    return found
+
+
+def link_problems(page, text):
+    """What is wrong with a page's links: a target outside the repository or missing, an anchor
+    its page does not have."""
+    problems = []
+    # Links, and relative paths quoted as code (`../shared/x.md` named a file beside the repo).
+    quoted = re.findall(r"`(\.\./[^`\s]+)`", text)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text) + quoted:
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        path = (page.parent / file).resolve() if file else page
+        if ROOT not in path.parents:
+            problems.append(f"{page.name}: {target} points outside the repository")
+        elif not path.exists():
+            problems.append(f"{page.name}: {target} does not exist")
+        elif anchor and path.suffix == ".md" and anchor not in anchors_of(path):
+            problems.append(f"{page.name}: {target}: no heading has that anchor")
+    return problems
+
+
 def test_every_link_resolves_inside_the_repository():
-    """A user who cloned the project has the README, docs/ and results/, nothing beside them."""
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        text = page.read_text()
-        # Links, and relative paths quoted as code (`../shared/x.md` named a file beside the repo).
-        quoted = re.findall(r"`(\.\./[^`\s]+)`", text)
-        for target in re.findall(r"\]\(([^)\s]+)\)", text) + quoted:
-            if re.match(r"[a-z]+:", target) or target.startswith("#"):
-                continue
-            path = (page.parent / target.split("#")[0]).resolve()
-            assert ROOT in path.parents, f"{page.name}: {target} points outside the repository"
-            assert path.exists(), f"{page.name}: {target} does not exist"
+    """A user who cloned the project has the README, docs/ and results/, nothing beside them;
+    every #anchor is a heading of the page it names."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "results").glob("**/README.md"))]
+    problems = [p for page in pages for p in link_problems(page, page.read_text())]
+    assert not problems, problems
+
+
+def test_a_broken_anchor_or_link_fails(tmp_path):
+    page = ROOT / "docs" / "fixture.md"  # as if in docs/: the links resolve from there
+    text = ("[ok](sweeps.md) [anchor](hardening.md#bounds-on-a-shared-host) "
+            "[gone](sweeps.md#no-such-heading) [missing](nothing.md) [here](#the-top)\n# The top\n")
+    problems = link_problems(page, text)
+    assert any("sweeps.md#no-such-heading: no heading" in p for p in problems), problems
+    assert any("nothing.md does not exist" in p for p in problems), problems
+    assert len(problems) == 3, problems  # #the-top is this page's own: fixture.md is not on disk
+
+
+def test_every_results_folder_is_listed():
+    """results/README.md lists every entry of results/, results/upstream-9.1/README.md every
+    folder of its own: a run committed without its line fails here."""
+    for folder in (ROOT / "results", ROOT / "results" / "upstream-9.1"):
+        listed = (folder / "README.md").read_text()
+        missing = [e.name for e in sorted(folder.iterdir()) if e.name != "README.md"
+                   and not re.search(r"\]\(" + re.escape(e.name) + r"[/)]", listed)]
+        assert not missing, f"{folder.relative_to(ROOT)}/README.md does not list {missing}"
 
 
 def test_results_record_repository_relative_commands():
