@@ -47,6 +47,10 @@ def parse_args(argv=None):
     ap.add_argument("--rule", choices=("1", "2"), default="2",
                     help="2: docs/design-rule-v2.md (default); 1: the record of "
                          "docs/design-rule.md")
+    ap.add_argument("--evidence-host-unrecorded", action="store_true",
+                    help="rule 2: read an --evidence that names no host (made before hosts were "
+                         "recorded) as the sweeps' host's; the report says it is unchecked "
+                         "(default: its harms are not read, as another host's would not be)")
     ap.add_argument("--out", metavar="DIR", default=None,
                     help="the folder for report.md and answer.json (default: print the report)")
     a = ap.parse_args(argv)
@@ -378,7 +382,7 @@ def one_host(sweeps, evidence):
     return key
 
 
-def v2_head(sweeps, evidence, evidence_path, host):
+def v2_head(sweeps, evidence, evidence_path, host, unrecorded_used):
     """The v2 report's opening lines: the rule's commit against the first sweep, the host, the
     link, the runs."""
     commits = rule_commits("docs/design-rule-v2.md")
@@ -389,26 +393,32 @@ def v2_head(sweeps, evidence, evidence_path, host):
         f"- rule: [docs/design-rule-v2.md](../../docs/design-rule-v2.md), first committed "
         f"{first[0]} at {first[1]}; the first sweep started {started}: "
         + ("**the rule came first**" if first[1] < started else "**the runs came first: this is "
-           "a re-reading, not a pre-registered result**"),
+           "a re-reading, not a pre-registered result**")
+        + ("" if len(commits) < 2 else "; the page's later commits: "
+           + ", ".join(f"{h} ({t})" for h, t in commits[1:])),
         f"- host: {host}; link: {', '.join(links)}",
         f"- CPU: {len(sweeps)} sweeps ({', '.join(n for n, _, _ in sweeps)}), each "
         f"`{sweeps[0][1].get('command', '?').replace(sweeps[0][0], 'NAME')}`",
         f"- memory and p99: `{evidence.get('command', evidence_path)}` ({evidence.get('rounds')} "
         f"rounds; Valkey {evidence.get('base')}; "
         + ("its host checked" if evidence.get("host") else "it names no host: read as this "
-           "host's, unchecked") + ")",
+           "host's by --evidence-host-unrecorded, unchecked" if unrecorded_used else
+           "it names no host: **not read** (its harms would be another host's)") + ")",
         f"- command: `{iobenchlib.recorded_command(PROG)}`"]
 
 
 def main_v2(a, sweeps, evidence, evidence_path, cpu, sizes, host):
     names = {}
-    real = real_series(evidence, idle=False, names=names)
+    # Harms from a run that names no host are this host's only when the user says so.
+    usable = bool(evidence.get("host")) or a.evidence_host_unrecorded
+    real = real_series(evidence, idle=False, names=names) if usable else {}
     results = {}
     for name, protos in (("the design (TCP and TLS)", PROTOS), ("TCP", (TCP,)), ("TLS", (TLS,))):
         answer, steps = rule2.answer(cpu, real, sizes, protos)
         results[name] = (answer, steps, rule2.agreement(cpu, real, sizes, protos))
-    text = designreport2.render(v2_head(sweeps, evidence, evidence_path, host), results, sizes,
-                                names)
+    text = designreport2.render(
+        v2_head(sweeps, evidence, evidence_path, host,
+                not evidence.get("host") and a.evidence_host_unrecorded), results, sizes, names)
     doc = {"tool": "iobench", "kind": "design-answer", "rule": "docs/design-rule-v2.md",
            "command": iobenchlib.recorded_command(PROG), "delta": rule2.DELTA,
            "alpha": rule2.ALPHA, "host": host,
