@@ -14,7 +14,6 @@ The sweeps must be one host's (their cells name it): two hosts are never pooled 
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -23,15 +22,15 @@ from iobench_tools.lib.judging import designrule as rule
 from iobench_tools.lib.judging import designrule2 as rule2
 from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import iobenchlib
-from iobench_tools.lib.sweeps import repeatability as rep
 from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.sweeps.designinputs import (REAL_FIGURES, aa_series, load_sweeps,  # noqa: F401
+                                                   one_host, real_series, rounds_of,
+                                                   rule_commits, size_of_build, sweep_series)
 
 PROG = "design-answer"
 TCP, TLS = "tcp", "tls"
 PROTOS = (TCP, TLS)
 SETS = {"design": PROTOS, TCP: (TCP,), TLS: (TLS,)}
-# What each real-server criterion reads from a valkey-evidence run.
-REAL_FIGURES = {"memory": "child_private_dirty_bytes", "p99": "p99_ms"}
 # The sizes others chose, beside the rule's (the design table's last column).
 CHOSEN = {16384: "Valkey PR #817 (merged, 2024): 16K, on CPU and calls over 1K..64K",
           65536: "patches/upstream/05-chunk-size: 64K (Linux's pipe; memory and p99 above it)",
@@ -57,67 +56,6 @@ def parse_args(argv=None):
     if len(a.sweeps) < 2:
         ap.error(f"give {rule.SWEEPS} sweeps (the rule's K); {len(a.sweeps)} cannot be pooled")
     return a
-
-
-def sweep_series(rows):
-    """{proto: {size: {round: total CPU per GiB}}} of a sweep's one-connection cells, and the
-    A/A's {"cell": {round: cost}, "twin": {round: cost}} (None without a control)."""
-    out = {}
-    for r in rows:
-        if r["conns"] != 1 or r["group"] is not None or r.get("control_of") or not r["rounds"]:
-            continue
-        out.setdefault(r["proto"], {})[r["buf"]] = dict(zip(r["rounds"], r["total_cpu_runs"]))
-    return out
-
-
-def aa_series(manifest):
-    pairs = manifest.get("control_pairs") or []
-    if not pairs or not pairs[0][0]["rounds"] or not pairs[0][1]["rounds"]:
-        return None
-    cell, twin = pairs[0]
-    return {0: dict(zip(cell["rounds"], cell["total_cpu_runs"])),
-            1: dict(zip(twin["rounds"], twin["total_cpu_runs"]))}
-
-
-def size_of_build(name):
-    """series@64k -> 65536 (valkey-evidence's build names)."""
-    try:
-        return iobenchlib.parse_size(name.rpartition("@")[2])
-    except ValueError:
-        sys.exit(f"{PROG}: error: build '{name}' does not name a chunk (series@SIZE)")
-
-
-def real_series(evidence, idle=True, names=None):
-    """{proto: {criterion: [{size: {round: value}} per cell (mode, replicas)]}} of a
-    valkey-evidence run. `idle`: the cell without a sync too (v1 pooled it; v2's conditions are
-    the syncs'); `names`, when given, gets {proto: [each cell's "mode, N replica(s)"]}."""
-    cells = {}
-    for c in evidence.get("cells", []):
-        if not idle and c["mode"] == "idle":
-            continue
-        key = (c["proto"], c["mode"], c["replicas"])
-        size = size_of_build(c["build"])
-        for crit, figure in REAL_FIGURES.items():
-            values = {r["round"]: r[figure] for r in c["runs"] if r.get(figure)}
-            cells.setdefault(key, {}).setdefault(crit, {})[size] = values
-    out = {}
-    for (proto, mode, replicas), crits in sorted(cells.items()):
-        if names is not None:
-            names.setdefault(proto, []).append(f"{mode}, {replicas} replica(s)")
-        for crit, series in crits.items():
-            out.setdefault(proto, {}).setdefault(crit, []).append(series)
-    return out
-
-
-def load_sweeps(paths, tmp):
-    sweeps = []
-    for i, d in enumerate(paths):
-        if d.endswith(".tar.xz"):
-            d = rep.unpack(d, os.path.join(tmp, str(i)), PROG)
-        manifest, rows = sweeplib.load(d, PROG)
-        sweeps.append((manifest.get("name") or os.path.basename(os.path.normpath(d)), manifest,
-                       rows))
-    return sweeps
 
 
 def ratio(p, bounds=("lo", "hi")):
@@ -232,11 +170,6 @@ def aa_summary(sweeps):
     return {"pooled": rule.pool(points), "covered": covered, "n": len(points), "rows": rows}
 
 
-def rounds_of(manifest, rows):
-    """The rounds a sweep ran: --repeat auto records them; a fixed --repeat's are its cells'."""
-    return manifest.get("rounds_run") or max((len(r["rounds"] or []) for r in rows), default=0)
-
-
 def sweep_lines(sweeps, aa):
     lines = ["| sweep | seed | rounds | stopped | A/A twin / cell at the last round (95%) |",
              "|---|---|---|---|---|"]
@@ -245,17 +178,6 @@ def sweep_lines(sweeps, aa):
                      f"{m.get('stopped', 'ran every round it was given')} | "
                      f"{ratio(own, ('lo95', 'hi95')) if own else 'no control'} |")
     return lines
-
-
-def rule_commits(page="docs/design-rule.md"):
-    """The commits of a rule's page, oldest first: (hash, time)."""
-    try:
-        out = subprocess.run(["git", "-C", iobenchlib.ROOT, "log", "--format=%h %cI",
-                              "--", page], capture_output=True, text=True,
-                             timeout=30).stdout.split("\n")
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [tuple(line.split(" ", 1)) for line in out if line.strip()][::-1]  # oldest first
 
 
 def report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses, commits):
@@ -362,24 +284,6 @@ def record(sweeps, table, agree, aa, misses, answer, aa_ok, evidence_path):
                         "memory_p99": evidence_path,
                         "pooling": "mean log ratio per study; DerSimonian-Laird tau^2; "
                                    "Hartung-Knapp-Sidik-Jonkman t on K-1 df"}}
-
-
-def one_host(sweeps, evidence):
-    """The one host every sweep's cells ran on (and the evidence's, when it names one), or the
-    command stops: two hosts are never pooled as one (docs/design-rule-v2.md)."""
-    by_host = {}
-    for name, manifest, _ in sweeps:
-        for key in manifest.get("hosts_seen") or ["unknown"]:
-            by_host.setdefault(key, []).append(name)
-    if len(by_host) > 1:
-        sys.exit(f"{PROG}: error: the sweeps ran on {len(by_host)} hosts: " + "; ".join(
-            f"{', '.join(names)} on {key}" for key, names in sorted(by_host.items()))
-            + ": the rule judges one host's sweeps at a time (give each host's alone)")
-    key = next(iter(by_host))
-    if evidence.get("host") and hostid.host_key(evidence["host"]) != key:
-        sys.exit(f"{PROG}: error: the real server's evidence ran on "
-                 f"{hostid.host_key(evidence['host'])}, the sweeps on {key}: one host's only")
-    return key
 
 
 def v2_head(sweeps, evidence, evidence_path, host, unrecorded_used):
