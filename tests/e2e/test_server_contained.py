@@ -14,11 +14,7 @@ MiB = 1 << 20
 
 
 def peak_rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return rss_mib(pid, "VmHWM")
 
 
 def test_buffers_past_the_caps_are_refused_before_they_are_allocated(cache_dir):

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from conftest import BIN, Server, hello_frame, proto_version, run
+from test_faults import talk
 
 GROUP, RESULT, ERROR, CHALLENGE = 5, 3, 4, 7
 
@@ -20,17 +21,10 @@ def frame_header(kind, body_bytes):
     return b"IOBC" + struct.pack("<HHI", proto_version(), kind, body_bytes)
 
 
-def reply_of(port, data, timeout=5):
-    """Sends `data` and returns what the server answers until it closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
-        c.sendall(data)
-        out = b""
-        try:
-            while chunk := c.recv(65536):
-                out += chunk
-        except (ConnectionResetError, socket.timeout):
-            pass
-        return out
+def reply_of(port, data):
+    """What the server answers to `data` until it closes (the socket left open for writing: a
+    header alone must be answered without the body it announces)."""
+    return talk(port, data, shut=False)
 
 
 def test_a_group_frame_before_authentication_is_refused_on_its_header(server):

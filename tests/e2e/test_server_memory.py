@@ -25,10 +25,11 @@ def sanitized():
     return "libasan" in p.stdout or "libtsan" in p.stdout
 
 
-def rss_mib(pid):
+def rss_mib(pid, field="VmRSS"):
+    """The process's resident memory now (VmHWM: its peak), in MiB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 

@@ -13,6 +13,7 @@ import pytest
 from iobench_tools.commands import design_answer
 from iobench_tools.lib.judging import designrule as v1
 from iobench_tools.lib.judging import designrule2 as rule
+from test_design_rule import sweep
 
 pytestmark = pytest.mark.apart
 
@@ -35,18 +36,9 @@ def test_t_quantiles_are_students():
     assert abs(rule.t_upper(0.05, 4) - 2.132) < 0.001
 
 
-def sweep(costs, rounds=20, sd=0.03, seed=1):
-    rng = random.Random(seed)
-    out = {s: {} for s in costs}
-    for r in range(rounds):
-        level = math.exp(rng.gauss(0, 0.1))
-        for s, c in costs.items():
-            out[s][r] = c * level * math.exp(rng.gauss(0, sd))
-    return out
-
-
-def cpu_of(costs, k=8, **kw):
-    return {"tcp": [sweep(costs, seed=i + 1, **kw) for i in range(k)]}
+def cpu_of(costs, k=8, sd=0.03):
+    """k sweeps of `costs` (test_design_rule's: a round level every size shares, per-size noise)."""
+    return {"tcp": [sweep(costs, seed=i + 1, sd=sd) for i in range(k)]}
 
 
 def real_cells(ratios, rounds=5, sd=0.01, seed=3):
