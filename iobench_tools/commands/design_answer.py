@@ -14,6 +14,7 @@ The sweeps must be one host's (their cells name it): two hosts are never pooled 
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 
@@ -293,6 +294,8 @@ def v2_head(sweeps, evidence, evidence_path, host, unrecorded_used):
     first = commits[0] if commits else ("?", "?")
     started = min((m.get("started") or "?") for _, m, _ in sweeps)
     links = sorted({hostid.link_text(m.get("netns")) for _, m, _ in sweeps})
+    # Where a sweep's folder went (--results, a scratch folder) is no part of what it measured.
+    command = re.sub(r" --results \S+", "", sweeps[0][1].get("command", "?"))
     return [
         f"- rule: [docs/design-rule-v2.md](../../docs/design-rule-v2.md), first committed "
         f"{first[0]} at {first[1]}; the first sweep started {started}: "
@@ -302,7 +305,7 @@ def v2_head(sweeps, evidence, evidence_path, host, unrecorded_used):
            + ", ".join(f"{h} ({t})" for h, t in commits[1:])),
         f"- host: {host}; link: {', '.join(links)}",
         f"- CPU: {len(sweeps)} sweeps ({', '.join(n for n, _, _ in sweeps)}), each "
-        f"`{sweeps[0][1].get('command', '?').replace(sweeps[0][0], 'NAME')}`",
+        f"`{command.replace(sweeps[0][0], 'NAME')}`",
         f"- memory and p99: `{evidence.get('command', evidence_path)}` ({evidence.get('rounds')} "
         f"rounds; Valkey {evidence.get('base')}; "
         + ("its host checked" if evidence.get("host") else "it names no host: read as this "
