@@ -48,11 +48,11 @@ EngineMemory engine_memory(EngineKind kind, const EngineOptions& o, uint64_t buf
   }
   if (uring && !sends) {
     // Multishot's provided ring, or (its fallback, never both at once) qd buffers of a batch.
-    const uint64_t ring = uint64_t{uring_ring_entries(o.queue_depth)} * buf;
+    const uint32_t entries = uring_ring_entries(o.queue_depth);
+    const uint64_t ring = uint64_t{entries} * buf;
     m.bytes += ring;
-    m.what += fmt::format(", an io_uring provided ring of {} x {} (2 x --qd {}): {}",
-                          uring_ring_entries(o.queue_depth), format_size(buf), qd,
-                          format_bytes_human(ring));
+    m.what += fmt::format(", an io_uring provided ring of {} x {} (2 x --qd {}): {}", entries,
+                          format_size(buf), qd, format_bytes_human(ring));
   }
   if (tls) {
     // The bio model's inbox and outbox: one call's worth each, --qd calls' under uring, plus a

@@ -90,17 +90,14 @@ std::string network_block(std::string_view peer, int v4_bits, int v6_bits) {
   } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
     host.resize(colon);
   }
-  char text[INET6_ADDRSTRLEN] = {};
   in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
-    mask_bits(reinterpret_cast<unsigned char*>(&v4), sizeof v4, v4_bits);
-    inet_ntop(AF_INET, &v4, text, sizeof text);
-    return fmt::format("{}/{}", text, v4_bits);
-  }
   in6_addr v6{};
-  if (inet_pton(AF_INET6, host.c_str(), &v6) != 1) return std::string(peer);
-  if (IN6_IS_ADDR_V4MAPPED(&v6)) {  // an IPv4 client on a dual-stack socket
-    std::memcpy(&v4, &v6.s6_addr[12], sizeof v4);
+  const bool is_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1;
+  if (!is_v4 && inet_pton(AF_INET6, host.c_str(), &v6) != 1) return std::string(peer);
+  const bool mapped = !is_v4 && IN6_IS_ADDR_V4MAPPED(&v6);  // IPv4 on a dual-stack socket
+  if (mapped) std::memcpy(&v4, &v6.s6_addr[12], sizeof v4);
+  char text[INET6_ADDRSTRLEN] = {};
+  if (is_v4 || mapped) {
     mask_bits(reinterpret_cast<unsigned char*>(&v4), sizeof v4, v4_bits);
     inet_ntop(AF_INET, &v4, text, sizeof text);
     return fmt::format("{}/{}", text, v4_bits);

@@ -288,27 +288,38 @@ Status send_message(Stream& s, const proto::Message& m) {
   return {};
 }
 
-Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns) {
-  return recv_expected(s, proto::Type::kHello, 0, deadline_ns);
-}
+namespace {
 
-Result<proto::Message> recv_expected(Stream& s, proto::Type type, uint32_t max_body,
-                                     int64_t deadline_ns, bool or_error) {
+// One frame whose header decode_header bounds and `accept` takes; its body read only then.
+template <typename Accept>
+Result<proto::Message> recv_accepted(Stream& s, int64_t deadline_ns, Accept&& accept) {
   std::array<std::byte, proto::kHeaderBytes> header{};
   if (auto st = read_exact(s, header, deadline_ns); !st) return std::unexpected(st.error());
   auto h = proto::decode_header(header);
   if (!h) return std::unexpected(h.error());
-  if (max_body != 0) {  // 0: any type, within decode_header's bounds (recv_message)
-    if (h->type != type && !(or_error && h->type == proto::Type::kError))
-      return fail(fmt::format("expected {}, got {}", proto::type_name(type),
-                              proto::type_name(h->type)));
-    if (h->body_bytes > max_body)
-      return fail(fmt::format("{} of {} bytes: at most {} here", proto::type_name(h->type),
-                              h->body_bytes, max_body));
-  }
-  std::vector<std::byte> body(h->body_bytes);  // bounded by decode_header and max_body
+  if (Status st = accept(*h); !st) return std::unexpected(st.error());
+  std::vector<std::byte> body(h->body_bytes);  // bounded by decode_header (and `accept`)
   if (auto st = read_exact(s, body, deadline_ns); !st) return std::unexpected(st.error());
   return proto::decode_body(*h, body);
+}
+
+}  // namespace
+
+Result<proto::Message> recv_message(Stream& s, int64_t deadline_ns) {
+  return recv_accepted(s, deadline_ns, [](const proto::FrameHeader&) { return Status{}; });
+}
+
+Result<proto::Message> recv_expected(Stream& s, proto::Type type, uint32_t max_body,
+                                     int64_t deadline_ns, bool or_error) {
+  return recv_accepted(s, deadline_ns, [&](const proto::FrameHeader& h) -> Status {
+    if (h.type != type && !(or_error && h.type == proto::Type::kError))
+      return fail(fmt::format("expected {}, got {}", proto::type_name(type),
+                              proto::type_name(h.type)));
+    if (h.body_bytes > max_body)
+      return fail(fmt::format("{} of {} bytes: at most {} here", proto::type_name(h.type),
+                              h.body_bytes, max_body));
+    return {};
+  });
 }
 
 proto::SideResult describe_transport(const Stream& s) {
