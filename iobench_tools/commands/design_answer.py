@@ -189,6 +189,8 @@ def report(sweeps, evidence_path, evidence, cpu, table, agree, aa, misses, commi
     aa_ok = aa["pooled"] is not None and aa["pooled"]["lo95"] <= 0 <= aa["pooled"]["hi95"]
     lines = [
         "# The design's answer: the full-sync chunk (issue #56)", "",
+        "> Record of the rule of 2026-11-28 (v1); today's answer: results/design-answer/README.md "
+        "(by rule v2, docs/design-rule-v2.md).", "",
         f"- rule: [docs/design-rule.md](../../docs/design-rule.md), first committed {first[0]} at "
         f"{first[1]}; the first sweep started {started}: "
         + ("**the rule came first**" if first[1] < started else "**the runs came first: this "

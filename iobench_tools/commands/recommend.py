@@ -95,11 +95,13 @@ def report(manifest, rows, tolerance, micro=None):
             picks = {p: (k, unsure) for p, (k, _) in picks.items()}
             lines += [f"**No knee above is decided**: {unsure}.", ""]
         defaults[pl], default_lines = one_connection_default(picks, prs, answers)
-        lines += ["## Recommended defaults" + (f" ({pl})" if len(placements) > 1 else ""), ""]
+        lines += ["## This sweep's knees, per study" + (f" ({pl})" if len(placements) > 1 else ""),
+                  ""]
         lines += default_lines
-        lines += ["- These are one sweep's CPU knees. The design's chunk also sets memory and "
-                  "client p99: scripts/design-answer weighs all three over several sweeps, at the "
-                  "resolution docs/design-rule.md fixes before the runs."]
+        lines += ["- These are one sweep's CPU knees, not a design default. The design's chunk "
+                  "also sets memory and client p99: scripts/design-answer weighs all three over "
+                  "one host's campaign of sweeps by rule v2 (docs/design-rule-v2.md), fixed "
+                  "before the runs; the answer by host is results/design-answer/README.md."]
         lines += many_connections(prs, tolerance)
     if len(placements) > 1:
         lines += ["# Across placements", ""]
@@ -289,7 +291,7 @@ def pick_until_decided(answers):
     """With no default, what one sweep can say: per protocol the size its statement names
     (sweeplib.answer), and that none of them is a design default. The sizes the runs cannot part
     are not parted here by a tie-break (the fewest calls favours the largest size, whatever the
-    runs say: issue #56); the design rule (docs/design-rule.md, scripts/design-answer) weighs
+    runs say: issue #56); the design rule (docs/design-rule-v2.md, scripts/design-answer) weighs
     them with memory and client p99 over several sweeps, the burden on the larger size."""
     named = {p: a for p, a in answers.items() if a["size"] is not None}
     if not named or len(named) < len(answers):
@@ -298,7 +300,7 @@ def pick_until_decided(answers):
             + ", ".join(f"{p.upper()} {sweeplib.size_label(a['size'])} ({a['kind']})"
                         for p, a in sorted(named.items()))
             + "; none is a design default: scripts/design-answer weighs the sizes one sweep "
-              "cannot part with memory and p99, over several sweeps (docs/design-rule.md).")
+              "cannot part with memory and p99, over several sweeps (docs/design-rule-v2.md).")
 
 
 def many_connections(rows, tolerance):
@@ -323,7 +325,10 @@ def fanout_report(doc, tolerance):
              f"- scenario: `{doc['command']}` ({doc['rounds']} interleaved rounds, "
              f"{doc['bytes_per_replica']} per replica, where: {doc.get('where', 'loopback')})",
              f"- host: {ctx['cpu_model']}, {ctx['cpus_online']} CPUs, {ctx['kernel']}",
-             f"- criterion: {doc['criterion']}; tolerance {tolerance * 100:g}%", "",
+             f"- criterion: {doc['criterion']}; tolerance {tolerance * 100:g}%",
+             "- what this is: one study's knees by its own tolerance, per study, not a design "
+             "default; the design's chunk is the host's campaign by rule v2 "
+             "(docs/design-rule-v2.md): results/design-answer/README.md", "",
              "## Recommendation", ""]
     lines += [f"- {fanoutlib.recommendation(v)}" for v in verdicts]
     lines += ["", "## Why", ""] + [f"- {fanoutlib.answer_text(v)}" for v in verdicts]

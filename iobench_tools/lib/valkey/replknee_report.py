@@ -105,6 +105,9 @@ def report_md(doc):
     tol = doc["tolerance"]
     lines = ["# The replication chunk's knee on the real server", "",
              f"- command: `{doc['command']}`",
+             "- what this is: one study's knees by its own tolerance, per study, not a design "
+             "default; the design's chunk is the host's campaign by rule v2 "
+             "(docs/design-rule-v2.md): results/design-answer/README.md",
              f"- server: {doc['server']} (Debian's source, TLS, iobench's chunk patch: "
              "docs/valkey-patch.md)",
              f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "
