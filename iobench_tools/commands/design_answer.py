@@ -35,7 +35,8 @@ SETS = {"design": PROTOS, TCP: (TCP,), TLS: (TLS,)}
 # The sizes others chose, beside the rule's (the design table's last column).
 CHOSEN = {16384: "Valkey PR #817 (merged, 2024): 16K, on CPU and calls over 1K..64K",
           65536: "patches/upstream/05-chunk-size: 64K (Linux's pipe; memory and p99 above it)",
-          262144: "scripts/recommend on one sweep: TCP 256K \"by count\" (issue #56)"}
+          262144: "the recommender of 2026-11-27 on one sweep: TCP 256K, a tie-break on the "
+                  "fewest calls (issue #56)"}
 
 
 def parse_args(argv=None):

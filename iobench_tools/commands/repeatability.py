@@ -54,7 +54,7 @@ def seconds(manifest):
 
 def statement(ans):
     if ans["size"] is None:
-        return "nothing to compare"
+        return "none named (not parted)" if ans["kind"] == "not parted" else "nothing to compare"
     return f"{sweeplib.size_label(ans['size'])} ({ans['kind']})"
 
 

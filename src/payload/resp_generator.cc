@@ -161,7 +161,7 @@ void RespGenerator::command(std::string& out) {
     bulk(out, std::to_string(60000 + below(86400000)));
   } else if (r < 78) {
     collection(out, r);
-  } else if (r < 88) {  // INCRBY counter n
+  } else if (r < 88) {  // INCRBY on a counter key, by n
     array_header(out, 3);
     bulk(out, "INCRBY");
     key(out, "counter", 50000);

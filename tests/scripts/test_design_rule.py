@@ -80,8 +80,8 @@ def test_a_step_past_the_resolution_is_taken_and_survives_the_null():
 
 
 def test_the_old_tie_break_s_pick_is_not_made_without_evidence():
-    # 64K and 256K 6% apart with one sweep's noise: the recommender's "by count" took 256K;
-    # the rule keeps 64K unless 256K is shown better by more than 10%.
+    # 64K and 256K 6% apart with one sweep's noise: the recommender's tie-break on the fewest
+    # calls took 256K; the rule keeps 64K unless 256K is shown better by more than 10%.
     costs = {1024: 5.0, 4096: 2.2, 8192: 2.1, 16384: 1.3, 65536: 1.06, 262144: 1.0}
     assert decide({"tcp": sweeps(costs, sd=0.25)}) == 65536
 

@@ -779,10 +779,12 @@ def test_the_lowest_median_by_noise_is_not_the_knee(tmp_path):
     v = sweeplib.decide_knee(rs, 0.05)
     assert not v["picked"] and not v["sure"], v["words"]
     assert "**Knee: 16K" not in recommend(d)
-    # What every such run says the same way: the sizes it cannot part, and the pick by count.
-    assert "16K, 64K and 256K cannot be told apart at 5%; by count, 256K (the fewest calls per " \
-        "GiB)" in v["words"], v["words"]
-    assert v["by_count"]["buf"] == 262144
+    # What every such run says the same way: the sizes it cannot part, and no tie-break among
+    # them (the fewest calls would name the largest whatever the runs say).
+    assert "16K, 64K and 256K cannot be told apart at 5%: these runs name none of them" \
+        in v["words"], v["words"]
+    assert [r["buf"] for r in v["not_parted"]] == [16384, 65536, 262144]
+    assert sweeplib.answer(rs, 0.05, v) == {"size": None, "kind": "not parted"}
 
 
 def host_idle_source(sweep_dir):

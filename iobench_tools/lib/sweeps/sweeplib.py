@@ -283,12 +283,13 @@ def decide_knee(rs, tolerance):
     (edge_of_range) or None, "sure": both sides shown, "picked": the knee is shown within (sure,
     or smaller sizes the runs cannot tell from it: it is picked over them, the same way every
     run), "words", "more": runs per cell that would likely decide (None: sure, or more runs will
-    not move it), "apart": those smaller sizes, "by_count": when no size is shown within, the
-    size with the fewest calls per GiB among those the runs cannot tell from the lowest}."""
+    not move it), "apart": those smaller sizes, "not_parted": when no size is shown within, the
+    sizes the runs cannot tell from the lowest (none of them is named: issue #56's tie-break by
+    the fewest calls favoured the largest whatever the runs said)}."""
     best = min(rs, key=total_cpu_per_gib)
     edge, k = edge_of_range(rs, knee(rs, tolerance), tolerance)
     verdict = {"knee": k, "best": best, "edge": edge, "sure": False, "picked": False,
-               "words": edge or "", "more": None, "apart": [], "by_count": None}
+               "words": edge or "", "more": None, "apart": [], "not_parted": []}
     if edge:
         return verdict
     n = min(len(r["total_cpu_runs"]) for r in rs)
@@ -345,17 +346,14 @@ def decide_knee(rs, tolerance):
                      f"[{100 * (low - 1):+.1f}%..{100 * (high - 1):+.1f}%])")
         needed.append(more_runs(n, hw, abs(ratio - bound)))
     sure = within is not None and not apart
-    by_count = None
+    not_parted = []
     if within is None:
         # The sizes not shown above the lowest by more than the tolerance cannot be told apart
-        # by these runs; of those, the one that makes the fewest calls per GiB is the pick by
-        # count (the same statement every run while the runs cannot part them).
-        apart_set = [r for r in rows if r is best or vs(best, r)[2][0] <= bound]
-        by_count = max(apart_set, key=lambda r: r["buf"])
-        if len(apart_set) > 1:
-            words.append(f"{_and(size_label(r['buf']) for r in apart_set)} cannot be told apart "
-                         f"at {tolerance:.0%}; by count, {size_label(by_count['buf'])} (the fewest "
-                         "calls per GiB)")
+        # by these runs, and none of them is named: one sweep's statement stops there.
+        not_parted = [r for r in rows if r is best or vs(best, r)[2][0] <= bound]
+        if len(not_parted) > 1:
+            words.append(f"{_and(size_label(r['buf']) for r in not_parted)} cannot be told apart "
+                         f"at {tolerance:.0%}: these runs name none of them")
     if within is not None and apart:
         words.append(f"{' and '.join(size_label(s['buf']) for s in apart[::-1])} and "
                      f"{size_label(k['buf'])} cannot be told apart at {tolerance:.0%}: "
@@ -374,7 +372,8 @@ def decide_knee(rs, tolerance):
     if hows:
         words.append(", ".join(sorted(hows)))
     return dict(verdict, knee=k, sure=sure, picked=within is not None, words="; ".join(words),
-                more=max(more) if more and not sure else None, apart=apart, by_count=by_count)
+                more=max(more) if more and not sure else None, apart=apart,
+                not_parted=not_parted)
 
 
 def _and(names):
@@ -489,8 +488,8 @@ ANSWER_KINDS = {
     "edge": "decided: the lowest at the largest size tried, the next below clearly above",
     "picked": "open: the smallest size shown within, over smaller ones the runs cannot part "
               "from it",
-    "by count": "open: no size shown within; the fewest calls among the sizes the runs cannot "
-                "tell from the lowest",
+    "not parted": "open: no size shown within; the sizes the runs cannot tell from the "
+                  "lowest, none named",
     "noise": "open: nothing shown either way",
 }
 DECIDED = ("sure", "model", "edge")
@@ -522,8 +521,8 @@ def answer(rs, tolerance, v=None, micro=None, model=None):
     """What one protocol's knee statement comes to (rs: same_work_rows), for reading many sweeps
     side by side: {"size": the size named (None: nothing to compare), "kind"}. Kinds: "sure"
     (both sides shown), "model" (the cost model decides), "picked" (the smallest size shown
-    within, over smaller ones the runs cannot part from it), "by count" (no size shown within:
-    the fewest calls among those the runs cannot tell from the lowest), "edge" (the lowest at
+    within, over smaller ones the runs cannot part from it), "not parted" (no size shown within,
+    several the runs cannot tell from the lowest: size None, none named), "edge" (the lowest at
     the largest size tried, the next below clearly above), "noise" (none of these). `v`: the
     rows' decide_knee and `model` their model_for when the caller has them (a bootstrap each);
     `micro`: model_for's."""
@@ -538,6 +537,6 @@ def answer(rs, tolerance, v=None, micro=None, model=None):
         return {"size": v["knee"]["buf"], "kind": "model"}
     if v["picked"]:
         return {"size": v["knee"]["buf"], "kind": "picked"}
-    if v["by_count"] is not None:
-        return {"size": v["by_count"]["buf"], "kind": "by count"}
+    if len(v["not_parted"]) > 1:
+        return {"size": None, "kind": "not parted"}
     return {"size": v["knee"]["buf"], "kind": "noise"}
