@@ -101,13 +101,14 @@ def conditions(cpu, real, small, large, protos):
     return gains, harms
 
 
-def step(cpu, real, small, large, protos):
+def step(cpu, real, small, large, protos, level=ALPHA):
     """Does `large` replace `small`? {"ok", "gains": [(proto, crit, pooled, upper)] shown
     better, "failed": [(proto, crit, cell, pooled, upper)] harms not shown below the line,
     "unmeasured": [(proto, crit)] real-server harms the step needs and has not, "tests": the
-    gains' count, "alpha": each gain's level}."""
+    gains' count, "alpha": each gain's level}. `level`: the step's (ALPHA; a union over several
+    links reads each at ALPHA / links, docs/design-rule-v2-links.md)."""
     gains, harms = conditions(cpu, real, small, large, protos)
-    alpha = ALPHA / max(len(gains), 1)
+    alpha = level / max(len(gains), 1)
     # Harms the real server should have measured and did not: the burden is the larger size's.
     unmeasured = []
     if small in REAL_SIZES and large in REAL_SIZES:
@@ -120,7 +121,7 @@ def step(cpu, real, small, large, protos):
             shown.append((proto, crit, p, upper))
     failed = []
     for proto, crit, cell, p in harms:
-        upper = bounds(p, ALPHA)[1]
+        upper = bounds(p, level)[1]
         if not upper < LINE:
             failed.append((proto, crit, cell, p, upper))
     return {"ok": bool(shown) and not failed and not unmeasured, "gains": shown,
@@ -128,11 +129,11 @@ def step(cpu, real, small, large, protos):
             "small": small, "large": large}
 
 
-def answer(cpu, real, sizes, protos):
+def answer(cpu, real, sizes, protos, level=ALPHA):
     """The fixed sequence: (the answer, [each step tried, in order])."""
     current, steps = sizes[0], []
     for large in sizes[1:]:
-        s = step(cpu, real, current, large, protos)
+        s = step(cpu, real, current, large, protos, level)
         steps.append(s)
         if not s["ok"]:
             break

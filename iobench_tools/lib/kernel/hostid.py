@@ -67,6 +67,16 @@ def host_key(host):
            f"{host.get('machine')}"
 
 
+def short_key(key):
+    """A host key made short for a table's header: "Intel Xeon, 2 CPUs, fc-v657"."""
+    parts = [x.strip() for x in key.split(",")]
+    cpu = " ".join(w for w in parts[0].replace("(R)", "").replace("(TM)", "").split()
+                   if w not in ("Processor", "CPU"))
+    kernel = parts[2].split("-", 1)[1] if len(parts) > 2 and "-" in parts[2] else \
+        (parts[2] if len(parts) > 2 else "?")
+    return ", ".join([cpu] + parts[1:2] + [kernel])
+
+
 def link_text(netns):
     """The emulated link a sweep ran on, or where it ran."""
     if not netns:

@@ -1,0 +1,228 @@
+"""The design's answer across hosts and links (issue #66, docs/design-rule-v2-links.md): reads
+sweeps of several hosts and links, groups them by the host their cells ran on and the link their
+manifest names (never pooling two), and for each group gives rule v2's own answer (CPU; the real
+server's harms are not measured per link), the same at the level a union over the host's links
+allows, and whether the design's answer holds there: not beaten (no larger size replaces it by a
+direct step) and not harmful (against each smaller size, in each protocol, its CPU's one-sided
+upper bound below x1.10). Across hosts, each step near the answer is pooled by random effects
+over hosts at the reference link, the host term stated.
+
+  scripts/design-table SWEEP... --answer 16k [--reference-link 5gbit:9001] [--out DIR]
+
+A SWEEP is a sweep's folder or a .tar.xz of one; a group needs at least two sweeps."""
+import math
+import os
+import re
+import sys
+import tempfile
+
+from iobench_tools.lib.judging import designlinks as links
+from iobench_tools.lib.judging import designrule as v1
+from iobench_tools.lib.judging import designrule2 as rule
+from iobench_tools.lib.kernel import hostid, iobenchlib
+from iobench_tools.lib.kernel.iobenchlib import size_label
+from iobench_tools.lib.sweeps.designinputs import (load_sweeps, rounds_of, rule_commits,
+                                                   sweep_series)
+
+PROG = "design-table"
+PAGES = {"reference": "docs/design-rule-v2.md", "links": "docs/design-rule-v2-links.md"}
+
+
+def parse_args(argv=None):
+    ap = iobenchlib.command_parser(__doc__)
+    ap.add_argument("sweeps", nargs="+", metavar="SWEEP", help="sweeps' folders or .tar.xz")
+    ap.add_argument("--answer", required=True, type=iobenchlib.parse_size, metavar="SIZE",
+                    help="the design's answer to check on every host and link (16k)")
+    ap.add_argument("--reference-link", default="5gbit:9001", metavar="RATE:MTU",
+                    help="the link the hosts are compared on (the campaigns')")
+    ap.add_argument("--out", metavar="DIR", default=None,
+                    help="the folder for report.md and results.json (default: print the report)")
+    a = ap.parse_args(argv)
+    if not re.fullmatch(r"\w+:\d+", a.reference_link):
+        ap.error(f"--reference-link '{a.reference_link}' is not RATE:MTU (5gbit:9001)")
+    return a
+
+
+def link_of(manifest):
+    if manifest.get("where") != "netns" or not manifest.get("netns"):
+        return manifest.get("where") or "unknown"
+    return f"{manifest['netns']['rate']}:{manifest['netns']['mtu']}"
+
+
+def groups_of(sweeps):
+    """{(host, link): [(name, manifest, rows)]}: a sweep whose cells name two hosts stops here."""
+    out = {}
+    for sweep in sweeps:
+        hosts = [hostid.short_key(h) for h in sweep[1].get("hosts_seen") or ["unknown"]]
+        if len(hosts) > 1:
+            sys.exit(f"{PROG}: error: sweep {sweep[0]} ran on {len(hosts)} hosts: {hosts}")
+        out.setdefault((hosts[0], link_of(sweep[1])), []).append(sweep)
+    return out
+
+
+def judge(members, design, per_host_links):
+    cpu = {}
+    for _, _, rows in members:
+        for proto, series in sweep_series(rows).items():
+            cpu.setdefault(proto, []).append(series)
+    sizes = sorted({s for v in cpu.values() for series in v for s in series})
+    rounds = min(rounds_of(m, rows) for _, m, rows in members)
+    strict = rule.ALPHA / max(per_host_links, 1)
+    return {"cpu": cpu, "sizes": sizes, "rounds": rounds, "strict": strict,
+            "own": links.own_answers(cpu, sizes),
+            "own_strict": links.own_answers(cpu, sizes, strict),
+            "holds": links.holds(cpu, sizes, design, rounds)}
+
+
+def registered(members, link, reference):
+    """Whether the page that plans this group came before its first sweep, and the words."""
+    page = PAGES["reference" if link == reference else "links"]
+    commits = rule_commits(page)
+    started = min((m.get("started") or "?") for _, m, _ in members)
+    auto = any(m.get("repeat") == "auto" or m.get("stopped") for _, m, _ in members)
+    if auto:
+        return False, "a pilot: stopped by --repeat auto"
+    if commits and commits[0][1] < started:
+        return True, f"after {page} ({commits[0][0]})"
+    return False, f"a re-reading: run before {page}"
+
+
+def ratio(p, level=rule.ALPHA):
+    if p is None:
+        return "—"
+    lo, hi = rule.bounds(p, level)
+    return f"x{math.exp(p['log']):.3f} [{math.exp(lo):.3f}..{math.exp(hi):.3f}]"
+
+
+def answers_text(own):
+    return " / ".join(f"**{size_label(own[k][0])}**" if k == "design" else size_label(own[k][0])
+                      for k in ("design", "tcp", "tls"))
+
+
+def holds_text(h, design):
+    if h["missing"]:
+        return f"{size_label(design)} not measured"
+    beaten = "; ".join(
+        f"{size_label(s['large'])}: " + ("; ".join(f"{p.upper()} CPU {ratio(pooled, s['alpha'])} "
+                                                   "shown" for p, _, pooled, _ in s["gains"])
+                                         or "no gain shown")
+        + (", **replaces it**" if s["ok"] else ", real-server harms not measured"
+           if s["unmeasured"] else "")
+        for s in h["beaten"]) or "no larger size"
+    harms = "; ".join(
+        f"{p.upper()} vs {size_label(small)} {ratio(pooled)}"
+        + ("" if upper < rule.LINE else " **not below x1.10**"
+           + (f" (about {need} sweeps would show it)" if need else " (its mean is not below)"))
+        for p, small, pooled, upper, need in h["harms"])
+    return f"{beaten} | {harms or 'no smaller size'} | " + ("**holds**" if h["holds"]
+                                                             else "**does not hold**")
+
+
+def host_table(judged, reference, design):
+    """Random effects over hosts for the steps beside the answer, at the reference link."""
+    at_ref = [(host, j) for (host, link), j in judged.items() if link == reference]
+    hosts = [h for h, _ in at_ref]
+    sizes = sorted(set.intersection(*(set(j["sizes"]) for _, j in at_ref))) if at_ref else []
+    below = [s for s in sizes if s < design][-2:]
+    pairs = [(a, b) for a, b in zip(below + [design], below[1:] + [design])] if below else []
+    pairs += [(design, s) for s in sizes if s > design][:1]
+    lines = [f"Each pair at the reference link ({reference}), the larger size's CPU over the "
+             "smaller's: per host (its sweeps pooled, 95% one-sided bounds) and pooled over the "
+             f"hosts by random effects (DerSimonian-Laird, HKSJ on {len(hosts) - 1} df); tau is "
+             "the host term, the spread of the true ratio between hosts (as a log).", "",
+             "| pair | protocol | " + " | ".join(hosts) + " | over hosts | host term (tau) |",
+             "|---|---|" + "---|" * len(hosts) + "---|---|"]
+    record = []
+    for small, large in pairs:
+        for proto in links.PROTOS:
+            per = [v1.pooled_pair(j["cpu"].get(proto, []), small, large) for _, j in at_ref]
+            pooled = links.over_hosts([(p["log"], p["se"], p["k"]) for p in per if p])
+            lines.append(f"| {size_label(small)} -> {size_label(large)} | {proto.upper()} | "
+                         + " | ".join(ratio(p) for p in per) + f" | {ratio(pooled)} | "
+                         + (f"{pooled['tau']:.3f}" if pooled else "—") + " |")
+            record.append({"small": small, "large": large, "proto": proto,
+                           "hosts": {h: (math.exp(p["log"]) if p else None)
+                                     for h, p in zip(hosts, per)},
+                           "pooled": math.exp(pooled["log"]) if pooled else None,
+                           "tau": pooled["tau"] if pooled else None})
+    return lines, record
+
+
+def render(judged, notes, design, reference, head):
+    rows = ["| host | link | sweeps x rounds | read as | own answer (design / TCP / TLS) | at the "
+            "union's level | " + size_label(design) + " not beaten | " + size_label(design)
+            + " not harmful (CPU, 95% one-sided) | verdict |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for (host, link), j in sorted(judged.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        rows.append(f"| {host} | {link} | {len(j['members'])} x {j['rounds']} | "
+                    f"{notes[(host, link)][1]} | {answers_text(j['own'])} | "
+                    f"{answers_text(j['own_strict'])} (each step at {j['strict']:.4f}) | "
+                    + holds_text(j["holds"], design) + " |")
+    every = all(j["holds"]["holds"] for j in judged.values())
+    differ = sorted(f"{h} {lk}" for (h, lk), j in judged.items() if not j["holds"]["holds"])
+    verdict = (f"**{size_label(design)} holds on every host and link measured.**" if every else
+               f"**{size_label(design)} does not hold everywhere**: " + "; ".join(differ) + ".")
+    lines = ["# The design's answer across hosts and links (issue #66)", ""] + head + [
+        "", verdict, "", "## By host and link", "",
+        "Each group is one host's sweeps on one link, judged alone by rule v2 (CPU; the real "
+        "server's memory and p99 are not measured per link, so no step between 16K, 64K and 256K "
+        "passes). A group's own answer differs from the design's only when its steps pass at "
+        "the level a union over the host's links allows; at 0.05 alone it differs at the "
+        "per-link level only.", ""] + rows
+    table, record = host_table(judged, reference, design)
+    lines += ["", "## Across hosts", ""] + table
+    return "\n".join(lines) + "\n", record
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    reference = a.reference_link
+    with tempfile.TemporaryDirectory(prefix="iobench-table.") as tmp:
+        groups = groups_of(load_sweeps(a.sweeps, tmp))
+    small = [f"{h} {lk} ({len(m)})" for (h, lk), m in groups.items() if len(m) < 2]
+    if small:
+        sys.exit(f"{PROG}: error: a group needs two sweeps or more to pool: {', '.join(small)}")
+    per_host = {}
+    for host, _ in groups:
+        per_host[host] = per_host.get(host, 0) + 1
+    judged, notes = {}, {}
+    for key, members in groups.items():
+        judged[key] = dict(judge(members, a.answer, per_host[key[0]]), members=members)
+        notes[key] = registered(members, key[1], reference)
+    head = [f"- the design's answer checked: {size_label(a.answer)}; rule v2 "
+            f"(docs/design-rule-v2.md) and its links page (docs/design-rule-v2-links.md)",
+            f"- reference link (the hosts compared): {reference}",
+            f"- command: `{iobenchlib.recorded_command(PROG)}`"]
+    text, across = render(judged, notes, a.answer, reference, head)
+    doc = {"tool": "iobench", "kind": "design-table", "command": iobenchlib.recorded_command(PROG),
+           "answer": a.answer, "reference_link": reference, "delta": rule.DELTA,
+           "alpha": rule.ALPHA,
+           "holds_everywhere": all(j["holds"]["holds"] for j in judged.values()),
+           "groups": [{"host": h, "link": lk, "sweeps": [n for n, _, _ in j["members"]],
+                       "rounds": j["rounds"], "registered": notes[(h, lk)][0],
+                       "read_as": notes[(h, lk)][1],
+                       "own": {k: v[0] for k, v in j["own"].items()},
+                       "own_at_union_level": {k: v[0] for k, v in j["own_strict"].items()},
+                       "union_level": j["strict"], "holds": j["holds"]["holds"],
+                       "harms": [[p, s, round(math.exp(pp["log"]), 4), round(math.exp(u), 4), n]
+                                 for p, s, pp, u, n in j["holds"]["harms"]],
+                       "beaten_by": [s["large"] for s in j["holds"]["beaten"] if s["ok"]]}
+                      for (h, lk), j in sorted(judged.items())],
+           "across_hosts": across,
+           "sources": {"cpu": "iobench JSON of each sweep cell: sender + receiver CPU per GiB "
+                              "per run, paired by round",
+                       "host": "each cell's JSON context (cpu_model, cpus_online, kernel, "
+                               "machine)",
+                       "link": "each sweep's manifest (netns rate and MTU)",
+                       "pooling": "within a group: mean log ratio per sweep, DerSimonian-Laird, "
+                                  "HKSJ on K-1 df; across hosts: the hosts' pooled ratios, "
+                                  "DerSimonian-Laird, HKSJ on hosts-1 df"}}
+    if a.out:
+        print(f"{PROG}: wrote {iobenchlib.write_result_folder(a.out, doc, text)}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

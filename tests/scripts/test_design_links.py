@@ -1,0 +1,100 @@
+"""Rule v2 across links and hosts (docs/design-rule-v2-links.md, issue #66 item 4): the design's
+answer holds on a group only when no larger size replaces it and it is shown not harmful against
+every smaller size; a group's own answer at the union's level is stricter than at 0.05; hosts are
+pooled by random effects with the host term stated; design-table groups sweeps by host and link
+and reads the committed campaigns (the Intel pilot, the two AMD hosts) as three hosts."""
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+from iobench_tools.lib.judging import designlinks as links
+from iobench_tools.lib.judging import designrule as v1
+from iobench_tools.lib.kernel import hostid
+from test_design_rule import sweep
+
+pytestmark = pytest.mark.apart
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SIZES = [4096, 8192, 16384, 65536]
+
+
+def cpu_of(tcp, tls=None, k=4, rounds=10, sd=0.03):
+    return {"tcp": [sweep(tcp, rounds=rounds, seed=i + 1, sd=sd) for i in range(k)],
+            "tls": [sweep(tls or tcp, rounds=rounds, seed=i + 11, sd=sd) for i in range(k)]}
+
+
+def test_the_answer_holds_where_it_is_cheaper_than_every_smaller_size():
+    cpu = cpu_of({4096: 4.0, 8192: 3.0, 16384: 2.0, 65536: 1.9})
+    h = links.holds(cpu, SIZES, 16384, 10)
+    assert h["holds"] and not h["failed"], h
+    # Its own answer: the sequence reaches 16K; 64K's 5% is no step (and the real server's
+    # harms are not measured there anyway).
+    assert links.own_answers(cpu, SIZES)["design"][0] == 16384
+
+
+def test_a_harm_at_8_percent_with_a_wide_interval_stops_the_answer_holding():
+    # 16K costs 8% more than 8K on this link, with noise: not shown below x1.10.
+    cpu = cpu_of({4096: 4.0, 8192: 2.0, 16384: 2.16, 65536: 2.1}, sd=0.12)
+    h = links.holds(cpu, SIZES, 16384, 10)
+    assert not h["holds"]
+    assert any(p == "tcp" and small == 8192 for p, small, _, _, _ in h["failed"]), h["failed"]
+    # The link's own sequence stops at 8K (16K is no gain over it).
+    assert links.own_answers(cpu, SIZES)["design"][0] == 8192
+
+
+def test_a_larger_size_that_replaces_the_answer_stops_it_holding():
+    # Below the real server's sizes (4K -> 8K) nothing is unmeasured: 8K replaces 4K.
+    cpu = cpu_of({4096: 4.0, 8192: 2.0})
+    h = links.holds(cpu, [4096, 8192], 4096, 10)
+    assert not h["holds"] and h["beaten"][0]["ok"]
+
+
+def test_the_union_level_is_stricter_than_each_link_s():
+    # A step of about 12% with a spread that shows it past 10% at 0.05 and not at 0.05 / 7.
+    cpu = cpu_of({4096: 1.0, 8192: 0.88}, k=4, rounds=10, sd=0.08)
+    at_link = links.own_answers(cpu, [4096, 8192])["tcp"][0]
+    at_union = links.own_answers(cpu, [4096, 8192], 0.05 / 7)["tcp"][0]
+    assert (at_link, at_union) == (8192, 4096)
+
+
+def test_hosts_are_pooled_by_random_effects_with_the_host_term():
+    alike = links.over_hosts([(-0.17, 0.01, 8), (-0.16, 0.01, 8), (-0.18, 0.01, 8)])
+    apart = links.over_hosts([(-0.5, 0.01, 8), (-0.1, 0.01, 8), (-1.5, 0.01, 8)])
+    assert alike["tau"] < 0.02 < apart["tau"]
+    assert apart["hi"] - apart["lo"] > 10 * (alike["hi"] - alike["lo"])
+    assert links.over_hosts([(-0.2, 0.01, 8)]) is None  # one host is no spread between hosts
+    assert v1.pool([(-0.2, 0.01, 8)])["df"] == 7
+
+
+def test_a_host_key_is_made_short_for_a_table():
+    assert hostid.short_key("Intel(R) Xeon(R) Processor, 2 CPUs, Linux 6.18.44-fc-v657, "
+                            "x86_64") == "Intel Xeon, 2 CPUs, fc-v657"
+
+
+HOSTS = sorted((ROOT / "results" / "design-answer").glob("da0?.tar.xz"))[:2] + \
+    sorted((ROOT / "results" / "design-answer" / "hosts").glob("*/dv0?.tar.xz"))[:2] + \
+    sorted((ROOT / "results" / "reference-repeat").glob("rr0?.tar.xz"))[:2]
+
+
+@pytest.mark.skipif(len(HOSTS) < 6, reason="the campaigns' archives are not in this checkout")
+def test_the_table_groups_the_committed_campaigns_by_host(tmp_path):
+    p = subprocess.run([str(ROOT / "scripts" / "design-table"), *map(str, HOSTS), "--answer",
+                        "16k", "--out", str(tmp_path)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "results.json").read_text())
+    hosts = {g["host"] for g in doc["groups"]}
+    assert hosts == {"Intel Xeon, 2 CPUs, fc-v657", "AMD EPYC, 2 CPUs, fc-v782",
+                     "AMD EPYC, 2 CPUs, fc-v657"}, hosts
+    assert {g["link"] for g in doc["groups"]} == {"5gbit:9001"}
+    pilot = next(g for g in doc["groups"] if g["host"].startswith("Intel"))
+    assert not pilot["registered"] and "pilot" in pilot["read_as"]
+    text = (tmp_path / "report.md").read_text()
+    assert "| 16K -> 64K | TCP |" in text and "host term (tau)" in text
+    # One sweep of a group cannot be pooled: the command says which.
+    p = subprocess.run([str(ROOT / "scripts" / "design-table"), *map(str, HOSTS[:3]),
+                        "--answer", "16k"], capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and "a group needs two sweeps" in p.stderr, p.stderr
+    assert "fc-v657 5gbit:9001 (1)" in p.stderr
