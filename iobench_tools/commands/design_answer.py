@@ -25,8 +25,9 @@ from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.sweeps import sweeplib
 from iobench_tools.lib.sweeps.designinputs import (REAL_FIGURES, aa_series, load_sweeps,  # noqa: F401
-                                                   one_host, real_series, rounds_of,
-                                                   rule_commits, size_of_build, sweep_series)
+                                                   one_host, one_link, real_series,
+                                                   rounds_of, rule_commits, size_of_build,
+                                                   sweep_series)
 
 PROG = "design-answer"
 TCP, TLS = "tcp", "tls"
@@ -372,6 +373,7 @@ def main(argv=None):
         sys.exit(f"{PROG}: error: a sweep has no {missing[0].upper()} cells: the rule reads TCP "
                  "and TLS from every sweep")
     host = one_host(sweeps, evidence)
+    one_link(sweeps)
     sizes = sorted({s for v in cpu.values() for series in v for s in series})
     evidence_path = os.path.relpath(os.path.abspath(a.evidence), iobenchlib.ROOT)
     if a.rule == "2":

@@ -98,3 +98,14 @@ def test_the_table_groups_the_committed_campaigns_by_host(tmp_path):
                         "--answer", "16k"], capture_output=True, text=True, timeout=300)
     assert p.returncode != 0 and "a group needs two sweeps" in p.stderr, p.stderr
     assert "fc-v657 5gbit:9001 (1)" in p.stderr
+
+
+def test_design_answer_refuses_two_links_as_one(tmp_path):
+    """Two sweeps of one host on different links are read apart: design-answer names both."""
+    from iobench_tools.lib.sweeps import designinputs
+    sweeps = [("a", {"where": "netns", "netns": {"rate": "5gbit", "mtu": 9001}}, []),
+              ("b", {"where": "netns", "netns": {"rate": "1gbit", "mtu": 1500}}, [])]
+    with pytest.raises(SystemExit) as e:
+        designinputs.one_link(sweeps)
+    assert "2 links: b on 1gbit:1500; a on 5gbit:9001" in str(e.value)
+    assert designinputs.one_link(sweeps[:1]) == "5gbit:9001"

@@ -108,3 +108,18 @@ def one_host(sweeps, evidence):
         sys.exit(f"{PROG}: error: the real server's evidence ran on "
                  f"{hostid.host_key(evidence['host'])}, the sweeps on {key}: one host's only")
     return key
+
+
+def one_link(sweeps):
+    """The one link every sweep ran on (its manifest's netns rate and MTU, or where it ran), or
+    the command stops: two links are read apart (scripts/design-table groups them)."""
+    by_link = {}
+    for name, manifest, _ in sweeps:
+        netns = manifest.get("netns") or {}
+        key = f"{netns['rate']}:{netns['mtu']}" if netns else manifest.get("where") or "unknown"
+        by_link.setdefault(key, []).append(name)
+    if len(by_link) > 1:
+        sys.exit(f"{PROG}: error: the sweeps ran on {len(by_link)} links: " + "; ".join(
+            f"{', '.join(names)} on {key}" for key, names in sorted(by_link.items()))
+            + ": give each link's alone, or scripts/design-table reads them side by side")
+    return next(iter(by_link))
