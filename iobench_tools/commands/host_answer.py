@@ -19,7 +19,7 @@ import time
 
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.judging import sequential as seq
-from iobench_tools.lib.kernel import hostid, iobenchlib
+from iobench_tools.lib.kernel import axes, hostid, iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import size_label
 from iobench_tools.lib.sweeps.designinputs import (load_sweeps, one_host, one_link, rule_commits,
                                                    sweep_series)
@@ -36,9 +36,8 @@ def parse_args(argv=None):
                     help="the time the whole command may take, pilot included")
     ap.add_argument("--where", choices=("netns", "loopback"), default="netns",
                     help="scripts/sweep --where for every sweep")
-    ap.add_argument("--bytes", default=None,
-                    help="scripts/sweep --bytes (default: the sweep's; a smaller one is not the "
-                         "page's design and the report says so)")
+    axes.add_bytes(ap, None, per="run (default: the sweep's; another is not the page's design "
+                             "and the report says so)")
     ap.add_argument("--out", metavar="DIR", default=None,
                     help="the folder for report.md, results.json and the sweeps' archives "
                          "(default: results/NAME)")
