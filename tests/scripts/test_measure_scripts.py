@@ -221,3 +221,31 @@ def test_micro_runs_one_benchmark_and_plots_it():
     finally:
         for ext in ("json", "png"):
             (ROOT / "results" / "micro" / f"{name}.{ext}").unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+@pytest.mark.apart  # its own clone and build tree: shares nothing with the others
+def test_micro_works_in_a_clone_where_only_setup_ran(tmp_path):
+    """Issue #67: the README's first hour is `scripts/setup`, which builds ./iobench alone; then
+    `scripts/micro` (one of the tool's named parts) must work: in a fresh clone of this commit,
+    setup (its packages already here, the measurement skipped) then one benchmark."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True,
+                   timeout=300)
+    env = dict(os.environ, IOBENCH_SETUP_NO_RUN="1", IOBENCH_MICRO_NAME="fresh")
+    env.pop("IOBENCH_BUILD", None)
+    p = subprocess.run([str(clone / "scripts" / "setup")], cwd=clone, capture_output=True,
+                       text=True, env=env, timeout=1200)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert (clone / "build" / "release" / "iobench").is_file()
+    assert not (clone / "build" / "release" / "iobench-micro").exists()  # setup built one target
+    p = subprocess.run([str(clone / "scripts" / "micro"),
+                        "--benchmark_filter=^BM_SocketpairWriteRead/4096$",
+                        "--benchmark_min_time=0.01"], cwd=clone, capture_output=True, text=True,
+                       env=env, timeout=1200)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "building it first" in p.stderr
+    doc = json.loads((clone / "results" / "micro" / "fresh.json").read_text())
+    assert [b["name"] for b in doc["benchmarks"]] == ["BM_SocketpairWriteRead/4096"]
