@@ -346,10 +346,7 @@ def main_v2(a, sweeps, evidence, evidence_path, cpu, sizes, host):
                                "machine)",
                        "pooling": "CPU: mean log ratio per sweep, DerSimonian-Laird tau^2, "
                                   "HKSJ t on K-1 df; real server: each cell's own t"}}
-    if a.out:
-        print(f"{PROG}: wrote {iobenchlib.write_result_folder(a.out, doc, text)}")
-    else:
-        sys.stdout.write(text)
+    iobenchlib.write_or_print(PROG, a.out, doc, text)
     return 0
 
 

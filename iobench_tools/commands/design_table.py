@@ -217,10 +217,7 @@ def main(argv=None):
                        "pooling": "within a group: mean log ratio per sweep, DerSimonian-Laird, "
                                   "HKSJ on K-1 df; across hosts: the hosts' pooled ratios, "
                                   "DerSimonian-Laird, HKSJ on hosts-1 df"}}
-    if a.out:
-        print(f"{PROG}: wrote {iobenchlib.write_result_folder(a.out, doc, text)}")
-    else:
-        sys.stdout.write(text)
+    iobenchlib.write_or_print(PROG, a.out, doc, text)
     return 0
 
 

@@ -218,6 +218,15 @@ def write_result_folder(out_dir, doc, report, indent=1):
     return os.path.relpath(path, ROOT)
 
 
+def write_or_print(prog, out_dir, doc, report):
+    """A study's result folder when `out_dir` is given (write_result_folder, its path said),
+    else the report on stdout: what a command with --out does either way."""
+    if out_dir:
+        print(f"{prog}: wrote {write_result_folder(out_dir, doc, report)}")
+    else:
+        sys.stdout.write(report)
+
+
 def recorded_command(script):
     """How this run of scripts/SCRIPT is written into its results: the script and its
     arguments, any path inside the checkout relative to its root."""
