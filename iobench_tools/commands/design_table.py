@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 from iobench_tools.lib.judging import designlinks as links
+from iobench_tools.lib.judging import designreport2
 from iobench_tools.lib.judging import designrule as v1
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.kernel import hostid, iobenchlib
@@ -71,6 +72,7 @@ def judge(members, design, per_host_links):
     return {"cpu": cpu, "sizes": sizes, "rounds": rounds, "strict": strict,
             "own": links.own_answers(cpu, sizes),
             "own_strict": links.own_answers(cpu, sizes, strict),
+            "agree": rule.agreement(cpu, {}, sizes, links.PROTOS),
             "holds": links.holds(cpu, sizes, design, rounds)}
 
 
@@ -177,6 +179,15 @@ def render(judged, notes, design, reference, head):
         "the level a union over the host's links allows; at 0.05 alone it differs at the "
         "per-link level only.", ""] + rows
     table, record = host_table(judged, reference, design)
+    lines += ["", "## Agreement that could fail", "",
+              f"Each group's own answer (the design's chunk), {rule.DRAWS} draws each: whole "
+              "sweeps and rounds within sweeps resampled, each sweep left out, and the answer "
+              "exchanged in every round with its next smaller and next larger size.", ""]
+    for i, ((host, link), j) in enumerate(sorted(judged.items())):
+        rows = designreport2.agreement_lines(
+            {f"{host}, {link}": (j["own"]["design"][0], j["own"]["design"][1], j["agree"])},
+            j["sizes"])
+        lines += rows if i == 0 else rows[2:]
     lines += ["", "## Across hosts", ""] + table
     return "\n".join(lines) + "\n", record
 
@@ -215,6 +226,7 @@ def main(argv=None):
                        "own": {k: v[0] for k, v in j["own"].items()},
                        "own_at_union_level": {k: v[0] for k, v in j["own_strict"].items()},
                        "union_level": j["strict"], "holds": j["holds"]["holds"],
+                       "step_is_real": rule.step_is_real(j["agree"], j["sizes"]),
                        "harms": [[p, s, round(math.exp(pp["log"]), 4), round(math.exp(u), 4), n]
                                  for p, s, pp, u, n in j["holds"]["harms"]],
                        "beaten_by": [s["large"] for s in j["holds"]["beaten"] if s["ok"]]}

@@ -100,10 +100,10 @@ def reached_words(look, sweeps):
     k, level, answer, steps, end = look
     if end == "ended":
         small, large, _, _, why = steps[-1]
-        return (f"decided after {k} sweeps: **{size_label(answer)}** ({size_label(large)} does "
+        return (f"Decided after {k} sweeps: **{size_label(answer)}** ({size_label(large)} does "
                 f"not replace {size_label(small)}: {why})")
     if end == "all":
-        return f"decided after {k} sweeps: **{size_label(answer)}**, every finalist passed"
+        return f"Decided after {k} sweeps: **{size_label(answer)}**, every finalist passed"
     small, large = steps[-1][0], steps[-1][1]
     cpu = series_of(sweeps[:k])
     parts = []
@@ -113,15 +113,16 @@ def reached_words(look, sweeps):
         if p:
             lo, hi = (math.exp(b) for b in rule.bounds(p, level))
             parts.append(f"{proto.upper()} x{math.exp(p['log']):.3f} [{lo:.3f}..{hi:.3f}]")
-    return (f"not decided in {k} sweeps: {size_label(large)} against {size_label(small)} is "
+    return (f"Not decided in {k} sweeps: {size_label(large)} against {size_label(small)} is "
             f"still open at the last look's level {level:.4f} ({'; '.join(parts)}): neither "
             f"shown past {rule.DELTA:.0%} nor shown short of it. The answer so far is "
             f"**{size_label(answer)}**, the last size passed")
 
 
-def report(doc, looks, sweeps):
+def report(doc, looks, sweeps, out):
+    page = os.path.relpath(os.path.join(iobenchlib.ROOT, PAGE), out)
     lines = ["# This host's answer in twenty minutes (issue #66)", "",
-             f"- rule: [{PAGE}](../../{PAGE}) (rule v2, group-sequential), first committed "
+             f"- rule: [{PAGE}]({page}) (rule v2, group-sequential), first committed "
              f"{doc['page'][0]} at {doc['page'][1]}; the first sweep started {doc['started']}: "
              + ("**the page came first**" if doc["page"][1] < doc["started"] else
                 "**the runs came first**"),
@@ -132,7 +133,7 @@ def report(doc, looks, sweeps):
              f"- command: `{doc['command']}`"]
     if doc.get("bytes"):
         lines.append(f"- **not the page's design**: --bytes {doc['bytes']}")
-    lines += ["", f"**{doc['words']}.**", "",
+    lines += ["", f"{doc['words']}.", "",
               f"Pilot (`{sweeps[0][0]}`, {seq.PILOT_ROUNDS} rounds, level {seq.ALPHA_PILOT}): "
               + ("4K replaces 1K, so the sequence starts at 4K." if doc["pilot_step"] else
                  "4K is not shown to replace 1K at its level: 1K stays a finalist.")
@@ -149,11 +150,11 @@ def finish(out, doc, looks, sweeps):
     last = looks[-1] if looks else None
     doc["answer"] = last[2] if last else None
     doc["words"] = reached_words(last, sweeps) if last else \
-        f"no look: {len(sweeps) - 1} sweeps ran, {seq.FIRST_LOOK} are needed for the first"
+        f"No look: {len(sweeps) - 1} sweeps ran, {seq.FIRST_LOOK} are needed for the first"
     doc["looks"] = [{"sweeps": k, "level": lv, "answer": ans, "end": end,
                      "steps": [[s, lg, st] for s, lg, st, _, _ in steps]}
                     for k, lv, ans, steps, end in looks]
-    text = report(doc, looks, sweeps)
+    text = report(doc, looks, sweeps, out)
     print(f"{PROG}: wrote {iobenchlib.write_result_folder(out, doc, text)}")
     sys.stdout.write(text)
 

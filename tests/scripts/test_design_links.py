@@ -109,3 +109,25 @@ def test_design_answer_refuses_two_links_as_one(tmp_path):
         designinputs.one_link(sweeps)
     assert "2 links: b on 1gbit:1500; a on 5gbit:9001" in str(e.value)
     assert designinputs.one_link(sweeps[:1]) == "5gbit:9001"
+
+
+TABLE = ROOT / "results" / "design-answer" / "table"
+
+
+@pytest.mark.skipif(not (TABLE / "results.json").is_file(), reason="no committed table")
+def test_the_committed_table_is_what_its_sweeps_say(tmp_path):
+    """results/design-answer/table re-renders from the archives its command names (the command
+    line aside, which names this test's folder)."""
+    doc = json.loads((TABLE / "results.json").read_text())
+    args = doc["command"].split()[1:]
+    args[args.index("--out") + 1] = str(tmp_path)
+    p = subprocess.run([str(ROOT / "scripts" / "design-table"), *args], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+
+    def body(path):
+        return [line for line in path.read_text().splitlines() if not line.startswith("- command:")]
+    assert body(tmp_path / "report.md") == body(TABLE / "report.md")
+    again = json.loads((tmp_path / "results.json").read_text())
+    assert again["holds_everywhere"] == doc["holds_everywhere"]
+    assert [g["own"] for g in again["groups"]] == [g["own"] for g in doc["groups"]]

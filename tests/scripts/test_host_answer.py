@@ -73,7 +73,7 @@ def test_the_campaign_read_sequentially_stops_at_16k(tmp_path):
     assert step["ok"] and finalists == [4096, 8192, 16384, 65536]
     looks = host_answer.judge(sweeps[1:], finalists, 7)
     assert looks[-1][2] == 16384 and looks[-1][4] == "ended", looks[-1]
-    assert "decided after" in host_answer.reached_words(looks[-1], sweeps[1:])
+    assert "Decided after" in host_answer.reached_words(looks[-1], sweeps[1:])
 
 
 def test_the_command_runs_only_what_fits_and_says_so(tmp_path):
@@ -89,9 +89,30 @@ def test_the_command_runs_only_what_fits_and_says_so(tmp_path):
     assert (out / doc["sweeps"][0]).with_suffix(".tar.xz").is_file() or \
         (out / f"{doc['sweeps'][0]}.tar.xz").is_file()
     text = (out / "report.md").read_text()
-    assert "no look: 0 sweeps ran, 3 are needed for the first" in text
+    assert "No look: 0 sweeps ran, 3 are needed for the first" in text
     assert "not the page's design**: --bytes 1M" in text
     for bad, said in ((["--minutes", "0", "x"], "--minutes 0 must be above 0"), ([], "give a NAME")):
         p = subprocess.run([str(ROOT / "scripts" / "host-answer"), *bad], capture_output=True,
                            text=True, timeout=60)
         assert p.returncode == 2 and said in p.stderr, p.stderr
+
+
+TIMED = ROOT / "results" / "design-answer" / "hosts" / "amd-epyc-2cpu-fc-v657" / "twenty-minutes"
+
+
+@pytest.mark.skipif(not (TIMED / "results.json").is_file(), reason="no committed timed run")
+def test_the_committed_timed_run_is_what_its_sweeps_say(tmp_path):
+    """The committed twenty-minute run re-judged from its archives (--reread) says the same
+    (the rule's line aside: its link is relative to the folder)."""
+    import shutil
+    copy = tmp_path / "run"
+    shutil.copytree(TIMED, copy)
+    p = subprocess.run([str(ROOT / "scripts" / "host-answer"), "--reread", str(copy)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+
+    def body(path):
+        return [line for line in path.read_text().splitlines() if not line.startswith("- rule:")]
+    assert body(copy / "report.md") == body(TIMED / "report.md")
+    doc = json.loads((TIMED / "results.json").read_text())
+    assert doc["answer"] == 16384 and doc["seconds"] < 20 * 60
