@@ -24,6 +24,9 @@ OTHERS = {
     ("--conns", "--budget", "--bytes", "--repeat", "--warmup", "--proto", "--engine",
      "--bytes-spread", "--stagger")  # scripts/sweep's own options
 } | {
+    ("iobench_tools/commands/host_answer.py", f) for f in
+    ("--proto", "--repeat", "--bytes")  # scripts/sweep's own options, as host-answer runs it
+} | {
     ("iobench_tools/commands/replication_sync.py", "--proto"),  # its own option, in its error
     ("iobench_tools/lib/valkey/valkeytests.py", "--timeout"),  # Valkey's Tcl test runner's
 }
