@@ -22,9 +22,14 @@ from iobench_tools.lib.kernel import resultfolder
 from iobench_tools.lib.judging import carryover
 from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.sweeps import fanoutlib
+from iobench_tools.lib.sweeps import fanoutrule
 from iobench_tools.lib.sweeps import noisefloor
 from iobench_tools.lib.sweeps import sweeplib
 from iobench_tools.lib.fleet import fleetlib
+
+# The design's answer a per-study page is read against: results/design-answer/table (16K holds
+# on every host and link measured; tests/scripts/test_docs_defaults.py holds the two equal).
+DESIGN_ANSWER = 16384
 
 
 def source_text(window):
@@ -331,7 +336,8 @@ def fanout_report(doc, tolerance):
              "(docs/design-rule-v2.md): results/design-answer/README.md", "",
              "## Recommendation", ""]
     lines += [f"- {fanoutlib.recommendation(v)}" for v in verdicts]
-    lines += ["", "## Why", ""] + [f"- {fanoutlib.answer_text(v)}" for v in verdicts]
+    lines += [""] + fanoutrule.lines(doc, DESIGN_ANSWER)
+    lines += ["## Why", ""] + [f"- {fanoutlib.answer_text(v)}" for v in verdicts]
     for v in verdicts:
         lines += [fanoutlib.table(doc["cells"], doc["replicas"], doc["bufs"], v["shape"],
                                   v["proto"])]

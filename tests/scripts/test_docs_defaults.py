@@ -120,3 +120,8 @@ def test_the_old_tie_break_is_named_only_in_records():
         if "by count" in text.lower() and not RECORD.search("\n".join(text.splitlines()[:5])):
             found.append(name)
     assert found == [str(Path(__file__).resolve().relative_to(ROOT))], found
+
+
+def test_the_per_study_pages_read_against_the_committed_answer():
+    from iobench_tools.commands import recommend
+    assert recommend.DESIGN_ANSWER // 1024 == design_answer()
