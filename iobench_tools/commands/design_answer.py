@@ -24,8 +24,8 @@ from iobench_tools.lib.judging import designrule2 as rule2
 from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.sweeps import sweeplib
-from iobench_tools.lib.sweeps.designinputs import (REAL_FIGURES, aa_series, load_sweeps,  # noqa: F401
-                                                   one_host, one_link, real_series,
+from iobench_tools.lib.sweeps.designinputs import (REAL_FIGURES, aa_series, cpu_series,  # noqa: F401
+                                                   load_sweeps, one_host, one_link, real_series,
                                                    rounds_of, rule_commits, size_of_build,
                                                    sweep_series)
 
@@ -361,10 +361,7 @@ def main(argv=None):
         sys.exit(f"{PROG}: error: --evidence '{a.evidence}' is not a valkey-evidence results.json")
     with tempfile.TemporaryDirectory(prefix="iobench-design.") as tmp:
         sweeps = load_sweeps(a.sweeps, tmp)
-    cpu = {}
-    for _, _, rows in sweeps:
-        for proto, series in sweep_series(rows).items():
-            cpu.setdefault(proto, []).append(series)
+    cpu = cpu_series(sweeps)
     missing = [p for p in PROTOS if len(cpu.get(p, [])) != len(sweeps)]
     if missing:
         sys.exit(f"{PROG}: error: a sweep has no {missing[0].upper()} cells: the rule reads TCP "

@@ -18,12 +18,13 @@ import tempfile
 
 from iobench_tools.lib.judging import designlinks as links
 from iobench_tools.lib.judging import designreport2
+from iobench_tools.lib.judging.designreport2 import ratio
 from iobench_tools.lib.judging import designrule as v1
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.kernel import hostid, iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import size_label
-from iobench_tools.lib.sweeps.designinputs import (load_sweeps, rounds_of, rule_commits,
-                                                   sweep_series)
+from iobench_tools.lib.sweeps.designinputs import (cpu_series, load_sweeps, rounds_of,
+                                                   rule_commits)
 
 PROG = "design-table"
 PAGES = {"reference": "docs/design-rule-v2.md", "links": "docs/design-rule-v2-links.md"}
@@ -62,10 +63,7 @@ def groups_of(sweeps):
 
 
 def judge(members, design, per_host_links):
-    cpu = {}
-    for _, _, rows in members:
-        for proto, series in sweep_series(rows).items():
-            cpu.setdefault(proto, []).append(series)
+    cpu = cpu_series(members)
     sizes = sorted({s for v in cpu.values() for series in v for s in series})
     rounds = min(rounds_of(m, rows) for _, m, rows in members)
     strict = rule.ALPHA / max(per_host_links, 1)
@@ -87,13 +85,6 @@ def registered(members, link, reference):
     if commits and commits[0][1] < started:
         return True, f"after {page} ({commits[0][0]})"
     return False, f"a re-reading: run before {page}"
-
-
-def ratio(p, level=rule.ALPHA):
-    if p is None:
-        return "—"
-    lo, hi = rule.bounds(p, level)
-    return f"x{math.exp(p['log']):.3f} [{math.exp(lo):.3f}..{math.exp(hi):.3f}]"
 
 
 def answers_text(own):
@@ -125,9 +116,9 @@ def host_table(judged, reference, design):
     at_ref = [(host, j) for (host, link), j in judged.items() if link == reference]
     hosts = [h for h, _ in at_ref]
     sizes = sorted(set.intersection(*(set(j["sizes"]) for _, j in at_ref))) if at_ref else []
-    below = [s for s in sizes if s < design][-2:]
-    pairs = [(a, b) for a, b in zip(below + [design], below[1:] + [design])] if below else []
-    pairs += [(design, s) for s in sizes if s > design][:1]
+    # The two steps up to the answer and the one past it: consecutive sizes of one chain.
+    chain = [s for s in sizes if s < design][-2:] + [design] + [s for s in sizes if s > design][:1]
+    pairs = list(zip(chain, chain[1:]))
     lines = [f"Each pair at the reference link ({reference}), the larger size's CPU over the "
              "smaller's: per host (its sweeps pooled, 95% one-sided bounds) and pooled over the "
              f"hosts by random effects (DerSimonian-Laird, HKSJ on {len(hosts) - 1} df); tau is "

@@ -9,7 +9,6 @@ folder it is given.
 
 Root for --where netns (the emulated 5 Gbit/s, MTU 9001 link, as the campaign's)."""
 import json
-import math
 import os
 import subprocess
 import sys
@@ -17,12 +16,14 @@ import tarfile
 import tempfile
 import time
 
+from iobench_tools.lib.judging import designrule as v1
 from iobench_tools.lib.judging import designrule2 as rule
+from iobench_tools.lib.judging.designreport2 import ratio
 from iobench_tools.lib.judging import sequential as seq
 from iobench_tools.lib.kernel import axes, hostid, iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import size_label
-from iobench_tools.lib.sweeps.designinputs import (load_sweeps, one_host, one_link, rule_commits,
-                                                   sweep_series)
+from iobench_tools.lib.sweeps.designinputs import (cpu_series, load_sweeps, one_host, one_link,
+                                                   rule_commits)
 
 PROG = "host-answer"
 PROTOS = ("tcp", "tls")
@@ -70,17 +71,9 @@ def archive(scratch, name, out):
     return path
 
 
-def series_of(sweeps):
-    cpu = {}
-    for _, _, rows in sweeps:
-        for proto, s in sweep_series(rows).items():
-            cpu.setdefault(proto, []).append(s)
-    return cpu
-
-
 def pilot_decides(pilot):
     """The pilot's one step (1K -> 4K at ALPHA_PILOT) and the finalists it leaves."""
-    step = rule.step(series_of([pilot]), {}, 1024, 4096, PROTOS, seq.ALPHA_PILOT)
+    step = rule.step(cpu_series([pilot]), {}, 1024, 4096, PROTOS, seq.ALPHA_PILOT)
     return step, ([4096] if step["ok"] else [1024, 4096]) + [8192, 16384, 65536]
 
 
@@ -89,7 +82,7 @@ def judge(sweeps, finalists, k_max):
     looks = []
     for k in range(seq.FIRST_LOOK, len(sweeps) + 1):
         level = seq.look_level(k, k_max)
-        answer, steps, end = seq.walk(series_of(sweeps[:k]), {}, finalists, PROTOS, level)
+        answer, steps, end = seq.walk(cpu_series(sweeps[:k]), {}, finalists, PROTOS, level)
         looks.append((k, level, answer, steps, end))
         if end != "open":
             break
@@ -105,14 +98,9 @@ def reached_words(look, sweeps):
     if end == "all":
         return f"Decided after {k} sweeps: **{size_label(answer)}**, every finalist passed"
     small, large = steps[-1][0], steps[-1][1]
-    cpu = series_of(sweeps[:k])
-    parts = []
-    for proto in PROTOS:
-        gains = rule.conditions(cpu, {}, small, large, (proto,))[0]
-        p = gains.get((proto, "cpu"))
-        if p:
-            lo, hi = (math.exp(b) for b in rule.bounds(p, level))
-            parts.append(f"{proto.upper()} x{math.exp(p['log']):.3f} [{lo:.3f}..{hi:.3f}]")
+    cpu = cpu_series(sweeps[:k])
+    parts = [f"{proto.upper()} {ratio(p, level)}" for proto in PROTOS
+             if (p := v1.pooled_pair(cpu.get(proto, []), small, large))]
     return (f"Not decided in {k} sweeps: {size_label(large)} against {size_label(small)} is "
             f"still open at the last look's level {level:.4f} ({'; '.join(parts)}): neither "
             f"shown past {rule.DELTA:.0%} nor shown short of it. The answer so far is "
@@ -199,7 +187,7 @@ def main(argv=None):
                 break
     host = one_host(sweeps, {})
     doc = {"tool": "iobench", "kind": "host-answer", "command": iobenchlib.recorded_command(PROG),
-           "page": list(rule_commits(PAGE)[0]) if rule_commits(PAGE) else ["?", "?"],
+           "page": list((rule_commits(PAGE) or [("?", "?")])[0]),
            "started": started, "host": hostid.short_key(host), "host_key": host,
            "link": one_link(sweeps), "minutes": a.minutes, "bytes": a.bytes,
            "seconds": time.monotonic() - t0, "pilot_seconds": pilot_s, "sweep_seconds": took,

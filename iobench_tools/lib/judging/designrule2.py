@@ -105,8 +105,9 @@ def step(cpu, real, small, large, protos, level=ALPHA):
     """Does `large` replace `small`? {"ok", "gains": [(proto, crit, pooled, upper)] shown
     better, "failed": [(proto, crit, cell, pooled, upper)] harms not shown below the line,
     "unmeasured": [(proto, crit)] real-server harms the step needs and has not, "tests": the
-    gains' count, "alpha": each gain's level}. `level`: the step's (ALPHA; a union over several
-    links reads each at ALPHA / links, docs/design-rule-v2-links.md)."""
+    gains' count, "alpha": each gain's level, "conditions": what it read (conditions)}.
+    `level`: the step's (ALPHA; a union over several links reads each at ALPHA / links,
+    docs/design-rule-v2-links.md)."""
     gains, harms = conditions(cpu, real, small, large, protos)
     alpha = level / max(len(gains), 1)
     # Harms the real server should have measured and did not: the burden is the larger size's.
@@ -126,7 +127,7 @@ def step(cpu, real, small, large, protos, level=ALPHA):
             failed.append((proto, crit, cell, p, upper))
     return {"ok": bool(shown) and not failed and not unmeasured, "gains": shown,
             "failed": failed, "unmeasured": unmeasured, "tests": len(gains), "alpha": alpha,
-            "small": small, "large": large}
+            "small": small, "large": large, "conditions": (gains, harms)}
 
 
 def answer(cpu, real, sizes, protos, level=ALPHA):

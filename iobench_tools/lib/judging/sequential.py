@@ -54,7 +54,7 @@ def step_state(cpu, real, small, large, protos, level):
         return "passed", s, ""
     if s["unmeasured"]:
         return "failed", s, "the real server's harms are not measured on this host"
-    gains, harms = rule.conditions(cpu, real, small, large, protos)
+    gains, harms = s["conditions"]
     for proto, crit, _, p in harms:
         if rule.bounds(p, level)[0] > rule.LINE:
             return "failed", s, f"{proto.upper()} {crit} shown above x{1 + rule.DELTA:.2f}"

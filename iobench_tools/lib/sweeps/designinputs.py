@@ -1,6 +1,7 @@
 """What the design's answer reads (scripts/design-answer, docs/design-rule.md and
 design-rule-v2.md): each sweep's CPU series and A/A twins, the real server's cells, the sweeps
 themselves (folders or archives), the rule page's commits, and the one host they all ran on."""
+import functools
 import os
 import subprocess
 import sys
@@ -24,6 +25,16 @@ def sweep_series(rows):
             continue
         out.setdefault(r["proto"], {})[r["buf"]] = dict(zip(r["rounds"], r["total_cpu_runs"]))
     return out
+
+
+def cpu_series(sweeps):
+    """{proto: [each sweep's {size: {round: cost}}]} of loaded sweeps (load_sweeps): what the
+    rule reads, one series per sweep and protocol."""
+    cpu = {}
+    for _, _, rows in sweeps:
+        for proto, series in sweep_series(rows).items():
+            cpu.setdefault(proto, []).append(series)
+    return cpu
 
 
 def aa_series(manifest):
@@ -81,15 +92,17 @@ def rounds_of(manifest, rows):
     return manifest.get("rounds_run") or max((len(r["rounds"] or []) for r in rows), default=0)
 
 
+@functools.lru_cache(maxsize=None)
 def rule_commits(page="docs/design-rule.md"):
-    """The commits of a rule's page, oldest first: (hash, time)."""
+    """The commits of a rule's page, oldest first: ((hash, time), ...); git is asked once per
+    page and process."""
     try:
         out = subprocess.run(["git", "-C", iobenchlib.ROOT, "log", "--format=%h %cI",
                               "--", page], capture_output=True, text=True,
                              timeout=30).stdout.split("\n")
     except (OSError, subprocess.SubprocessError):
-        return []
-    return [tuple(line.split(" ", 1)) for line in out if line.strip()][::-1]  # oldest first
+        return ()
+    return tuple(tuple(line.split(" ", 1)) for line in out if line.strip())[::-1]  # oldest first
 
 
 def one_host(sweeps, evidence):
