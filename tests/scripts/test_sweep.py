@@ -342,6 +342,24 @@ def test_a_second_run_of_one_link_name_is_refused_and_the_first_kept(tmp_path):
         first.send_signal(signal.SIGINT)
         first.wait(timeout=30)
     assert "ioblck" not in netns_list()
+    assert "ioblck" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+
+
+@needs_root
+def test_a_veth_pair_left_outside_its_namespaces_does_not_stop_the_next_run():
+    """A run killed between `ip link add` and `ip link set netns` leaves the pair in the root
+    namespace; the next run of that name failed with "RTNETLINK answers: File exists" (CI did)."""
+    subprocess.run(["ip", "link", "add", "iobstl-s", "type", "veth", "peer", "name", "iobstl-c"],
+                   check=True)
+    try:
+        p = subprocess.run([str(SCRIPTS / "netns-link"), "--name", "iobstl", "--", "--bytes",
+                            "1M", "-q"], env=dict(os.environ, IOBENCH_BIN=BIN),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+    finally:
+        subprocess.run(["ip", "link", "del", "iobstl-s"], capture_output=True)
+    assert "iobstl" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+    assert "iobstl" not in netns_list()
 
 
 @needs_root

@@ -17,6 +17,11 @@ claim_name() {
 # ends up at MTU with a tbf rate cap RATE (EC2's per-flow cap is 5gbit). The namespaces exist.
 veth_link() {
   local ns_a=$1 dev_a=$2 ns_b=$3 dev_b=$4 mtu=$5 rate=$6 ns dev
+  # A run killed between `link add` and `link set netns` leaves the pair in this namespace, and
+  # every later run of its name would fail with "File exists". The caller holds the name's lock,
+  # so a device of these names here is such a leftover: deleting one end deletes the pair.
+  ip link del "$dev_a" 2>/dev/null || true
+  ip link del "$dev_b" 2>/dev/null || true
   ip link add "$dev_a" type veth peer name "$dev_b"
   ip link set "$dev_a" netns "$ns_a"
   ip link set "$dev_b" netns "$ns_b"
