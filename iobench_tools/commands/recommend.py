@@ -22,7 +22,7 @@ from iobench_tools.lib.kernel import resultfolder
 from iobench_tools.lib.judging import carryover
 from iobench_tools.lib.judging import costmodel
 from iobench_tools.lib.sweeps import fanoutlib
-from iobench_tools.lib.sweeps import fanoutrule
+from iobench_tools.lib.sweeps import studyrule
 from iobench_tools.lib.sweeps import noisefloor
 from iobench_tools.lib.sweeps import sweeplib
 from iobench_tools.lib.fleet import fleetlib
@@ -108,6 +108,7 @@ def report(manifest, rows, tolerance, micro=None):
                   "one host's campaign of sweeps by rule v2 (docs/design-rule-v2.md), fixed "
                   "before the runs; the answer by host is results/design-answer/README.md."]
         lines += many_connections(prs, tolerance)
+        lines += studyrule.sweep_lines(prs, DESIGN_ANSWER)
     if len(placements) > 1:
         lines += ["# Across placements", ""]
         chosen = {pl: d for pl, d in defaults.items() if d is not None}
@@ -336,7 +337,7 @@ def fanout_report(doc, tolerance):
              "(docs/design-rule-v2.md): results/design-answer/README.md", "",
              "## Recommendation", ""]
     lines += [f"- {fanoutlib.recommendation(v)}" for v in verdicts]
-    lines += [""] + fanoutrule.lines(doc, DESIGN_ANSWER)
+    lines += [""] + studyrule.lines(doc, DESIGN_ANSWER)
     lines += ["## Why", ""] + [f"- {fanoutlib.answer_text(v)}" for v in verdicts]
     for v in verdicts:
         lines += [fanoutlib.table(doc["cells"], doc["replicas"], doc["bufs"], v["shape"],

@@ -54,7 +54,13 @@ def parse_args(argv):
                          "not)")
     ap.add_argument("--busy", type=int, default=0,
                     help="CPU-bound processes beside the --loops runs (0)")
+    ap.add_argument("--loop-protos", default="tcp",
+                    help="the protocols the --loops runs use, a list: tcp, tls (tcp)")
     a = ap.parse_args(argv)
+    a.loop_protos = [p for p in a.loop_protos.split(",") if p]
+    bad = [p for p in a.loop_protos if p not in ("tcp", "tls")] or ([] if a.loop_protos else [""])
+    if bad:
+        ap.error(f"invalid --loop-protos: '{bad[0]}' (expected tcp, tls or both)")
     if not 0 <= a.loops <= 1000:
         ap.error(f"invalid --loops {a.loops}: expected 0..1000")
     if not 0 <= a.busy <= 64:
@@ -165,10 +171,11 @@ def busy_loops(count, seconds):
             p.wait()
 
 
-def loop_test(tree, test, a):
-    """The PR's own Tcl tests `a.loops` times in a row, in a unit of only their blocks, beside
-    `a.busy` busy loops: how many times each passed, and the run's status and time."""
-    cases = test.get("loop_cases", [test["case"]])
+def loop_test(tree, test, a, proto):
+    """The PR's own Tcl tests `a.loops` times in a row over `proto`, in a unit of only their
+    blocks, beside `a.busy` busy loops: how many times each passed, and the run's status and
+    time."""
+    cases = test["loop_cases"]
     suite = tree + "-loop-suite"
     valkeypr.copy_suite(tree, suite)
     with open(os.path.join(suite, "tests", test["unit"] + ".tcl")) as f:
@@ -179,16 +186,17 @@ def loop_test(tree, test, a):
     server = os.path.join(tree, "src", "valkey-server")
     runner = valkeytests.Runner(suite, server, os.path.dirname(tree), a.timeout, 1)
     with busy_loops(a.busy, a.timeout):
-        res = runner.run(server, "tcp", unit, extra=["--loops", str(a.loops)])
-    return {"unit": test["unit"], "cases": cases, "loops": a.loops, "busy": a.busy,
+        res = runner.run(server, proto, unit, extra=["--loops", str(a.loops)])
+    return {"unit": test["unit"], "cases": cases, "loops": a.loops, "busy": a.busy, "proto": proto,
             "status": res["status"], "seconds": res["seconds"],
             "passed": {c: res["passed"].count(c) for c in cases}, "failed": res["failed"],
             "exception": res["exception"], **({"tail": res["tail"]} if res["tail"] else {})}
 
 
 def loops_good(loops):
-    return loops is None or (loops["status"] == "passed" and
-                             all(n == loops["loops"] for n in loops["passed"].values()))
+    """Whether every --loops run (one per protocol) passed every case every time."""
+    return all(run["status"] == "passed" and all(n == run["loops"] for n in run["passed"].values())
+               for run in loops or [])
 
 
 def check(name, a, work):
@@ -220,8 +228,12 @@ def check(name, a, work):
         return out
     if a.static:
         return out
-    for tree, key, want in ((with_change, "with_change", "passed"),
-                            (test_alone, "without_change", "failed")):
+    # A test-only PR (a test that checked nothing, fixed) has no change to fail without: its
+    # test must pass on its base, and that is all a run can show.
+    runs = [(with_change, "with_change", "passed")]
+    if not pr["test"].get("test_only"):
+        runs.append((test_alone, "without_change", "failed"))
+    for tree, key, want in runs:
         log = os.path.join(work, f"{name}-{key}.log")
         verdict, build_s, test_s, cases, unit = build_and_test(tree, pr["test"], a.timeout, log)
         # With the change, a Tcl case counts only if its whole unit passes too: the first
@@ -233,8 +245,8 @@ def check(name, a, work):
             out[key]["tcl_unit"] = unit
         if verdict != want:
             out[key]["log_tail"] = tail(log)
-    if a.loops and pr["test"]["kind"] == "tcl" and out["with_change"]["test"] == "passed":
-        out["loops"] = loop_test(with_change, pr["test"], a)
+    if a.loops and pr["test"].get("loop_cases") and out["with_change"]["test"] == "passed":
+        out["loops"] = [loop_test(with_change, pr["test"], a, proto) for proto in a.loop_protos]
     return out
 
 
@@ -268,7 +280,10 @@ def report_md(doc):
             else ("clean" if not c["format_unclean"] else "unclean: " + ", ".join(c["format_unclean"]))
         def test(key):
             t = c.get(key)
-            return f"{t['test']} (build {t['build_s']} s, test {t['test_s']} s)" if t else "-"
+            if not t:
+                return "- (a test-only PR)" if c["test"].get("test_only") and c.get("with_change") \
+                    else "-"
+            return f"{t['test']} (build {t['build_s']} s, test {t['test_s']} s)"
         lines.append(f"| {c['name']} | {'yes' if c.get('applies') else 'no'} | "
                      f"{'yes' if c.get('test_applies_alone') else '-'} | {fmt} | "
                      f"{test('with_change')} | {test('without_change')} | "
@@ -289,9 +304,9 @@ def report_md(doc):
                 lines[-1] += (f"; its unit {unit['unit']}: {unit['status']} in {unit['seconds']} s, "
                               f"{unit['passed']} passed, failed: {', '.join(unit['failed']) or 'none'}")
     for c in doc["prs"]:
-        loops = c.get("loops")
-        if loops:
-            lines += ["", f"{c['name']}, its own tests {loops['loops']} times in a row "
+        for loops in c.get("loops") or []:
+            lines += ["", f"{c['name']}, its own tests {loops['loops']} times in a row over "
+                      f"{loops['proto'].upper()} "
                       f"({loops['unit']}'s blocks of: {', '.join(loops['cases'])}), beside "
                       f"{loops['busy']} busy loops: {loops['status']} in {loops['seconds']} s; "
                       "passed " + ", ".join(f"{n} of {loops['loops']} ({case})"
