@@ -282,6 +282,35 @@ def log2_histogram(sizes):
     return {f"{low}..{2 * low - 1}": buckets[low] for low in sorted(buckets)}
 
 
+def _log_time(parts):
+    """A Valkey log line's time ("PID:R 29 Nov 2026 04:12:09.123 ..." split), in seconds."""
+    return time.mktime(time.strptime(" ".join(parts[1:4]), "%d %b %Y")) + sum(
+        float(x) * m for x, m in zip(parts[4].split(":"), (3600, 60, 1)))
+
+
+def sync_span(log, replicas):
+    """Seconds from the primary's first "Starting BGSAVE for SYNC" to its `replicas`-th replica
+    online ("Synchronization with replica ... succeeded"; a dual channel replica's main channel:
+    "Partial resynchronization request from ... accepted"), from its log's millisecond
+    timestamps: the full sync as the primary saw it, without the time a replica takes to
+    connect (its cron, about a second, quantises the time from REPLICAOF), or None."""
+    begin, done = None, 0
+    with open(log) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) < 6:
+                continue
+            if "Starting BGSAVE for SYNC" in line and begin is None:
+                begin = _log_time(parts)
+            elif begin is not None and (("Synchronization with replica" in line
+                                         and "succeeded" in line)
+                                        or "Partial resynchronization request from" in line):
+                done += 1
+                if done == replicas:
+                    return _log_time(parts) - begin
+    return None
+
+
 def log_span(log, start_at):
     """Seconds from the primary's "Starting BGSAVE for SYNC" to the end of the RDB transfer
     ("Streamed RDB transfer ... succeeded", or "Synchronization with replica ... succeeded"
@@ -293,8 +322,7 @@ def log_span(log, start_at):
             parts = line.split()
             if len(parts) < 6:
                 continue
-            t = time.mktime(time.strptime(" ".join(parts[1:4]), "%d %b %Y")) + sum(
-                float(x) * m for x, m in zip(parts[4].split(":"), (3600, 60, 1)))
+            t = _log_time(parts)
             if "Starting BGSAVE for SYNC" in line and begin is None:
                 begin = t
             elif begin is not None and ("Streamed RDB transfer" in line

@@ -21,6 +21,9 @@ FIGURES = [
 # counted have none) and, on a fleet whose links differ, the sync of the replicas behind the
 # fastest links and of those behind the slower.
 LOOP_FIGURES = [
+    # From the primary's first BGSAVE for SYNC to its last replica's sync, by its log: the sync
+    # without the replicas' connect time, which quantises sync_s near a second.
+    ("primary_sync_s", "primary's sync s", 1),
     ("writer_epoll_waits", "writer epoll_wait", 1),
     ("writer_epoll_ctls", "writer epoll_ctl", 1),
     ("writer_pipe_reads", "writer pipe reads", 1),
