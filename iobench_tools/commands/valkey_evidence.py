@@ -205,6 +205,11 @@ def main(argv=None):
            "sources": {"sync": "iobench watch (eBPF) on the primary and replicas: the socket "
                                "writer's writes and CPU; the sync's time from REPLICAOF to every "
                                "replica's link up",
+                       "primary's sync": "the primary's log, millisecond timestamps: its first "
+                                         "'Starting BGSAVE for SYNC' to its last replica online "
+                                         "('Synchronization with replica ... succeeded', or a "
+                                         "dual channel main channel's 'Partial "
+                                         "resynchronization request ... accepted')",
                        "event loop": "iobench watch (eBPF, raw sys_enter): the socket writer's "
                                      "epoll_wait (+ epoll_pwait) calls, one per pass of its event "
                                      "loop, its epoll_ctl calls and its reads of pipes",
