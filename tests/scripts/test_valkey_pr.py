@@ -198,3 +198,19 @@ def test_the_9_1_2_report_names_its_builds_gtests_and_patches():
     assert "series (`build/valkey/9.1/series`)" in md
     assert "| series | failed | 899 | A.b | 31.0 |" in md
     assert "- series: `01-x.patch` abababababab" in md and "- stock: none (stock)" in md
+
+
+def test_a_test_that_names_what_its_change_adds_fails_by_not_compiling_without_it():
+    from iobench_tools.commands import valkey_pr
+    test = {"kind": "unit", "files": ["test_rio.cpp", "test_replication.cpp"]}
+    ours = {"test": "build failed", "log_tail": (
+        "test_rio.cpp:260:38: error: 'REPL_CHUNK_SIZE' was not declared in this scope\n"
+        "make: *** [Makefile:801: valkey-unit-gtests] Error 2\n")}
+    assert valkey_pr.fails_by_its_test(ours, test)
+    # An error outside the PR's test files is a broken build, not a failing test.
+    broken = {"test": "build failed", "compile_errors": [
+        ["test_rio.cpp", "'REPL_CHUNK_SIZE' was not declared in this scope"],
+        ["rio.c", "expected ';' before '}' token"]]}
+    assert not valkey_pr.fails_by_its_test(broken, test)
+    assert not valkey_pr.fails_by_its_test({"test": "build failed", "log_tail": "Error 2\n"}, test)
+    assert not valkey_pr.fails_by_its_test(dict(ours, test="passed"), test)
