@@ -207,9 +207,8 @@ def main(argv=None):
                                "replica's link up",
                        "primary's sync": "the primary's log, millisecond timestamps: its first "
                                          "'Starting BGSAVE for SYNC' to its last replica online "
-                                         "('Synchronization with replica ... succeeded', or a "
-                                         "dual channel main channel's 'Partial "
-                                         "resynchronization request ... accepted')",
+                                         "('Synchronization with replica ... succeeded'; a dual "
+                                         "channel replica's at its first ACK after its load)",
                        "event loop": "iobench watch (eBPF, raw sys_enter): the socket writer's "
                                      "epoll_wait (+ epoll_pwait) calls, one per pass of its event "
                                      "loop, its epoll_ctl calls and its reads of pipes",

@@ -290,10 +290,11 @@ def _log_time(parts):
 
 def sync_span(log, replicas):
     """Seconds from the primary's first "Starting BGSAVE for SYNC" to its `replicas`-th replica
-    online ("Synchronization with replica ... succeeded"; a dual channel replica's main channel:
-    "Partial resynchronization request from ... accepted"), from its log's millisecond
-    timestamps: the full sync as the primary saw it, without the time a replica takes to
-    connect (its cron, about a second, quantises the time from REPLICAOF), or None."""
+    online ("Synchronization with replica ... succeeded": a dual channel replica's main channel
+    too, at its first ACK once it has loaded the RDB; its early "Partial resynchronization
+    request ... accepted" is not the end), from its log's millisecond timestamps: the full sync
+    as the primary saw it, without the time a replica takes to connect (its cron, about a
+    second, quantises the time from REPLICAOF), or None."""
     begin, done = None, 0
     with open(log) as f:
         for line in f:
@@ -302,9 +303,8 @@ def sync_span(log, replicas):
                 continue
             if "Starting BGSAVE for SYNC" in line and begin is None:
                 begin = _log_time(parts)
-            elif begin is not None and (("Synchronization with replica" in line
-                                         and "succeeded" in line)
-                                        or "Partial resynchronization request from" in line):
+            elif begin is not None and "Synchronization with replica" in line \
+                    and "succeeded" in line:
                 done += 1
                 if done == replicas:
                     return _log_time(parts) - begin
