@@ -214,10 +214,17 @@ def loop_test(tree, test, a, proto):
             "exception": res["exception"], **({"tail": res["tail"]} if res["tail"] else {})}
 
 
-def loops_good(loops):
+def loop_runs(c):
+    """A check's --loops runs, one per protocol (a record from before --loop-protos holds one
+    TCP run as a dict)."""
+    loops = c.get("loops") or []
+    return [dict(loops, proto=loops.get("proto", "tcp"))] if isinstance(loops, dict) else loops
+
+
+def loops_good(c):
     """Whether every --loops run (one per protocol) passed every case every time."""
     return all(run["status"] == "passed" and all(n == run["loops"] for n in run["passed"].values())
-               for run in loops or [])
+               for run in loop_runs(c))
 
 
 def check(name, a, work):
@@ -292,7 +299,7 @@ def good(c):
             and c.get("with_change", {"test": "passed"})["test"] == "passed"
             and (c.get("without_change", {"test": "failed"})["test"] == "failed"
                  or fails_by_its_test(c["without_change"], c["test"]))
-            and loops_good(c.get("loops")))
+            and loops_good(c))
 
 
 def report_md(doc):
@@ -334,7 +341,7 @@ def report_md(doc):
                 lines[-1] += (f"; its unit {unit['unit']}: {unit['status']} in {unit['seconds']} s, "
                               f"{unit['passed']} passed, failed: {', '.join(unit['failed']) or 'none'}")
     for c in doc["prs"]:
-        for loops in c.get("loops") or []:
+        for loops in loop_runs(c):
             lines += ["", f"{c['name']}, its own tests {loops['loops']} times in a row over "
                       f"{loops['proto'].upper()} "
                       f"({loops['unit']}'s blocks of: {', '.join(loops['cases'])}), beside "

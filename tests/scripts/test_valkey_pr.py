@@ -214,3 +214,15 @@ def test_a_test_that_names_what_its_change_adds_fails_by_not_compiling_without_i
     assert not valkey_pr.fails_by_its_test(broken, test)
     assert not valkey_pr.fails_by_its_test({"test": "build failed", "log_tail": "Error 2\n"}, test)
     assert not valkey_pr.fails_by_its_test(dict(ours, test="passed"), test)
+
+
+def test_a_record_from_before_loop_protos_reads_as_one_tcp_loop():
+    from iobench_tools.commands import valkey_pr
+    run = {"unit": "u", "cases": ["a"], "loops": 3, "busy": 0, "status": "passed",
+           "seconds": 1.0, "passed": {"a": 3}, "failed": [], "exception": None}
+    old = {"name": "02-x", "test": {"kind": "tcl"}, "patch_sha256": "ab" * 32, "loops": run}
+    assert valkey_pr.loop_runs(old) == [dict(run, proto="tcp")] and valkey_pr.loops_good(old)
+    new = dict(old, loops=[dict(run, proto="tls"), dict(run, proto="tcp", passed={"a": 2})])
+    assert not valkey_pr.loops_good(new)  # one protocol's run missed a pass
+    doc = {"command": "scripts/valkey-pr", "prs": [old], "series_applies": True}
+    assert "its own tests 3 times in a row over TCP" in valkey_pr.report_md(doc)
