@@ -211,7 +211,9 @@ def loop_test(tree, test, a, proto):
     return {"unit": test["unit"], "cases": cases, "loops": a.loops, "busy": a.busy, "proto": proto,
             "status": res["status"], "seconds": res["seconds"],
             "passed": {c: res["passed"].count(c) for c in cases}, "failed": res["failed"],
-            "exception": res["exception"], **({"tail": res["tail"]} if res["tail"] else {})}
+            "exception": res["exception"],
+            **({"tail": [line.replace(os.path.dirname(tree), "WORK") for line in res["tail"]]}
+               if res["tail"] else {})}
 
 
 def loop_runs(c):
@@ -275,7 +277,8 @@ def check(name, a, work):
             with open(log, errors="replace") as f:
                 out[key]["compile_errors"] = compile_errors(f.read())
         if verdict != want:
-            out[key]["log_tail"] = tail(log)
+            # The trees' scratch folder is this machine's: a record names it WORK.
+            out[key]["log_tail"] = tail(log).replace(work, "WORK")
     if a.loops and pr["test"].get("loop_cases") and out["with_change"]["test"] == "passed":
         out["loops"] = [loop_test(with_change, pr["test"], a, proto) for proto in a.loop_protos]
     return out
