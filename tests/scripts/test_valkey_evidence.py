@@ -53,9 +53,9 @@ def test_the_primarys_sync_runs_from_its_bgsave_to_its_last_replica_online(tmp_p
         "accepted. Sending 0 bytes of backlog starting from offset 1.\n"
         "1:M 29 Nov 2026 04:12:10.450 * Synchronization with replica 127.0.0.1:7001 succeeded\n"
         "1:M 29 Nov 2026 04:12:10.900 * Synchronization with replica 127.0.0.1:7002 succeeded\n")
-    assert realsync.replsynclib.sync_span(str(log), 1) == pytest.approx(1.25, abs=1e-3)
-    assert realsync.replsynclib.sync_span(str(log), 2) == pytest.approx(1.7, abs=1e-3)
-    assert realsync.replsynclib.sync_span(str(log), 3) is None  # a replica never came online
+    assert realsync.replsynclib.sync_span(log.read_text(), 1) == pytest.approx(1.25, abs=1e-3)
+    assert realsync.replsynclib.sync_span(log.read_text(), 2) == pytest.approx(1.7, abs=1e-3)
+    assert realsync.replsynclib.sync_span(log.read_text(), 3) is None  # a replica never came online
 
 
 def test_the_benchmarks_own_percentiles_are_read():

@@ -102,7 +102,7 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
         log = open(primary.log).read()
         fig = sync_figures(procs, primary.proc.pid, [r.proc.pid for r in replicas], took)
         fig["bgsaves"] = log.count("Starting BGSAVE for SYNC")
-        fig["primary_sync_s"] = replsynclib.sync_span(primary.log, len(replicas))
+        fig["primary_sync_s"] = replsynclib.sync_span(log, len(replicas))
         if fleet:
             fig.update(sync_by_link_rate(up, fleet.rates))
         if strace:

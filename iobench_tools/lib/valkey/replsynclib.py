@@ -288,26 +288,25 @@ def _log_time(parts):
         float(x) * m for x, m in zip(parts[4].split(":"), (3600, 60, 1)))
 
 
-def sync_span(log, replicas):
+def sync_span(text, replicas):
     """Seconds from the primary's first "Starting BGSAVE for SYNC" to its `replicas`-th replica
     online ("Synchronization with replica ... succeeded": a dual channel replica's main channel
     too, at its first ACK once it has loaded the RDB; its early "Partial resynchronization
     request ... accepted" is not the end), from its log's millisecond timestamps: the full sync
     as the primary saw it, without the time a replica takes to connect (its cron, about a
-    second, quantises the time from REPLICAOF), or None."""
+    second, quantises the time from REPLICAOF), or None. `text`: the log, as read."""
     begin, done = None, 0
-    with open(log) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) < 6:
-                continue
-            if "Starting BGSAVE for SYNC" in line and begin is None:
-                begin = _log_time(parts)
-            elif begin is not None and "Synchronization with replica" in line \
-                    and "succeeded" in line:
-                done += 1
-                if done == replicas:
-                    return _log_time(parts) - begin
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 6:
+            continue
+        if "Starting BGSAVE for SYNC" in line and begin is None:
+            begin = _log_time(parts)
+        elif begin is not None and "Synchronization with replica" in line \
+                and "succeeded" in line:
+            done += 1
+            if done == replicas:
+                return _log_time(parts) - begin
     return None
 
 
