@@ -56,22 +56,33 @@ def why_not(h):
                      for _, small, _, _, _ in h["failed"]) or "no smaller size"
 
 
+def preamble(sizes, cost, study, design, holds_where=""):
+    """What a section reads and what "holds" means: one text for a fan-out and a sweep."""
+    return (f"{sizes} by rule v2's sequence on the {cost} (its rounds paired, one study: t on "
+            f"rounds - 1 df). The real server's memory and p99 are not measured in a {study}, so "
+            f"no step from 16K up passes; {size_label(design)} holds{holds_where} when no larger "
+            f"size replaces it and its CPU is shown below x{1 + rule.DELTA:.2f} of every smaller "
+            "size's.")
+
+
+def held(h, design=None):
+    """'holds', or why not in bold; the design's size named first when given."""
+    name = f"{size_label(design)} " if design else ""
+    return f"{name}holds" if h["holds"] else f"{name}**{why_not(h)}**"
+
+
 def lines(doc, design):
     """The report's section: one row per shape and protocol, each N's answer and whether the
     design's answer holds there."""
-    out = [f"## Rule v2 at each N (the design's rule, this scenario alone)", "",
-           "Each N's fixed sizes by rule v2's sequence on the writer's CPU per GiB (its rounds "
-           "paired, one study: t on rounds - 1 df). The real server's memory and p99 are not "
-           "measured in a fan-out, so no step from 16K up passes; "
-           f"{size_label(design)} holds at an N when no larger size replaces it and its CPU is "
-           f"shown below x{1 + rule.DELTA:.2f} of every smaller size's.", "",
+    out = ["## Rule v2 at each N (the design's rule, this scenario alone)", "",
+           preamble("Each N's fixed sizes", "writer's CPU per GiB", "fan-out", design,
+                    " at an N"), "",
            f"| shape | protocol | each N: rule v2's answer ({size_label(design)} holds?) |",
            "|---|---|---|"]
     for shape in doc["shapes"]:
         for proto in doc["protos"]:
             got = per_n(doc["cells"], doc["replicas"], doc["bufs"], shape, proto, design)
-            cells = "; ".join(f"N={n}: {size_label(a)} ("
-                              + ("holds" if h["holds"] else "**" + why_not(h) + "**") + ")"
+            cells = "; ".join(f"N={n}: {size_label(a)} ({held(h)})"
                               for n, a, h in got) or "no rounds recorded"
             out.append(f"| {shape} | {proto.upper()} | {cells} |")
     return out + [""]
@@ -81,12 +92,9 @@ def sweep_lines(rows, design):
     """One sweep's section: each protocol's one-connection sizes by rule v2's sequence on the
     total CPU per GiB, and whether the design's answer holds in this sweep."""
     out = ["### Rule v2 on this sweep alone (the design's rule, one study)", "",
-           "Each protocol's one-connection sizes by rule v2's sequence on the total CPU per GiB "
-           "(its rounds paired, one study: t on rounds - 1 df). The real server's memory and p99 "
-           "are not measured in a sweep, so no step from 16K up passes; "
-           f"{size_label(design)} holds when no larger size replaces it and its CPU is shown "
-           f"below x{1 + rule.DELTA:.2f} of every smaller size's. One sweep is one study: the "
-           "design pools a host's campaign (results/design-answer/README.md).", ""]
+           preamble("Each protocol's one-connection sizes", "total CPU per GiB", "sweep", design)
+           + " One sweep is one study: the design pools a host's campaign "
+           "(results/design-answer/README.md).", ""]
     for proto, s in sorted(designinputs.sweep_series(rows).items()):
         v = verdict(s, proto, design)
         if v is None:
@@ -94,7 +102,5 @@ def sweep_lines(rows, design):
                        "cells do not record their rounds, or one run each)")
             continue
         answer, h = v
-        out.append(f"- {proto.upper()}: rule v2 names {size_label(answer)}; "
-                   + (f"{size_label(design)} holds" if h["holds"]
-                      else f"{size_label(design)} **{why_not(h)}**"))
+        out.append(f"- {proto.upper()}: rule v2 names {size_label(answer)}; {held(h, design)}")
     return out + [""]
