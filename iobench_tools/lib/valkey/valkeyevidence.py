@@ -2,6 +2,7 @@
 (each pull request of patches/upstream/, or the whole series) beside stock 9.1.2, per protocol,
 mode and replica count, figure by figure, paired round by round."""
 from iobench_tools.lib.judging import statslib
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.sweeps.sweeplib import median
 
 # (key, heading, unit): every one is better lower.
@@ -133,7 +134,7 @@ def host_text(host):
     """The host line: every figure below is this host's (an older run did not record it)."""
     if not host:
         return "- host: not recorded by this run (before the host was recorded in every result)"
-    return (f"- host: {host.get('cpu_model')}, {host.get('cpus')} CPUs, {host.get('kernel')}, "
+    return (f"- host: {hostid.host_key(host)}, "
             f"{host.get('virtualisation', 'virtualisation unknown')}, {host.get('openssl')}")
 
 
