@@ -315,7 +315,28 @@ def v2_head(sweeps, evidence, evidence_path, host, unrecorded_used):
         + ("its host checked" if evidence.get("host") else "it names no host: read as this "
            "host's by --evidence-host-unrecorded, unchecked" if unrecorded_used else
            "it names no host: **not read** (its harms would be another host's)") + ")",
+        *harms_plan(evidence),
         f"- command: `{iobenchlib.recorded_command(PROG)}`"]
+
+
+HARMS_PAGE = "docs/design-rule-v2-harms.md"
+
+
+def harms_plan(evidence):
+    """The real server's run against the page that planned it (its rounds and conditions), when
+    the run records its start: [] for an older run, which no page planned."""
+    started = evidence.get("started")
+    if not started:
+        return []
+    commits = rule_commits(HARMS_PAGE)
+    first = commits[0] if commits else ("?", "?")
+    link = evidence.get("link") or {}
+    where = (f"{evidence.get('where')} {link.get('rate')} MTU {link.get('mtu')}" if link else
+             evidence.get("where", "?"))
+    return [f"- harms planned: `{HARMS_PAGE}`, first committed "
+            f"{first[0]} at {first[1]}; the real server's first run started {started} ({where}): "
+            + ("**the plan came first**" if first[1] < started else
+               "**the runs came first: not a pre-registered reading**")]
 
 
 def main_v2(a, sweeps, evidence, evidence_path, cpu, sizes, host):

@@ -167,6 +167,7 @@ def main(argv=None):
     if not shutil.which("redis-cli"):
         fail("redis-cli not found (scripts/setup --studies installs redis-tools)")
     servers = builds(a)
+    host = hostid.local_host()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     todo = cells(a)
     tmp = tempfile.mkdtemp(prefix="iobench-evidence-")
@@ -178,7 +179,8 @@ def main(argv=None):
             done = experiment.Experiment(
                 PROG, a.out, todo, a.rounds, run_one(a, servers, dataset, certs, tmp),
                 seed=a.seed, retries=a.retries,
-                identity={"servers": build_trees(servers),
+                # The host too: a run resumed on another machine is refused, never pooled.
+                identity={"servers": build_trees(servers), "host": hostid.host_key(host),
                           "rdb": a.rdb, "where": a.where,
                           **({"large_value": a.large_value} if a.large_value else {}), "cpus": a.cpus,
                           **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "load":
@@ -197,7 +199,7 @@ def main(argv=None):
            "rdb_bytes": rdb, **({"large_value_bytes": a.large_value} if a.large_value else {}),
            "rounds": a.rounds, "cpus": a.cpus,
            # The host, so a design's reading never takes another host's harms for its own.
-           "host": hostid.local_host(),
+           "host": host, "started": experiment.first_started(done),
            **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
            "load": {"rps": a.load_rps, "seconds": a.load_seconds, "command": a.load_command}

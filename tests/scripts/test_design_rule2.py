@@ -142,3 +142,16 @@ def test_the_command_refuses_the_pilot_and_the_design_sweeps_together():
     assert p.returncode != 0
     assert "the sweeps ran on 2 hosts" in p.stderr and "Intel" in p.stderr and "AMD" in p.stderr
     assert p.stderr.count("\n") == 1, p.stderr
+
+
+def test_the_real_server_s_run_is_read_against_the_page_that_planned_it(monkeypatch):
+    monkeypatch.setattr(design_answer, "rule_commits",
+                        lambda page: (("abc1234", "2026-11-29T07:50:00+00:00"),))
+    run = {"started": "2026-11-29T08:00:00+00:00", "where": "fleet",
+           "link": {"rate": "5gbit", "mtu": 9001}}
+    line, = design_answer.harms_plan(run)
+    assert "abc1234" in line and "fleet 5gbit MTU 9001" in line
+    assert "**the plan came first**" in line
+    line, = design_answer.harms_plan(dict(run, started="2026-11-29T07:00:00+00:00"))
+    assert "the runs came first" in line
+    assert design_answer.harms_plan({"where": "loopback"}) == []  # an older run: no plan

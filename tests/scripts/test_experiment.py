@@ -117,3 +117,11 @@ def test_a_child_is_stopped_by_sigint_even_when_its_parent_ignores_it(tmp_path):
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert p.returncode == 7, p.stderr
 
+
+
+def test_a_scenario_s_start_is_its_earliest_run_s_whatever_resumed_between():
+    done = {"a": {0: {"status": "ok", "ended": 1000.0, "seconds": 10.0},
+                  1: {"status": "ok", "ended": 5000.0, "seconds": 10.0}},
+            "b": {0: {"status": "failed", "ended": 2000.0}}, "c": {}}
+    assert experiment.first_started(done) == "1970-01-01T00:16:30+00:00"
+    assert experiment.first_started({"a": {}}) is None

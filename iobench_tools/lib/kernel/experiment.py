@@ -10,6 +10,7 @@ A scenario that stops when its answer is decided gives `after_round(rounds_done)
 one that keeps its progress in a record of its own (the sweep's manifest) subclasses Experiment
 and overrides load() and save().
 """
+import datetime
 import json
 import os
 import random
@@ -205,6 +206,17 @@ class Experiment:
             signal.signal(signal.SIGTERM, previous)
         self.save(done, "finished")
         return done
+
+
+def first_started(done):
+    """When the first run of a scenario began (UTC, ISO 8601; None before any ran): what a plan
+    committed before the runs is checked against, whatever resumes came between."""
+    starts = [r["ended"] - r.get("seconds", 0) for rounds in done.values()
+              for r in rounds.values() if r.get("ended")]
+    if not starts:
+        return None
+    return datetime.datetime.fromtimestamp(min(starts), datetime.timezone.utc).isoformat(
+        timespec="seconds")
 
 
 def run_scenario(prog, cells, rounds, run_one, out_dir=None, **options):
