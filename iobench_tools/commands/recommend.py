@@ -1,14 +1,16 @@
 """Reads a sweep and writes a Markdown report (results/<name>/recommendation.md): per protocol,
-the table in Valkey PR #817's columns, the knee (the smallest buffer within --tolerance of the
-lowest total CPU per GiB) with how sure it is (the runs' 95% bootstrap intervals and the
-Mann-Whitney U test), and the recommended default for one connection and for many. A knee inside
-the noise is not recommended: the report says how many more runs per cell would tell.
+the table in Valkey PR #817's columns, the intervals and regimes, and the one statement the
+project makes of one study: rule v2's fixed sequence on the sweep's paired rounds
+(lib/judging/studyjudge.py, the design's rule read on one study), settled or open, and the
+default for one connection and for many. An open statement is no default: the report says how
+many rounds per cell would likely settle it.
 
   scripts/recommend results/<name> [--tolerance 0.05] [--cost processes|host] [--report FILE]
                     [--micro MICRO.json]
 
-A fleet (results/<name>/fleet.json, scripts/fleet) gets the knee per pair, per instance type and
-across its pairs, saying which pairs disagree.
+A fleet (results/<name>/fleet.json, scripts/fleet) gets each pair's statement, and per instance
+type and across its pairs the size every pair names or the pairs that differ (hosts are never
+pooled).
 
 A fan-out scenario (results/<name>/fanout.json, scripts/fanout-scenario) gets the one-writer
 answer instead: per shape and protocol, whether one chunk size is right for every N replicas,
@@ -21,6 +23,7 @@ from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import resultfolder
 from iobench_tools.lib.judging import carryover
 from iobench_tools.lib.judging import costmodel
+from iobench_tools.lib.judging import studyjudge
 from iobench_tools.lib.sweeps import fanoutlib
 from iobench_tools.lib.sweeps import studyrule
 from iobench_tools.lib.sweeps import noisefloor
@@ -66,8 +69,11 @@ def report(manifest, rows, tolerance, micro=None):
         f = floors.get(pl)
         lines += [(f"{pl}: " if len(floors) > 1 else "") + x if x else x
                   for x in carryover.text(measured, manifest, f["half_width"] if f else None)]
-    lines += ["How sure: each knee is set against the lowest cell and the size below it, "
-              "with the medians of the cells' per-run total CPU per GiB (sender + receiver of "
+    lines += ["How sure: each protocol's statement is rule v2's sequence read on this sweep's "
+              "rounds (each size against the one it would replace: a gain past 10% shown at "
+              "one-sided 95% by Student's t on the paired log ratios, and its cost shown below "
+              "x1.10 of the one it replaces). The tables' intervals describe the cells: the medians "
+              "of the cells' per-run total CPU per GiB (sender + receiver of "
               "one run; with --cost host, the host's busy seconds per GiB over the sender's data "
               "phase, all CPUs). Cells measured in the same interleaved rounds are compared round "
               "by round — the ratio is the median of the per-round ratios, ± the half-width of "
@@ -75,14 +81,14 @@ def report(manifest, rows, tolerance, micro=None):
               "p < 0.05 and an interval that excludes 1 — since two runs of one round share the "
               "host's drift; other cells by the ratio of their medians, its bootstrap interval "
               "and Mann-Whitney U. "
-              "A knee whose place the noise could move is not recommended.", ""]
+              "An open statement is not recommended.", ""]
     failed = [c for c in manifest["cells"] if c.get("status") == "failed"]
     if failed:
         lines += ["Failed cells: " + ", ".join(f"{c['id']} ({c['error']})" for c in failed), ""]
     placements = sorted({r["placement"] for r in rows})
     if len(placements) > 1:
         lines += ["Cells measured under different CPU placements are never compared: each "
-                  "placement has its own tables, knees and default.", ""]
+                  "placement has its own tables, statements and default.", ""]
     defaults = {}
     for pl in placements:
         prs = [r for r in rows if r["placement"] == pl]
@@ -90,7 +96,7 @@ def report(manifest, rows, tolerance, micro=None):
             lines += [f"# Placement: {pl}", ""]
         elif pl == "unrecorded":
             lines += ["Placement: unrecorded (cells from an iobench that did not record it; "
-                      "placement moves the knee: re-run with --cpus to know).", ""]
+                      "placement moves the statement: re-run with --cpus to know).", ""]
         else:
             lines += [f"Placement: {pl}.", ""]
         picks, answers, body = proto_sections(prs, tolerance, micro)
@@ -98,12 +104,12 @@ def report(manifest, rows, tolerance, micro=None):
         unsure = noisefloor.excludes_one(floors.get(pl))
         if unsure:
             picks = {p: (k, unsure) for p, (k, _) in picks.items()}
-            lines += [f"**No knee above is decided**: {unsure}.", ""]
+            lines += [f"**No statement above is settled**: {unsure}.", ""]
         defaults[pl], default_lines = one_connection_default(picks, prs, answers)
-        lines += ["## This sweep's knees, per study" + (f" ({pl})" if len(placements) > 1 else ""),
+        lines += ["## This sweep's statements, per study" + (f" ({pl})" if len(placements) > 1 else ""),
                   ""]
         lines += default_lines
-        lines += ["- These are one sweep's CPU knees, not a design default. The design's chunk "
+        lines += ["- These are one sweep's CPU statements, not a design default. The design's chunk "
                   "also sets memory and client p99: scripts/design-answer weighs all three over "
                   "one host's campaign of sweeps by rule v2 (docs/design-rule-v2.md), fixed "
                   "before the runs; the answer by host is results/design-answer/README.md."]
@@ -113,12 +119,12 @@ def report(manifest, rows, tolerance, micro=None):
         lines += ["# Across placements", ""]
         chosen = {pl: d for pl, d in defaults.items() if d is not None}
         if len(set(chosen.values())) > 1:
-            lines.append("**The knee differs between placements**: "
+            lines.append("**The statement differs between placements**: "
                          + ", ".join(f"{sweeplib.size_label(d)} {pl}" for pl, d in chosen.items())
                          + ". No single default follows from this sweep: measure with the "
                            "placement the primary and its replicas will have.")
         elif chosen and len(chosen) == len(defaults):
-            lines.append(f"The knee is the same under every placement: "
+            lines.append(f"The statement is the same under every placement: "
                          f"{sweeplib.size_label(next(iter(chosen.values())))}.")
         else:
             lines.append("Not every placement gave a default (see above): no default across them.")
@@ -126,8 +132,8 @@ def report(manifest, rows, tolerance, micro=None):
 
 
 def proto_sections(rows, tolerance, micro=None):
-    """Per protocol: the PR #817 table and its knee. Returns ({proto: (knee, edge)}, {proto:
-    sweeplib.answer}, lines)."""
+    """Per protocol: the PR #817 table and its statement. Returns ({proto: pick}, {proto:
+    studyjudge.Verdict}, lines)."""
     picks, answers, lines = {}, {}, []
     for proto in sorted({r["proto"] for r in rows}):
         rs = [r for r in rows if r["proto"] == proto and r["conns"] == 1 and r["group"] is None]
@@ -158,48 +164,37 @@ def proto_sections(rows, tolerance, micro=None):
         model, scope = sweeplib.model_for(rs, best, micro)
         if model:
             lines += ["", costmodel.text(model, sweeplib.size_label, scope)]
-        v = sweeplib.decide_knee(rs, tolerance)
-        answers[proto] = a = sweeplib.answer(rs, tolerance, v, micro, model)
-        if a["size"] is not None:
-            lines += ["", f"Statement: {sweeplib.size_label(a['size'])} ({a['kind']}; "
-                          f"{sweeplib.ANSWER_KINDS[a['kind']]}). The one verdict per protocol: "
-                          "--repeat auto stops once each is decided, and scripts/repeatability "
-                          "counts them across sweeps."]
-        k, edge = v["knee"], v["edge"]
-        lowest = (f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
-                  f"{sweeplib.size_label(best['buf'])}.")
-        if edge:
-            picks[proto] = (k, edge)
-            lines += ["", f"{lowest} **No knee: {edge}.**", ""]
-            continue
-        sure, why = v["picked"], v["words"]
-        k["reason"] = reason_of(k, best)
-        if v["picked"] and not v["sure"]:
-            k["reason"] = f"the smallest size shown within {tolerance:.0%}"
-        by_model, model_words = sweeplib.model_decides(model, rs, k, best, tolerance)
-        if not sure and by_model:
-            sure, k["reason"] = True, "by the model"
-            why = f"{model_words}; the runs alone: {why}"
-        elif k["reason"] == "by measurement":
-            why += f"; {model_words}"
-        picks[proto] = (k, None if sure else f"the knee is inside the noise ({why})")
-        label = sweeplib.size_label(k["buf"])
-        if sweeplib.total_cpu_per_gib(k) > sweeplib.total_cpu_per_gib(best) * (1 + tolerance):
-            # From edge_of_range: the largest size's lead over this one is inside the noise.
-            lines += ["", f"{lowest} It cannot be told from {label} "
-                          f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB), so the knee is inside "
-                          f"the range{', ' + k['reason'] + ':' if sure else ', but **no knee with confidence**:'} "
-                          f"{why}.", ""]
-            continue
-        if sure:
-            lines += ["", f"{lowest} **Knee: {label}, {k['reason']}** ({why}) — the "
-                          f"smallest buffer within {tolerance:.0%} of it "
-                          f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB).", ""]
-        else:
-            lines += ["", f"{lowest} The smallest buffer within {tolerance:.0%} of it is {label} "
-                          f"({sweeplib.total_cpu_per_gib(k):.3f} s/GiB), but **no knee with "
-                          f"confidence**: {why}.", ""]
+        answers[proto] = v = studyjudge.judge({proto: studyjudge.of_rows(rs)})
+        picks[proto] = pick(v, rs)
+        lines += ["", f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
+                      f"{sweeplib.size_label(best['buf'])}. {statement(v)}", ""]
     return picks, answers, lines
+
+
+def statement(v):
+    """A protocol's one verdict on this sweep: rule v2's sequence on its rounds (studyjudge),
+    what --repeat auto waits for and scripts/repeatability counts across sweeps."""
+    if v.state == "unread":
+        return f"**No statement**: {v.words()} (an older sweep's cells record no rounds)."
+    state = {"ended": "settled", "all": "settled at the largest work tried",
+             "open": "open"}[v.state]
+    return (f"**Statement: {sweeplib.size_label(v.size)}** ({state}): {v.words()}. One sweep is "
+            "one study, read on CPU alone.")
+
+
+def pick(v, rs):
+    """(the row rule v2 names, why it is no default or None)."""
+    row = next((r for r in rs if r["buf"] == v.size), None)
+    if v.state == "unread":
+        return None, "no statement (cells without rounds)"
+    if v.state == "open":
+        more = f"; about {v.more} rounds per cell would likely settle it" if v.more else \
+            "; more rounds would not settle it"
+        return row, f"{sweeplib.size_label(v.size)} with a step still open{more}"
+    if v.state == "all" and len((row or {}).get("members", ())) < 2:
+        return row, (f"{sweeplib.size_label(v.size)} is the largest size tried and replaced "
+                     "the one before: sweep larger sizes")
+    return row, None  # settled, or the largest work tried stands for larger sizes (samework)
 
 
 def regime_lines(rs):
@@ -238,17 +233,9 @@ def regime_lines(rs):
                           f"{sweeplib.size_label(r['buf'])}: " + ", ".join(
                               f"{len(c)} {name} {iobenchlib.fmt_stat(iobenchlib.stat(c), 3, '–')}"
                               for name, c in split.items()) for r, split in mixed)
-                  + ". The knee below pools them; where the two differ by more than the "
-                    "tolerance, its interval carries that spread."]
+                  + ". The statement below pools them; where the two differ, its interval "
+                    "carries that spread."]
     return lines
-
-
-def reason_of(k, best):
-    """What decided a knee: the mechanism (it is the smallest of sizes that are the same work,
-    and they hold the lowest cost) or the measurement (its runs against the others')."""
-    if k.get("members") and k is best:
-        return "by mechanism"
-    return "by measurement"
 
 
 def cost_intervals(rs, best):
@@ -271,42 +258,27 @@ def cost_intervals(rs, best):
     judged = rs[0].get("cost", "processes")
     return (f"Intervals (median over sizes of the 95% interval's half-width of each size's "
             f"ratio to the lowest, relative to the ratio): "
-            + ", ".join(parts) + f"; the knee is judged on {judged} (--cost).")
+            + ", ".join(parts) + f"; the statement is judged on {judged} (--cost).")
 
 
 def one_connection_default(picks, rows, answers=None):
-    """The one-connection default (or None) and the lines that say it, bounded by what was
-    measured; with no default, what this sweep's statements were (pick_until_decided)."""
+    """The one-connection default of this sweep (or None) and the lines that say it: the
+    largest of the protocols' statements when every one is settled inside the range."""
     if not picks:
         return None, ["- One connection: no single-connection cells."]
-    at_edge = {p: e for p, (_, e) in picks.items() if e}
-    if at_edge:
+    unsettled = {p: why for p, (_, why) in picks.items() if why}
+    if unsettled:
         return None, ["- **One connection: no default from this sweep** — "
-                      + "; ".join(f"{p.upper()}: {e}" for p, e in sorted(at_edge.items())) + "."
-                      + pick_until_decided(answers or {})]
+                      + "; ".join(f"{p.upper()}: {e}" for p, e in sorted(unsettled.items()))
+                      + "."]
     one = max(k["buf"] for k, _ in picks.values())
     largest = max(r["buf"] for r in rows if r["conns"] == 1 and r["group"] is None)
-    return one, [f"- **One connection: {sweeplib.size_label(one)}** — the largest knee across "
-                 + ", ".join(f"{p.upper()} ({sweeplib.size_label(k['buf'])}, {k.get('reason', 'at the edge')})"
-                             for p, (k, _) in sorted(picks.items()))
-                 + f": below it CPU per GiB climbs; above it, up to the largest size tried "
-                   f"({sweeplib.size_label(largest)}), nothing is gained."]
-
-
-def pick_until_decided(answers):
-    """With no default, what one sweep can say: per protocol the size its statement names
-    (sweeplib.answer), and that none of them is a design default. The sizes the runs cannot part
-    are not parted here by a tie-break (the fewest calls favours the largest size, whatever the
-    runs say: issue #56); the design rule (docs/design-rule-v2.md, scripts/design-answer) weighs
-    them with memory and client p99 over several sweeps, the burden on the larger size."""
-    named = {p: a for p, a in answers.items() if a["size"] is not None}
-    if not named or len(named) < len(answers):
-        return ""
-    return (" This sweep's statements: "
-            + ", ".join(f"{p.upper()} {sweeplib.size_label(a['size'])} ({a['kind']})"
-                        for p, a in sorted(named.items()))
-            + "; none is a design default: scripts/design-answer weighs the sizes one sweep "
-              "cannot part with memory and p99, over several sweeps (docs/design-rule-v2.md).")
+    return one, [f"- **One connection: {sweeplib.size_label(one)}** — the largest statement "
+                 "across " + ", ".join(f"{p.upper()} {sweeplib.size_label(k['buf'])}"
+                                       for p, (k, _) in sorted(picks.items()))
+                 + f": each size up to it replaced the one before by more than 10%, and the "
+                   f"next, up to the largest size tried ({sweeplib.size_label(largest)}), did "
+                   "not."]
 
 
 def many_connections(rows, tolerance):
@@ -359,8 +331,9 @@ def main(argv=None):
     ap.add_argument("sweep_dir",
                     help="a sweep's folder (results/NAME), a fan-out scenario's or a fleet's")
     ap.add_argument("--tolerance", type=float, default=0.05,
-                    help="how far above the cheapest a size may cost and still be the knee (0.05:"
-                         " 5%%)")
+                    help="the resolution the A/A noise floor plans rounds for and the many-"
+                         "connection and fan-out verdicts read (0.05: 5%%); one connection's "
+                         "statement is rule v2's, at its fixed 10%%")
     ap.add_argument("--report", metavar="FILE",
                     help="write the recommendation here (default: recommendation.md in the "
                          "sweep's folder)")
@@ -371,7 +344,7 @@ def main(argv=None):
                          "model's cost per syscall is checked against its measured one, and "
                          "stands aside where the two intervals do not overlap")
     ap.add_argument("--cost", default="processes", choices=sweeplib.COSTS,
-                    help="what the knee is judged on: the two processes' CPU per GiB (default) "
+                    help="what the statement is judged on: the two processes' CPU per GiB (default) "
                          "or the host's busy time per GiB over the data phase (all CPUs, "
                          "softirqs wherever they land)")
     a = ap.parse_args(argv)

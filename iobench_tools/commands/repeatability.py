@@ -1,11 +1,11 @@
 """Reads several sweeps of one command and writes how repeatable their answer is (issue #48):
-each sweep's knee per protocol and how it was reached, how often each knee came out, whether
-the A/A control's stated 95% intervals cover 1 at that rate across the sweeps (and the
-between-sweep term by which a sweep's intervals must be widened where they do not), and each
-size's ratio to the largest size pooled across the sweeps with how many independent sweeps a
-verdict on it needs.
+each sweep's statement per protocol (rule v2 on that sweep: settled or open), how often each
+came out, whether the A/A control's stated 95% intervals cover 1 at that rate across the sweeps
+(and the between-sweep term by which a sweep's intervals must be widened where they do not),
+and each size's ratio to the largest size pooled across the sweeps with how many independent
+sweeps a verdict on it needs.
 
-  scripts/repeatability SWEEP... [--tolerance 0.05] [--micro MICRO.json] [--report FILE]
+  scripts/repeatability SWEEP... [--tolerance 0.05] [--report FILE]
 
 A SWEEP is a sweep's folder or a .tar.xz of one (how results/reference-repeat keeps ten sweeps'
 cells within a results folder's 5 MB)."""
@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 from iobench_tools.lib.kernel import iobenchlib
-from iobench_tools.lib.judging import costmodel
+from iobench_tools.lib.judging import studyjudge
 from iobench_tools.lib.sweeps import repeatability as rep
 from iobench_tools.lib.sweeps import sweeplib
 
@@ -28,13 +28,11 @@ def parse_args(argv=None):
                     help="sweep result folders (scripts/sweep NAME writes results/NAME) or "
                          ".tar.xz archives of them")
     ap.add_argument("--tolerance", type=float, default=0.05,
-                    help="the recommender's tolerance the knees are judged at (0.05)")
+                    help="the resolution the pooled ratios are read against (0.05); each sweep's "
+                         "statement is rule v2's, at its fixed 10%%")
     ap.add_argument("--report", metavar="FILE", help="write the report here (default: stdout)")
     iobenchlib.add_renamed_option(ap, "--out", "--report", "--out names a folder in every "
                                   "script; this is one file")
-    ap.add_argument("--micro", metavar="MICRO.json",
-                    help="iobench-micro's JSON from this host: the cost models are checked "
-                         "against it, as scripts/recommend --micro does")
     a = ap.parse_args(argv)
     iobenchlib.refuse_renamed(ap, a)
     if not 0 < a.tolerance < 1:
@@ -52,13 +50,14 @@ def seconds(manifest):
     return (t1 - t0).total_seconds()
 
 
-def statement(ans):
-    if ans["size"] is None:
-        return "none named (not parted)" if ans["kind"] == "not parted" else "nothing to compare"
-    return f"{sweeplib.size_label(ans['size'])} ({ans['kind']})"
+def statement(v):
+    """One sweep's statement as the table counts it (studyjudge: rule v2 on that sweep)."""
+    if v.state == "unread":
+        return "not read (no rounds recorded)"
+    return f"{sweeplib.size_label(v.size)} ({'open' if v.state == 'open' else 'settled'})"
 
 
-def sweep_table(sweeps, protos, tolerance, micro):
+def sweep_table(sweeps, protos):
     """The table of sweeps and {proto: Counter of statements}."""
     # The bytes per run come from the manifest: a default that depends on the link (--where
     # netns) makes two equal command lines move different payloads.
@@ -71,7 +70,7 @@ def sweep_table(sweeps, protos, tolerance, micro):
         cells = []
         for p in protos:
             rs = [v for (_, proto), v in groups.items() if proto == p]
-            s = statement(sweeplib.answer(rs[0], tolerance, micro=micro)) if rs else "not run"
+            s = statement(studyjudge.judge({p: studyjudge.of_rows(rs[0])})) if rs else "not run"
             counts[p][s] += 1
             cells.append(s)
         f = manifest.get("noise_floor")
@@ -131,12 +130,12 @@ def pair_lines(pairs, tolerance):
     return lines
 
 
-def report(sweeps, tolerance, micro=None):
+def report(sweeps, tolerance):
     # The same command but for each sweep's name.
     commands = sorted({m.get("command", "?").replace(f" {m.get('name')} ", " NAME ")
                        for _, m, _ in sweeps})
     protos = sorted({r["proto"] for _, _, rows in sweeps for r in rows})
-    table, counts = sweep_table(sweeps, protos, tolerance, micro)
+    table, counts = sweep_table(sweeps, protos)
     lines = [f"# Repeatability of {len(sweeps)} sweeps", "",
              "Command" + ("s (they differ: read with care)" if len(commands) > 1 else "") + ": "
              + "; ".join(f"`{c}`" for c in commands) + f". Tolerance {tolerance:.0%}.", ""]
@@ -163,11 +162,7 @@ def main(argv=None):
             manifest, rows = sweeplib.load(d, "repeatability")
             sweeps.append((manifest.get("name") or os.path.basename(os.path.normpath(d)),
                            manifest, rows))
-    try:
-        micro = costmodel.micro_per_call(a.micro) if a.micro else None
-    except ValueError as e:
-        sys.exit(f"repeatability: {e}")
-    text = report(sweeps, a.tolerance, micro)
+    text = report(sweeps, a.tolerance)
     if a.report:
         with open(a.report, "w") as f:
             f.write(text)

@@ -166,7 +166,10 @@ def test_the_playbook_sweeps_the_pairs_and_recommends_across_them(tmp_path):
     assert "### emu.small: a, c, e" in text and "### emu.large: b, d" in text, text
     assert "## One primary, several replicas" in text and "- e: connset, tls:" in text, text
     assert "not run: replica ghost" in text and "| d | emu.large | p3 → r3 | partial" in text
-    assert "Left out: d (" in text, text  # a partial sweep is not pooled
+    # Pairs are hosts: a size is named for a group only when every pair names it, never pooled.
+    assert "the pairs do not name one size" in text or "every pair's own statement names" \
+        in text, text
+    assert "pooled" not in text.split("## Per instance type")[1], text
 
 
 # --- the playbook's pieces, without hosts --------------------------------------------------

@@ -1,4 +1,4 @@
-"""scripts/repeatability: many sweeps of one command read together — each sweep's knee, how
+"""scripts/repeatability: many sweeps of one command read together — each sweep's statement, how
 often it came out, the A/A control's coverage of 1 across sweeps and the between-sweep term."""
 import io
 import json
@@ -58,13 +58,13 @@ def sweep_dir(tmp_path, name, cells, seed, aa):
     d = fake_sweep(tmp_path / name, cells)
     m = json.loads((d / "manifest.json").read_text())
     m.update(name=name, command=f"scripts/sweep {name} --proto tcp", seed=seed, rounds_run=5,
-             stopped="every knee decided", started="2026-11-27T08:00:00+00:00",
+             stopped="every statement settled", started="2026-11-27T08:00:00+00:00",
              finished="2026-11-27T08:04:00+00:00", noise_floor=floor(aa, 0.05))
     (d / "manifest.json").write_text(json.dumps(m))
     return d
 
 
-def test_the_report_counts_each_sweeps_knee_and_reads_archives(tmp_path):
+def test_the_report_counts_each_sweeps_statement_and_reads_archives(tmp_path):
     cells = [("tcp", 4096, 0, 3.0), ("tcp", 16384, 0, 1.0), ("tcp", 65536, 0, 0.99)]
     a = sweep_dir(tmp_path, "a", cells, 11, 1.0)
     b = sweep_dir(tmp_path, "b", cells, 12, 1.02)
@@ -77,9 +77,9 @@ def test_the_report_counts_each_sweeps_knee_and_reads_archives(tmp_path):
     out = p.stdout
     assert "# Repeatability of 2 sweeps" in out
     assert "Command: `scripts/sweep NAME --proto tcp`" in out
-    assert "| a | 240 s | 1M | 5 (every knee decided) | 11 | x1.000 [0.950..1.050] | 16K (sure) |" in out
-    assert "| b | 240 s | 1M | 5 (every knee decided) | 12 | x1.020" in out  # from its archive
-    assert "- TCP: 16K (sure) in 2 of 2" in out
+    assert "| a | 240 s | 1M | 5 (every statement settled) | 11 | x1.000 [0.950..1.050] | 16K (settled) |" in out
+    assert "| b | 240 s | 1M | 5 (every statement settled) | 12 | x1.020" in out  # from its archive
+    assert "- TCP: 16K (settled) in 2 of 2" in out
     assert "covered 1 in **2 of 2** sweeps" in out
     assert "| TCP (--cpus 0) | 4K / 64K | 2 | x3.0" in out
     assert "| above x1.05 |" in out and "| within x1.05 |" in out  # 4K and 16K against 64K

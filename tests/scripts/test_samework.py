@@ -1,10 +1,10 @@
 """Cells that are the same work (iobench_tools/lib/judging/samework.py), on constructed rows: which sizes
-are one workload, how their runs merge, and the knee the recommender then states."""
+are one workload, how their runs merge, and the statement the recommender then makes."""
 import pathlib
 import random
 
-from iobench_tools.lib.judging import samework
-from iobench_tools.lib.sweeps import sweeplib
+from iobench_tools.lib.judging import samework, studyjudge
+from iobench_tools.lib.sweeps import sweeplib, sweeprun
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -79,18 +79,16 @@ def test_a_class_costs_the_median_of_its_sizes_round_by_round():
     assert len(samework.merged(unpaired, sweeplib.size_label)["total_cpu_runs"]) == 9
 
 
-def test_the_knee_among_the_same_work_is_the_smallest_and_decided():
-    # Judged size by size, ±12% noise cannot show 16K within 5% of 64K or 256K in 12 rounds;
-    # as one workload there is nothing to show, and 8K's step above it is clear.
+def test_the_statement_among_the_same_work_is_its_smallest_size_and_settled():
+    # Judged size by size, 16K, 64K and 256K are one workload (the same records and writes):
+    # as one they are named by 16K, whose step over 8K is clear, and no larger work is left.
     for seed in range(1, 6):
         rows = tls_rows(seed)
-        assert sweeplib.all_decided(rows, 0.05), seed
+        assert not sweeprun.open_statements(rows), seed
         rs = sweeplib.same_work_rows(rows)
-        v = sweeplib.decide_knee(rs, 0.05)
-        k, best = v["knee"], v["best"]
-        assert v["edge"] is None and k["buf"] == 16 * K and k is best, seed
-        assert v["sure"] and "8K is" in v["words"], v["words"]
-
+        v = studyjudge.judge({"tls": studyjudge.of_rows(rs)})
+        assert v.size == 16 * K and v.state == "all", (seed, v)
+        assert v.steps[0][:3] == (8 * K, 16 * K, "passed"), v.steps
 
 def fanout_runs(costs, chunks):
     """A fan-out scenario's cells (fanout.json's "cells"): per size, five runs of the writer's
@@ -182,44 +180,14 @@ def test_a_fit_with_a_negative_cost_stands_aside_and_says_why():
     assert m["stands_aside"].startswith("its fitted cost per syscall is negative (-")
     assert "It stands aside: its fitted cost per syscall is negative" in costmodel.text(
         m, sweeplib.size_label, "every size")
-    assert not costmodel.holds_for(m, rows, 0.05)
-    decided, words = sweeplib.model_decides(m, rows, rows[0], rows[0], 0.05)
-    assert not decided and "the cost model stands aside (its fitted cost per syscall is " \
-        "negative" in words, words
     # A physical fit does not stand aside.
     exact = {b: [(2 * n * 10.24 * 4e-6) + 0.2] * 12 for b, n in calls.items()}
     assert costmodel.fit(model_rows(exact, calls), sweeplib.total_cpu_per_gib)["stands_aside"] is None
 
 
-def test_the_model_decides_a_knee_the_noisy_runs_cannot_where_it_holds():
-    # 64K is 3.6% above 256K and 16K 18% above, by the counts; every cell's runs ±20%: measured
-    # size by size, 64K's interval reaches past 5%. The model pools every size: 64K by the model.
-    calls = {4 * K: 25600, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
-    level = {b: (2 * n * 10.24 * 1.5e-6) + 1.0 for b, n in calls.items()}
-    costs = {b: [v * m for m in noisy(1.0, 0.2, i)] for i, (b, v) in enumerate(level.items())}
-    rows = model_rows(costs, calls)
-    for r in rows:  # medians on the model, as a long sweep's would be
-        scale = level[r["buf"]] / sweeplib.median(r["total_cpu_runs"])
-        r["total_cpu_runs"] = [x * scale for x in r["total_cpu_runs"]]
-    best = min(rows, key=sweeplib.total_cpu_per_gib)
-    k = next(r for r in rows if r["buf"] == 64 * K)
-    v = sweeplib.decide_knee(rows, 0.05)
-    sure = v["sure"]
-    assert v["knee"] is k, sweeplib.size_label(v["knee"]["buf"])
-    model = sweeplib.model_for(rows, best)[0]
-    decided, words = sweeplib.model_decides(model, rows, k, best, 0.05)
-    assert not sure and decided, words
-    assert "the model puts 64K at +" in words and "16K at +" in words
-    # Where a size is in another regime, the model stands aside.
-    rows[1]["total_cpu_runs"] = [x * 1.5 for x in rows[1]["total_cpu_runs"]]
-    model = sweeplib.model_for(rows, best)[0]
-    decided, words = sweeplib.model_decides(model, rows, k, best, 0.05)
-    assert not decided and "the measurement decides" in words, words
-
-
 def test_the_model_is_fitted_within_the_lowest_cells_regime():
     # 1K..8K senders ran throughout (charged the softirqs on their CPU: costlier per call);
-    # 16K..256K waited at times. The knee's model is fitted over the latter only.
+    # 16K..256K waited at times. The page's model is fitted over the latter only.
     calls = {1 * K: 102400, 4 * K: 25600, 8 * K: 12800, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
     rows = []
     for b, n in calls.items():
@@ -232,10 +200,6 @@ def test_the_model_is_fitted_within_the_lowest_cells_regime():
     model, scope = sweeplib.model_for(rows, best)
     assert scope == "the sizes whose sender waited at times" and model["workloads"] == 3
     assert abs(model["per_call_s"] - 1.5e-6) < 1e-9
-    k = next(r for r in rows if r["buf"] == 64 * K)
-    model = sweeplib.model_for(rows, best)[0]
-    decided, words = sweeplib.model_decides(model, rows, k, best, 0.05)
-    assert decided, words
 
 
 def test_a_size_whose_runs_fell_into_both_regimes_is_two_distributions():
@@ -279,19 +243,3 @@ def test_the_model_is_checked_against_iobench_micros_cost_per_syscall():
         in m["stands_aside"]
     m = costmodel.fit(rows, sweeplib.total_cpu_per_gib)
     assert "Not checked against iobench-micro" in costmodel.text(m, sweeplib.size_label)
-
-
-def test_the_model_decides_only_where_it_holds_at_both_ends_of_its_cost_per_call():
-    # The same pooled case as above (64K at +3.6%): with the cost per call known only to
-    # [1.2..6] µs, 64K would be above 5% at 6 µs, so the model cannot decide it.
-    calls = {4 * K: 25600, 16 * K: 6400, 64 * K: 1600, 256 * K: 400}
-    level = {b: (2 * n * 10.24 * 1.5e-6) + 1.0 for b, n in calls.items()}
-    rows = model_rows({b: [v] * 12 for b, v in level.items()}, calls)
-    best = min(rows, key=sweeplib.total_cpu_per_gib)
-    k = next(r for r in rows if r["buf"] == 64 * K)
-    model = sweeplib.model_for(rows, best)[0]
-    assert sweeplib.model_decides(model, rows, k, best, 0.05)[0]
-    decided, words = sweeplib.model_decides(dict(model, per_call_ci=(1.2e-6, 6e-6)), rows, k, best,
-                                            0.05)
-    assert not decided and "at 6.00 µs per syscall (an end of what is known of it) 64K would " \
-        "be +" in words and words.endswith("the model cannot decide it"), words

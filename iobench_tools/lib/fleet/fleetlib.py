@@ -1,11 +1,11 @@
 """The answer across a fleet's pairs (results/NAME/fleet.json, written by fleet/playbook.yml):
-each pair's knee from its own sweep, and the knee per instance type and across every pair from
-their runs pooled — each pair's runs relative to the median of its own lowest cell, so a faster
-host does not pass for noise — with the pairs that disagree named."""
+each pair's statement from its own sweep (studyjudge: rule v2 on its rounds, as scripts/recommend
+reads one sweep), and per instance type and across every pair the size every pair names, or the
+pairs that differ: pairs are different hosts, and hosts are never pooled as one."""
 import json
 import os
 
-from iobench_tools.lib.kernel.iobenchlib import median
+from iobench_tools.lib.judging import studyjudge
 from iobench_tools.lib.sweeps import fanoutlib
 from iobench_tools.lib.sweeps import sweeplib
 
@@ -32,94 +32,62 @@ def load(fleet_dir, cost):
 
 
 def groups(rows):
-    """{(placement, proto): rows}: the cells a knee is judged among."""
+    """{(placement, proto): rows}: the cells a statement is judged among."""
     out = {}
     for r in rows:
         out.setdefault((r["placement"], r["proto"]), []).append(r)
     return out
 
 
-def decide(rs, tolerance):
-    """(knee size or None, words), as scripts/recommend judges one sweep's protocol."""
-    v = sweeplib.decide_knee(rs, tolerance)
-    if v["edge"]:
-        return None, f"no knee: {v['edge']}"
-    k, sure, why = v["knee"], v["sure"], v["words"]
-    label = sweeplib.size_label(k["buf"])
-    if sure:
-        return k["buf"], f"**{label}** ({why})"
-    return None, f"no knee with confidence ({label} the likeliest; {why})"
+def decide(rs):
+    """(the size or None, words): the pair's statement, as scripts/recommend makes one sweep's
+    (studyjudge: rule v2 on its rounds); None unless settled inside the range."""
+    v = studyjudge.judge({rs[0]["proto"]: studyjudge.of_rows(rs)})
+    if v.state == "unread":
+        return None, f"no statement: {v.words()}"
+    label = sweeplib.size_label(v.size)
+    if v.state == "ended":
+        return v.size, f"**{label}** ({v.words()})"
+    return None, f"no settled statement ({label} so far; {v.words()})"
 
 
-def relative(rs):
-    """The rows with each run's cost over the median of the lowest cell's runs."""
-    base = min(median(r["total_cpu_runs"]) for r in rs)
-    if base <= 0:  # a cell measured as free (a clock too coarse for its run): kept as it is
-        return rs
-    return [dict(r, total_cpu_runs=[x / base for x in r["total_cpu_runs"]]) for r in rs]
+def pair_statements(pair):
+    return {key: decide(rs) for key, rs in groups(pair["rows"]).items()}
 
 
-def pooled(members, key):
-    """One row per size holding the relative runs of every member pair that measured the sizes
-    all the others did; returns (rows, names pooled, names left out and why)."""
-    have = {m["record"]["name"]: {r["buf"]: r for r in groups(m["rows"]).get(key, [])}
-            for m in members}
-    sizes = set().union(*(set(h) for h in have.values())) if have else set()
-    full = [n for n, h in have.items() if h and set(h) == sizes]
-    out = [f"{n} ({'no cells' if not h else 'sizes missing: a partial sweep'})"
-           for n, h in have.items() if n not in full]
-    rows = []
-    for buf in sorted(sizes):
-        runs, rounds = [], []
-        for n in full:
-            rel = {r["buf"]: r for r in relative(list(have[n].values()))}
-            runs += rel[buf]["total_cpu_runs"]
-            # A pair's rounds stay its own: two sizes are compared round by round within a pair.
-            rounds = None if rounds is None or rel[buf].get("rounds") is None else \
-                rounds + [f"{n}:{k}" for k in rel[buf]["rounds"]]
-        if full:
-            rows.append(dict(have[full[0]][buf], total_cpu_runs=runs, runs=len(runs),
-                             rounds=rounds))
-    return rows, full, out
-
-
-def pair_knees(pair, tolerance):
-    return {key: decide(rs, tolerance) for key, rs in groups(pair["rows"]).items()}
-
-
-def judged_lines(title, members, knees, tolerance):
-    """A pooled judgement per (placement, protocol) for these pairs, with who disagrees.
-    Returns (lines, {key: knee or None})."""
+def judged_lines(title, members, statements):
+    """Per (placement, protocol) for these pairs: the size every pair's own statement names, or
+    the pairs that differ. Pairs are hosts: their runs are never pooled as one host's (a
+    design across hosts is scripts/design-table's). Returns (lines, {key: size or None})."""
     members = [m for m in members if not m["fanout"]]  # one writer, N replicas: judged apart
     keys = sorted({k for m in members for k in groups(m["rows"])})
     lines, picks = [f"### {title}", ""], {}
     if not keys:
         return lines + ["No pair of these finished a cell: nothing to judge.", ""], picks
     for key in keys:
-        rows, full, left_out = pooled(members, key)
-        knee, words = decide(rows, tolerance) if len(rows) >= 1 else (None, "no cells")
-        picks[key] = knee
-        runs = min(r["runs"] for r in rows) if rows else 0
-        lines.append(f"- {key[1].upper()} ({key[0]}), {len(full)} pair(s) pooled, at least "
-                     f"{runs} runs per size: {words}.")
-        own = {n: knees[n].get(key, (None, "not measured")) for n in full}
-        disagree = [f"{n} ({sweeplib.size_label(k) if k else 'no sure knee'})"
-                    for n, (k, _) in own.items() if k != knee]
-        if disagree:
-            lines.append(f"  Pairs whose own sweep says otherwise: {', '.join(disagree)}.")
-        if left_out:
-            lines.append(f"  Left out: {', '.join(left_out)}.")
+        own = {m["record"]["name"]: statements[m["record"]["name"]].get(key, (None, "not measured"))
+               for m in members}
+        sizes = {k for k, _ in own.values()}
+        picks[key] = next(iter(sizes)) if len(sizes) == 1 else None
+        named = ", ".join(f"{n} {sweeplib.size_label(k) if k else 'none settled'}"
+                          for n, (k, _) in sorted(own.items()))
+        if picks[key] is not None:
+            lines.append(f"- {key[1].upper()} ({key[0]}): every pair's own statement names "
+                         f"**{sweeplib.size_label(picks[key])}** ({len(own)} pair(s)).")
+        else:
+            lines.append(f"- {key[1].upper()} ({key[0]}): the pairs do not name one size "
+                         f"({named}): no size for all of them.")
     return lines + [""], picks
 
 
 def default_line(picks, scope):
-    """The one-connection default from the knees of one scope's protocols."""
+    """The one-connection default from the statements of one scope's protocols."""
     if not picks or any(k is None for k in picks.values()):
         undecided = [f"{p.upper()}" for (_, p), k in sorted(picks.items()) if k is None]
-        return (f"**No default {scope}**" + (f": no sure knee for {', '.join(undecided)}"
+        return (f"**No default {scope}**" + (f": no settled statement for {', '.join(undecided)}"
                                              if undecided else ": no cells") + ".")
     one = max(picks.values())
-    return (f"**Default: {sweeplib.size_label(one)}** — the largest knee across "
+    return (f"**Default: {sweeplib.size_label(one)}** — the largest statement across "
             + ", ".join(f"{p.upper()} {sweeplib.size_label(k)}"
                         for (_, p), k in sorted(picks.items())) + ".")
 
@@ -146,8 +114,8 @@ def fanout_lines(pairs, tolerance):
 
 def report(fleet_dir, tolerance, cost):
     fleet, pairs = load(fleet_dir, cost)
-    knees = {p["record"]["name"]: pair_knees(p, tolerance) for p in pairs}
-    protos = sorted({k[1] for kn in knees.values() for k in kn})
+    statements = {p["record"]["name"]: pair_statements(p) for p in pairs}
+    protos = sorted({k[1] for kn in statements.values() for k in kn})
     lines = [f"# Buffer-size recommendation across a fleet: {fleet['name']}", "",
              f"- {len(pairs)} pairs in {len(fleet.get('waves', []))} wave(s) (pairs that share "
              f"a host run in different waves): "
@@ -156,13 +124,13 @@ def report(fleet_dir, tolerance, cost):
              f" from its primary",
              f"- started {fleet.get('started')}, finished {fleet.get('finished') or 'not yet'}",
              "",
-             "How: each pair's knee is judged on its own runs as scripts/recommend judges one "
-             "sweep (its recommendation.md has the tables). Per instance type and across the "
-             "fleet, the runs of every pair that measured every size are pooled, each relative "
-             "to the median of its own pair's lowest cell, and judged the same way: a knee is "
-             "named only when the pooled runs decide it.", "", "## Pairs", "",
+             "How: each pair's statement is rule v2 on its own rounds, as scripts/recommend "
+             "reads one sweep (its recommendation.md has the tables); a size counts only when "
+             "settled inside the range. Per instance type and across the fleet, a size is "
+             "named when every pair's own statement names it; pairs are hosts, never pooled "
+             "as one (a design across hosts: scripts/design-table).", "", "## Pairs", "",
              "| pair | instance type | primary → replica(s) | status | "
-             + " | ".join(f"{p.upper()} knee" for p in protos) + " |",
+             + " | ".join(f"{p.upper()} statement" for p in protos) + " |",
              "|---|---|---|---|" + "---|" * len(protos)]
     for p in pairs:
         rec = p["record"]
@@ -177,12 +145,12 @@ def report(fleet_dir, tolerance, cost):
                         if f.endswith(".json") and ".r" in f])
             status += (f" ({len(cells) - len(failed)} of {len(cells)} cells finished; {kept} "
                        f"run{'s' if kept != 1 else ''} kept in {rec['name']}/cells/)")
-        kn = knees[rec["name"]]
+        kn = statements[rec["name"]]
         shown = []
         for proto in protos:
             found = [k for (_, pr), (k, _) in kn.items() if pr == proto]
             shown.append("–" if not found else
-                         " / ".join(sweeplib.size_label(k) if k else "no sure knee" for k in found))
+                         " / ".join(sweeplib.size_label(k) if k else "none settled" for k in found))
         lines.append(f"| {rec['name']} | {rec.get('instance_type', '?')} | {rec.get('primary')} → "
                      f"{', '.join(rec.get('replicas', []))} | {status} | "
                      + " | ".join(shown) + " |")
@@ -193,11 +161,11 @@ def report(fleet_dir, tolerance, cost):
     for t in types:
         members = [p for p in pairs if p["record"].get("instance_type", "?") == t]
         body, picks = judged_lines(f"{t}: {', '.join(m['record']['name'] for m in members)}",
-                                   members, knees, tolerance)
+                                   members, statements)
         type_defaults[t] = max(picks.values()) if picks and None not in picks.values() else None
         lines += body + [f"- {default_line(picks, 'for ' + t)}", ""]
     lines += ["## Across the fleet", ""]
-    body, picks = judged_lines(f"All {len(pairs)} pairs", pairs, knees, tolerance)
+    body, picks = judged_lines(f"All {len(pairs)} pairs", pairs, statements)
     lines += body + [f"- {default_line(picks, 'across the fleet')}"]
     decided = {t: d for t, d in type_defaults.items() if d}
     if len(set(decided.values())) > 1:

@@ -183,31 +183,6 @@ def predict(model, row):
     return model["per_call_s"] * features(row)[0] + model["per_gib_s"]
 
 
-def bounded(model):
-    """The model at each end of what is known of its cost per call — the fit's interval, cut
-    to iobench-micro's measured one where both exist (the physics as the prior) — each with its
-    cost per GiB refitted at that cost per call: [model]. A prediction the model makes is only
-    as firm as it is at both ends."""
-    ci, micro = model.get("per_call_ci"), model.get("micro")
-    if micro and model["call"] == "syscall":
-        ci = (max(ci[0], micro["low"]), min(ci[1], micro["high"])) if ci else \
-            (micro["low"], micro["high"])
-    if not ci or ci[0] > ci[1]:
-        return [model]
-    ends = []
-    for per_call in (max(ci[0], 0.0), ci[1]):
-        per_gib = median([y - per_call * x for x, y in model["points"]])
-        ends.append(dict(model, per_call_s=per_call, per_gib_s=per_gib))
-    return ends
-
-
-def holds_for(model, rows, tolerance):
-    """Does the model describe these rows to within half the tolerance (each one's residual)?
-    A fit that stands aside (unphysical) describes none."""
-    return not model.get("stands_aside") and all(r["buf"] in model["residuals"]
-               and abs(model["residuals"][r["buf"]]) <= tolerance / 2 for r in rows)
-
-
 def text(model, label, scope=None):
     """'Cost model (…, a robust fit over 4 workloads): 2.40 µs per TLS record, 0.210 s per GiB;
     residuals 1K +1.2%, … (every size).', and why it stands aside when it does."""

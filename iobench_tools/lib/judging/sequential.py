@@ -8,6 +8,7 @@ not passed."""
 import math
 
 from iobench_tools.lib.judging import designrule2 as rule
+from iobench_tools.lib.kernel.iobenchlib import size_label
 
 ALPHA_PILOT = 0.01         # the pilot's one step: may the sequence start at 4K?
 ALPHA_MAIN = 0.04          # spent over the looks
@@ -59,8 +60,9 @@ def step_state(cpu, real, small, large, protos, level):
         if rule.bounds(p, level)[0] > rule.LINE:
             return "failed", s, f"{proto.upper()} {crit} shown above x{1 + rule.DELTA:.2f}"
     if gains and all(rule.bounds(p, level)[0] > -rule.LINE for p in gains.values()):
-        return "failed", s, (f"no test shows {large} cheaper than {small} by more than "
-                             f"{rule.DELTA:.0%}: each is shown short of it")
+        return "failed", s, (f"no test shows {size_label(large)} cheaper than "
+                             f"{size_label(small)} by more than {rule.DELTA:.0%}: each is shown "
+                             "short of it")
     return "open", s, ""
 
 

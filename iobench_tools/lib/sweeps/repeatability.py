@@ -1,7 +1,7 @@
-"""Many sweeps of one command, read together (issue #48): does every sweep name the same knee,
+"""Many sweeps of one command, read together (issue #48): does every sweep name the same size,
 and do the intervals a sweep states hold across sweeps?
 
-- Each sweep's statement per protocol (sweeplib.answer: the size and how it was reached), and
+- Each sweep's statement per protocol (studyjudge: rule v2 on that sweep, settled or open), and
   how often each came out.
 - The A/A control across sweeps: how many sweeps' stated 95% intervals cover 1 (with the Wilson
   interval of that rate: ten sweeps cannot show 95% to better than about ±15%), and the
@@ -32,7 +32,8 @@ def log_interval(ratio, low, high):
 def random_effects(points):
     """DerSimonian–Laird over [(log ratio, se)]: {"mean", "se", "tau", "q", "low", "high"} (the
     pooled ratio and its 95% interval as ratios; tau the between-sweep sd of the log ratio)."""
-    w = [1 / max(se, 1e-9) ** 2 for _, se in points]
+    points = [(x, max(se, 1e-9)) for x, se in points]  # a ratio the same every round: se 0
+    w = [1 / se ** 2 for _, se in points]
     fixed = sum(wi * x for wi, (x, _) in zip(w, points)) / sum(w)
     q = sum(wi * (x - fixed) ** 2 for wi, (x, _) in zip(w, points))
     c = sum(w) - sum(wi * wi for wi in w) / sum(w)

@@ -1,11 +1,12 @@
 """Rule v2 on one study (issue #66 item 6): a fan-out scenario at each N, or one sweep per
-protocol, its fixed sizes judged by designrule2's sequence on the CPU per GiB (this study alone:
-each cell's rounds paired, one study, Student's t on rounds - 1 df), and whether the design's
+protocol, its fixed sizes judged by the one judge of a study (studyjudge: rule v2's sequence on
+the CPU per GiB, each cell's rounds paired, Student's t on rounds - 1 df), and whether the design's
 answer holds there (designlinks.holds: not replaced by a larger size, its CPU shown below x1.10
 of every smaller size's). The real server's harms are not measured in a sweep or a fan-out, so
 no step between 16K, 64K and 256K passes: a larger size's CPU gain is reported, not taken."""
 from iobench_tools.lib.judging import designlinks
 from iobench_tools.lib.judging import designrule2 as rule
+from iobench_tools.lib.judging import studyjudge
 from iobench_tools.lib.kernel.iobenchlib import parse_size, size_label
 from iobench_tools.lib.sweeps import designinputs
 from iobench_tools.lib.sweeps.fanoutcells import cell_id
@@ -29,12 +30,12 @@ def series(runs, shape, proto, n, bufs):
 def verdict(s, proto, design):
     """(the sequence's answer, designlinks.holds) of one study's {size: {round: cost}} in one
     protocol, or None with fewer than two sizes of two rounds or more."""
-    s = {size: costs for size, costs in s.items() if len(costs) >= 2}
-    if len(s) < 2:
+    v = studyjudge.judge({proto: s})
+    if v.state == "unread":
         return None
-    cpu, sizes = {proto: [s]}, sorted(s)
-    rounds = min(len(v) for v in s.values())
-    return rule.answer(cpu, {}, sizes, (proto,))[0], designlinks.holds(cpu, sizes, design, rounds)
+    s = studyjudge.readable(s)
+    sizes, rounds = sorted(s), min(len(c) for c in s.values())
+    return v.size, designlinks.holds({proto: [s]}, sizes, design, rounds)
 
 
 def per_n(runs, replicas, bufs, shape, proto, design):

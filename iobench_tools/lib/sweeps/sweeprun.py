@@ -1,7 +1,7 @@
 """Running a sweep's cells (scripts/sweep) on the experiment kernel (lib/kernel/experiment.py: its
 schedule, retries, interrupts and the stop after a round): what one run of a cell is, the
 manifest as the kernel's progress record, the rounds merged into each cell's JSON, and when
---repeat auto stops (every knee decided, the rounds the A/A noise floor planned, or
+--repeat auto stops (every statement settled, the rounds the A/A noise floor planned, or
 --max-repeat)."""
 import argparse
 import json
@@ -12,6 +12,7 @@ import time
 from iobench_tools.lib.kernel import compact
 from iobench_tools.lib.kernel import experiment
 from iobench_tools.lib.kernel import iobenchjson
+from iobench_tools.lib.judging import studyjudge
 from iobench_tools.lib.sweeps import noisefloor
 from iobench_tools.lib.sweeps import sweeplib
 
@@ -93,10 +94,11 @@ def finish_rounds(rec, rounds, out_dir):
 
 
 def decided_after(rnd, cells, recs, out_dir, a):
-    """--repeat auto, after round `rnd`: True once every knee the recommender would state (per
-    placement and protocol, one connection) is decided — sure, by the model, or where more runs
-    will not move it — and the A/A control's interval covers 1, with at least MIN_AUTO_ROUNDS rounds (or
-    the rounds the noise floor planned); until then the sweep runs another round."""
+    """--repeat auto, after round `rnd`: True once every statement the recommender would make
+    (rule v2 on this sweep, per placement and protocol, one connection: studyjudge) is settled,
+    or open where more rounds would not settle it, and the A/A control's interval covers 1, with
+    at least MIN_AUTO_ROUNDS rounds (or the rounds the noise floor planned); until then the
+    sweep runs another round."""
     if rnd < MIN_AUTO_ROUNDS:
         return False
     rows = []
@@ -109,36 +111,48 @@ def decided_after(rnd, cells, recs, out_dir, a):
         rows += sweeplib.rows_of(cell, iobenchjson.merge_rounds(docs))
     plan_from_noise_floor(rows, rnd, a)
     planned = (getattr(a, "noise_floor", None) or {}).get("planned_rounds")
-    # While the A/A interval excludes 1 no knee is decided (recommend says so): run on.
+    # While the A/A interval excludes 1 no statement is settled (recommend says so): run on.
     trusted = noisefloor.excludes_one(getattr(a, "noise_floor", None)) is None
-    open_knees = sweeplib.undecided(rows, a.tolerance, getattr(a, "micro_per_call", None)) \
-        if trusted else None
-    a.stopped = stop_reason(rnd, open_knees, planned, a.max_repeat)
+    a.stopped = stop_reason(rnd, open_statements(rows) if trusted else None, planned,
+                            a.max_repeat)
     return a.stopped is not None
 
 
-# Rounds before --repeat auto judges that the cap cannot decide a knee: the runs-needed estimate
-# scales the interval's half-width, too rough on fewer rounds to stop on.
+def open_statements(rows):
+    """The one-connection statements of these rows (per placement and protocol) that more
+    rounds could still settle: [(placement, proto, studyjudge.Verdict)], each open with the
+    rounds per cell its open step likely needs ("more")."""
+    out = []
+    for (placement, proto), rs in sweeplib.one_connection_groups(rows).items():
+        v = studyjudge.judge({proto: studyjudge.of_rows(rs)})
+        if v.state == "open" and v.more is not None:
+            out.append((placement, proto, v))
+    return out
+
+
+# Rounds before --repeat auto judges that the cap cannot settle a statement: the rounds-needed
+# estimate reads the spread of a few rounds, too rough on fewer to stop on.
 HOPELESS_AFTER = 8
 
 
-def stop_reason(rnd, open_knees, planned, max_repeat):
-    """Why --repeat auto stops after round `rnd`, or None to run another: every knee decided
-    (`open_knees` empty; None: not judged, the A/A interval excludes 1); the rounds the A/A
-    noise floor planned reached — the host's own noise says that many resolve a difference of
-    the tolerance, so a knee still undecided lies closer to the tolerance than that noise can
-    tell; or, from HOPELESS_AFTER rounds, every open knee needing more runs per cell than the
-    cap leaves — more rounds would spend the time and state the same undecided knee (the five
-    reference sweeps of issue #48 ran to the cap of 20 for a TCP knee needing over 100)."""
-    if open_knees is not None and not open_knees:
-        return "every knee decided"
+def stop_reason(rnd, open_steps, planned, max_repeat):
+    """Why --repeat auto stops after round `rnd`, or None to run another: every statement
+    settled (`open_steps` empty; None: not judged, the A/A interval excludes 1); the rounds the
+    A/A noise floor planned reached — the host's own noise says that many resolve a difference
+    of the tolerance; or, from HOPELESS_AFTER rounds, every open statement needing more rounds
+    per cell than the cap leaves (more rounds would spend the time and state the same open
+    step). The stop reads the sweep after every round, so a statement it settles is one study's
+    at a level its looks have spent more than once: the design's answer comes from fixed
+    campaigns (scripts/design-answer) or host-answer's spending plan."""
+    if open_steps is not None and not open_steps:
+        return "every statement settled"
     if planned is not None and rnd >= planned:
         return f"the {planned} rounds the noise floor planned"
-    if open_knees and rnd >= HOPELESS_AFTER and rnd < max_repeat and all(
-            v["more"] > max_repeat - rnd for _, _, v in open_knees):
-        need = ", ".join(f"{proto.upper()} about {v['more']}" for _, proto, v in open_knees)
-        return (f"no open knee can be decided within --max-repeat {max_repeat} (more runs per "
-                f"cell needed: {need})")
+    if open_steps and rnd >= HOPELESS_AFTER and rnd < max_repeat and all(
+            v.more > max_repeat - rnd for _, _, v in open_steps):
+        need = ", ".join(f"{proto.upper()} about {v.more}" for _, proto, v in open_steps)
+        return (f"no open statement can be settled within --max-repeat {max_repeat} (rounds "
+                f"per cell needed: {need})")
     return None
 
 
@@ -152,9 +166,9 @@ def plan_from_noise_floor(rows, rnd, a):
             sys.stderr.write(
                 f"\nsweep: noise floor (A/A) after {rnd} rounds: ±{100 * f['half_width']:.1f}%; "
                 f"a {a.tolerance:.0%} tolerance calls for about {planned} rounds"
-                + (f" (more than --max-repeat {a.max_repeat}: knees within the tolerance may "
+                + (f" (more than --max-repeat {a.max_repeat}: statements may "
                    "stay undecided)" if planned > a.max_repeat else
-                   ": the sweep stops there if its knees are not decided before") + "\n")
+                   ": the sweep stops there if its statements are not settled before") + "\n")
         a.noise_floor = dict(f, rounds=rnd, planned_rounds=planned)
 
 
@@ -243,7 +257,7 @@ def _refused(r):
 
 def run_schedule(a, cells, recs, rounds, out_dir, manifest, save, command):
     """Runs the rounds (or each cell's repeats) on the experiment kernel, saving the manifest
-    after every run; --repeat auto stops as decided_after says (every knee decided, or the
+    after every run; --repeat auto stops as decided_after says (every statement settled, or the
     rounds the noise floor planned), else at --max-repeat."""
     per_round = a.order != "cell"
     started, steps = time.monotonic(), len(rounds) * len(cells) if per_round else len(cells)

@@ -1,10 +1,11 @@
 """scripts/replication-knee's judgement and report: the knee of the real writer and of iobench's
 model per protocol x mode x replicas x chunking, judged with scripts/recommend's rules
-(sweeplib.decide_knee), set side by side; the patch's variants priced
+(studyjudge, rule v2 on one study), set side by side; the patch's variants priced
 against stock at the same chunk."""
 import os
 
 from iobench_tools.lib.kernel.iobenchlib import fmt_stat, format_size, stat
+from iobench_tools.lib.judging import studyjudge
 from iobench_tools.lib.sweeps import sweeplib
 
 
@@ -20,18 +21,20 @@ def _rows(cells, side):
             for c in cells if c[side]]
 
 
-def judge(rows, tolerance):
-    """The knee of these rows and how sure: {knee, sure, why} (why: the confidence's words, or
-    why there is no knee: one size, or the lowest at the range's edge)."""
+def judge(rows, proto):
+    """The statement of these rows (studyjudge: rule v2 on the rounds, each cell run once per
+    round in the experiment kernel's order) and how sure: {knee, sure, why}; `sure` when the
+    sequence ended at a step that cannot pass, inside the range."""
     rows = [r for r in rows if r["total_cpu_runs"]]
     if not rows:
         return {"knee": None, "sure": False, "why": "no runs"}
-    v = sweeplib.decide_knee(rows, tolerance)
-    k = v["knee"]
-    if v["edge"]:
-        return {"knee": k["buf"], "sure": False, "why": v["edge"], "edge": True}
-    return {"knee": k["buf"], "sure": v["sure"],
-            "why": v["words"] or f"{k['label']} is the lowest and the smallest size tried"}
+    v = studyjudge.judge({proto: studyjudge.of_runs([(r["buf"], r["total_cpu_runs"])
+                                                     for r in rows])})
+    if v.state == "unread":
+        return {"knee": None, "sure": False, "why": v.words() + " (runs of unequal counts "
+                "cannot be paired by round)"}
+    return {"knee": v.size, "sure": v.state == "ended", "why": v.words(),
+            **({"edge": True} if v.state == "all" else {})}
 
 
 def verdict(real_rows, real, model, tolerance):
@@ -59,8 +62,8 @@ def knees(doc):
     out = []
     for (proto, mode, n, chunking), cs in sorted(groups.items()):
         real_rows = _rows(cs, "real")
-        real = judge(real_rows, doc["tolerance"])
-        model = judge(_rows(cs, "model"), doc["tolerance"])
+        real = judge(real_rows, proto)
+        model = judge(_rows(cs, "model"), proto)
         out.append({"proto": proto, "mode": mode, "replicas": n, "chunking": chunking,
                     "real": real, "model": model,
                     "verdict": verdict(real_rows, real, model, doc["tolerance"])})
@@ -105,7 +108,7 @@ def report_md(doc):
     tol = doc["tolerance"]
     lines = ["# The replication chunk's knee on the real server", "",
              f"- command: `{doc['command']}`",
-             "- what this is: one study's knees by its own tolerance, per study, not a design "
+             "- what this is: one study's knees by the design's rule on its rounds, not a design "
              "default; the design's chunk is the host's campaign by rule v2 "
              "(docs/design-rule-v2.md): results/design-answer/README.md",
              f"- server: {doc['server']} (Debian's source, TLS, iobench's chunk patch: "
@@ -117,13 +120,14 @@ def report_md(doc):
              + (f"the emulated fleet: each replica its own namespace and veth, tbf {doc['link']['rate']}, "
                 f"MTU {doc['link']['mtu']}" if doc.get("link") else "loopback"),
              f"- cost: the socket writer's CPU per GiB delivered to all replicas (the main "
-             f"thread, or the dual-channel save child), median [min-max]; the knee is the "
-             f"smallest chunk within {tol:.0%} of the lowest, judged as scripts/recommend "
-             "judges a sweep", ""]
+             f"thread, or the dual-channel save child), median [min-max]; the knee is rule "
+             f"v2's statement on the study's rounds (studyjudge, as scripts/recommend reads "
+             f"a sweep: a larger chunk taken only when shown cheaper by more than 10%); the "
+             f"verdict sets the model's knee against the real one at {tol:.0%}", ""]
     lines += ["## Predicted beside real", "",
               "| proto | mode | N | chunking | real knee | model knee | verdict | why (real) |",
               "|---|---|---|---|---|---|---|---|"]
-    for k in doc["knees"]:
+    for k in knees(doc):  # judged again from the cells: the one judge of today, not the run's
         lines.append(f"| {k['proto']} | {k['mode']} | {k['replicas']} | {k['chunking']} | "
                      f"{_knee_text(k['real'])} | {_knee_text(k['model'])} | {k['verdict']} | "
                      f"{k['real']['why']} |")
