@@ -18,13 +18,10 @@ from iobench_tools.lib.kernel.iobenchlib import ROOT
 from iobench_tools.lib.sweeps import fanoutlib
 from iobench_tools.lib.sweeps import sweeplib
 
-TOLERANCE = 0.05
-
-
 def answer(rows):
-    """The verdicts: per N the best fixed size (sender + receiver CPU per GiB), the sizes within
-    5% of it, adaptive against it with the 95% bootstrap interval of the ratio and its memory."""
-    verdicts = fanoutlib.conns_verdicts(rows, TOLERANCE)
+    """The verdicts: per N rule v2's statement on the fixed sizes (sender + receiver CPU per
+    GiB), and adaptive's step over each N's answer in CPU and memory (fanoutlib)."""
+    verdicts = fanoutlib.conns_verdicts(rows)
     return "\n".join(["## The answer", ""] + [f"- {fanoutlib.answer_text(v)}" for v in verdicts]
                      + ["", "Recommendation:", ""]
                      + [f"- {fanoutlib.recommendation(v)}" for v in verdicts]) + "\n"

@@ -40,8 +40,6 @@ from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
 from iobench_tools.lib.sweeps import fanoutlib
 from iobench_tools.lib.sweeps.fanoutlib import cell_id
 
-TOLERANCE = 0.05
-
 
 def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
@@ -244,7 +242,7 @@ def doc_base(a, extra, runs, failures, started):
             "auth_token": "used (from a file)" if a.auth_token_file else "none",
             "rate": a.rate if a.where == "fleet" else None,
             "criterion": "writer thread CPU per GiB delivered (N x bytes), median of the rounds",
-            "tolerance": TOLERANCE, "rounds": a.rounds, "bytes_per_replica": a.bytes,
+            "rounds": a.rounds, "bytes_per_replica": a.bytes,
             "budget": a.budget, "control": a.control, "replicas": a.replicas, "bufs": a.bufs,
             "shapes": a.shapes,
             "protos": a.protos, "duration_s": round(time.time() - started, 1),
@@ -265,7 +263,7 @@ def write_report(out_dir, doc):
     """fanout.json (with the verdicts) and fanout.md, from the record alone."""
     pairs = [(s, p) for s in doc["shapes"] for p in doc["protos"]]
     verdicts = [fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], s, p,
-                                  doc["tolerance"], control=doc.get("control")) for s, p in pairs]
+                                  control=doc.get("control")) for s, p in pairs]
     doc["verdicts"] = verdicts
     with open(os.path.join(out_dir, "fanout.json"), "w") as f:
         json.dump(doc, f, indent=1)
@@ -278,13 +276,13 @@ def write_report(out_dir, doc):
             "Criterion: the writer thread's CPU per GiB delivered (its CLOCK_THREAD_CPUTIME_ID "
             "over N x bytes), the median of the rounds. Peak buffer memory: the replicas' chunk "
             f"sizes summed (a fixed size's is N x size). Adaptive: {adaptive_rule(doc)}. "
-            "Each size is set against the "
-            "best fixed size (lowest median) with the 95% bootstrap interval of the ratio: a "
-            "fixed size counts as within 5% unless its whole interval lies above 1.05; adaptive "
-            "is called within 5% only when its whole interval lies under 1.05.\n",
+            "At each N the fixed sizes are read by rule v2's sequence on the N's paired rounds "
+            "(a larger size taken only when shown cheaper than the one it replaces by more than "
+            "10%), and adaptive by rule v2's step over each N's answer (a gain past 10% in CPU "
+            "or memory, both below x1.10 at every N).\n",
             "## The answer\n"]
     text += [f"- {fanoutlib.answer_text(v)}" for v in verdicts]
-    text += ["\nRecommendation (`scripts/recommend` writes it with its own --tolerance):\n"]
+    text += ["\nRecommendation (`scripts/recommend` writes it too, from the same record):\n"]
     text += [f"- {fanoutlib.recommendation(v)}" for v in verdicts]
     text += ["\n## The runs"]
     text += [fanoutlib.table(doc["cells"], doc["replicas"], doc["bufs"], s, p) for s, p in pairs]

@@ -113,7 +113,7 @@ def report(manifest, rows, tolerance, micro=None):
                   "also sets memory and client p99: scripts/design-answer weighs all three over "
                   "one host's campaign of sweeps by rule v2 (docs/design-rule-v2.md), fixed "
                   "before the runs; the answer by host is results/design-answer/README.md."]
-        lines += many_connections(prs, tolerance)
+        lines += many_connections(prs)
         lines += studyrule.sweep_lines(prs, DESIGN_ANSWER)
     if len(placements) > 1:
         lines += ["# Across placements", ""]
@@ -281,12 +281,12 @@ def one_connection_default(picks, rows, answers=None):
                    "not."]
 
 
-def many_connections(rows, tolerance):
+def many_connections(rows):
     many = [r for r in rows if r["group"] is not None]
     if many:
         # One engine's cells (the verdict's cells are keyed by protocol, N and size).
         verdicts = fanoutlib.conns_verdicts(
-            [r for r in rows if r["engine"] == many[0]["engine"]], tolerance)
+            [r for r in rows if r["engine"] == many[0]["engine"]])
         return (["- Many connections: " + fanoutlib.recommendation(v) for v in verdicts]
                 + ["", "## Many connections", "", sweeplib.conns_table(rows)]
                 + [f"- {fanoutlib.answer_text(v)}" for v in verdicts] + [""])
@@ -294,8 +294,8 @@ def many_connections(rows, tolerance):
             "it cannot say; run scripts/conns-scenario.", ""]
 
 
-def fanout_report(doc, tolerance):
-    verdicts = [fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], s, p, tolerance,
+def fanout_report(doc):
+    verdicts = [fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], s, p,
                                   control=doc.get("control"))
                 for s in doc["shapes"] for p in doc["protos"]]
     ctx = doc["context"]
@@ -303,8 +303,8 @@ def fanout_report(doc, tolerance):
              f"- scenario: `{doc['command']}` ({doc['rounds']} interleaved rounds, "
              f"{doc['bytes_per_replica']} per replica, where: {doc.get('where', 'loopback')})",
              f"- host: {ctx['cpu_model']}, {ctx['cpus_online']} CPUs, {ctx['kernel']}",
-             f"- criterion: {doc['criterion']}; tolerance {tolerance * 100:g}%",
-             "- what this is: one study's knees by its own tolerance, per study, not a design "
+             f"- criterion: {doc['criterion']}; each N read by rule v2's sequence (studyjudge)",
+             "- what this is: one study's statements by the design's rule, not a design "
              "default; the design's chunk is the host's campaign by rule v2 "
              "(docs/design-rule-v2.md): results/design-answer/README.md", "",
              "## Recommendation", ""]
@@ -372,9 +372,9 @@ def main(argv=None):
         sys.exit(f"recommend: error: '{a.sweep_dir}' holds a {kind} study, not a sweep: its "
                  f"report is {os.path.join(a.sweep_dir, 'report.md')} (scripts/{kind} writes it)")
     if kind == "fleet":
-        text, pairs = fleetlib.report(a.sweep_dir, a.tolerance, a.cost)
+        text, pairs = fleetlib.report(a.sweep_dir, a.cost)
         for p in pairs:  # each swept pair's own tables and knees, beside its results
-            own = (fanout_report(p["fanout"], a.tolerance) if p["fanout"] else
+            own = (fanout_report(p["fanout"]) if p["fanout"] else
                    report(p["manifest"], p["rows"], a.tolerance) if p["rows"] else None)
             if own:
                 with open(os.path.join(p["dir"], "recommendation.md"), "w") as f:
@@ -388,7 +388,7 @@ def main(argv=None):
     if kind == "fanout-scenario":
         out = a.report or os.path.join(a.sweep_dir, "recommendation.md")
         with open(out, "w") as f:
-            f.write(fanout_report(json.load(open(fanout)), a.tolerance))
+            f.write(fanout_report(json.load(open(fanout))))
         print(f"wrote {out}")
         return
     manifest, rows = sweeplib.load(a.sweep_dir, "recommend", a.cost)

@@ -40,7 +40,7 @@ def rendered(folder):
         return folder / "recommendation.md", recommend.report(manifest, rows, 0.05)
     if kind == "fanout-scenario" and (folder / "recommendation.md").is_file():
         doc = json.loads((folder / "fanout.json").read_text())
-        return folder / "recommendation.md", recommend.fanout_report(doc, 0.05)
+        return folder / "recommendation.md", recommend.fanout_report(doc)
     if kind in STUDIES and (folder / "report.md").is_file():
         return folder / "report.md", STUDIES[kind](json.loads((folder / "results.json").read_text()))
     return None

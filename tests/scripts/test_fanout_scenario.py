@@ -61,133 +61,107 @@ def test_tiny_scenario_answers_and_recommends(tmp_path):
         assert (tmp_path / "fan" / "plots" / png).read_bytes()[:4] == b"\x89PNG"
 
 
-def runs_of(table):
-    """{(n, buf): [cpu, ...]} -> the scenario's cells, memory = n x size (adaptive: 16K each)."""
+def runs_of(table, paired=True):
+    """{(n, buf): [cpu, ...]} -> the scenario's cells, memory = n x size (adaptive: 16K each);
+    each run with its round (interleaved), or none (an older scenario's)."""
     out = {}
     for (n, buf), cpus in table.items():
         size = 16384 if buf == "adaptive" else fanoutlib.size_bytes(buf.removesuffix("-twin"))
         out[f"connset-tcp-n{n}-{buf}"] = [
-            {"writer_cpu_s_per_gib": c, "peak_buffer_bytes": n * size} for c in cpus]
+            {"writer_cpu_s_per_gib": c, "peak_buffer_bytes": n * size,
+             **({"round": k} if paired else {})} for k, c in enumerate(cpus)]
     return out
 
 
-def test_the_best_size_moving_with_n_is_named_with_the_size_that_loses_least():
-    runs = runs_of({(1, "16k"): [1.0] * 5, (1, "64k"): [1.2] * 5,
-                    (8, "16k"): [1.5] * 5, (8, "64k"): [1.0] * 5,
-                    (1, "adaptive"): [1.0, 1.01, 0.99, 1.0, 1.0],
-                    (8, "adaptive"): [1.0, 1.01, 0.99, 1.0, 1.0]})
-    v = fanoutlib.verdict(runs, [1, 8], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05)
-    assert [r["best"] for r in v["per_n"]] == ["16k", "64k"]
-    assert v["one_size_for_every_n"] == []
-    assert v["minimax"] == "64k" and abs(v["minimax_worst_ratio"] - 1.2) < 1e-9
-    assert all(r["adaptive"]["within"] for r in v["per_n"])
-    # Adaptive's 8 x 16K is less than 8 x 64K; at N=1 it equals the best's 16K.
-    assert all(r["adaptive"]["no_more_memory"] for r in v["per_n"])
-    assert "size the chunk by the number of replicas (adaptive)" in fanoutlib.recommendation(v)
-    assert "No one size is within 5% of the best at every N" in fanoutlib.answer_text(v)
+JITTER = [1.0, 1.01, 0.99, 1.0, 1.02]
+
+
+def test_each_n_is_read_by_rule_v2_and_one_size_needs_every_n():
+    # 8K earns its step at N=8 (a third cheaper), not at N=1 (20% dearer): no one size.
+    runs = runs_of({(1, "4k"): [1.0 * j for j in JITTER], (1, "8k"): [1.2] * 5,
+                    (8, "4k"): [1.5 * j for j in JITTER], (8, "8k"): [1.0] * 5})
+    v = fanoutlib.verdict(runs, [1, 8], ["4k", "8k"], "connset", "tcp")
+    assert [(r["answer"], r["state"]) for r in v["per_n"]] == [("4k", "ended"), ("8k", "all")]
+    assert v["one_size_for_every_n"] == [] and v["adaptive_step"] is None
+    assert fanoutlib.recommendation(v) == (
+        "connset, tcp: no one settled size at every N: N=1: 4k (ended), N=8: 8k (all).")
+    assert "Rule v2 does not name one settled size at every N" in fanoutlib.answer_text(v)
 
 
 def test_one_size_for_every_n_and_an_adaptive_that_costs_more():
-    runs = runs_of({(1, "16k"): [1.0] * 5, (1, "64k"): [1.02] * 5,
-                    (8, "16k"): [1.0] * 5, (8, "64k"): [1.3] * 5,
+    runs = runs_of({(1, "4k"): [1.0 * j for j in JITTER], (1, "8k"): [1.02] * 5,
+                    (8, "4k"): [1.0 * j for j in JITTER], (8, "8k"): [1.3] * 5,
                     (1, "adaptive"): [1.3] * 5, (8, "adaptive"): [1.3] * 5})
-    v = fanoutlib.verdict(runs, [1, 8], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05)
-    assert v["one_size_for_every_n"] == ["16k"]
-    assert all(r["adaptive"]["outside"] for r in v["per_n"])
-    assert "a fixed 16k chunk" in fanoutlib.recommendation(v)
-    assert "Adaptive is not within 5%" in fanoutlib.answer_text(v)
+    v = fanoutlib.verdict(runs, [1, 8], ["4k", "8k", "adaptive"], "connset", "tcp")
+    assert v["one_size_for_every_n"] == ["4k"]
+    step = v["adaptive_step"]
+    assert not step["ok"] and {(n, c) for n, c, _, _ in step["failed"]} >= {(1, "cpu"), (8, "cpu")}
+    assert fanoutlib.recommendation(v) == (
+        "connset, tcp: a fixed 4k chunk (rule v2's statement at every N measured, each settled).")
+    assert "adaptive does not replace the fixed answer" in fanoutlib.answer_text(v)
 
 
 def conns_row(conns, label, cpus, memory):
-    """One cell of a many-connections sweep as sweeplib.load reads it."""
+    """One cell of a many-connections sweep as sweeplib.load reads it (interleaved rounds)."""
     size = 0 if label == "adaptive" else fanoutlib.size_bytes(label)
     group = {"peak_buffer_bytes": {"sender": memory, "receiver": memory}}
     return {"proto": "tcp", "engine": "blocking", "conns": conns, "buf": size or 65536,
-            "label": label, "total_cpu_runs": cpus, "group": group if conns > 1 or not size
-            else None}
+            "label": label, "total_cpu_runs": cpus, "rounds": list(range(1, len(cpus) + 1)),
+            "group": group if conns > 1 or not size else None}
 
 
 def test_many_connections_get_the_same_verdicts_with_their_memory():
-    # Independent connections: a budget that binds at N=16 costs CPU for a quarter of the memory.
-    rows = [conns_row(1, "16K", [1.3] * 5, 16 << 10), conns_row(1, "64K", [1.0] * 5, 64 << 10),
-            conns_row(1, "adaptive", [1.0, 1.01, 0.99, 1.0, 1.0], 64 << 10),
-            conns_row(16, "16K", [1.3] * 5, 256 << 10), conns_row(16, "64K", [1.0] * 5, 1 << 20),
-            conns_row(16, "adaptive", [1.3, 1.31, 1.29, 1.3, 1.3], 256 << 10)]
-    [v] = fanoutlib.conns_verdicts(rows, 0.05)
-    assert v["shape"] == "independent" and [r["best"] for r in v["per_n"]] == ["64k", "64k"]
-    one, sixteen = (r["adaptive"] for r in v["per_n"])
-    assert one["within"] and one["no_more_memory"]
-    assert sixteen["outside"] and sixteen["memory_bytes"] == 256 << 10
-    text = fanoutlib.answer_text(v)
-    assert "Adaptive is not within 5%" in text and "N=16 x1.300" in text, text
+    # Independent connections: 8K a quarter cheaper than 4K at every count; adaptive costs 30%
+    # more at 16 connections: it does not replace the fixed answer.
+    rows = [conns_row(1, "4K", [1.3 * j for j in JITTER], 4 << 10),
+            conns_row(1, "8K", [1.0] * 5, 8 << 10),
+            conns_row(1, "adaptive", [1.0 * j for j in JITTER], 8 << 10),
+            conns_row(16, "4K", [1.3 * j for j in JITTER], 64 << 10),
+            conns_row(16, "8K", [1.0] * 5, 128 << 10),
+            conns_row(16, "adaptive", [1.3 * j for j in JITTER], 64 << 10)]
+    [v] = fanoutlib.conns_verdicts(rows)
+    assert v["shape"] == "independent" and [r["answer"] for r in v["per_n"]] == ["8k", "8k"]
+    step = v["adaptive_step"]
+    assert not step["ok"] and (16, "cpu") in {(n, c) for n, c, _, _ in step["failed"]}
     assert fanoutlib.recommendation(v) == (
-        "independent, tcp: a fixed 64k buffer (the smallest size within 5% of the best at every "
-        "N measured).")
+        "independent, tcp: a fixed 8k buffer (rule v2's statement at every N measured, each "
+        "settled).")
 
 
-def test_adaptive_is_judged_against_the_best_fixed_size_in_its_memory():
-    # N=16: adaptive holds 256K and costs what 16K (also 256K) costs; 64K is 23% cheaper with 4x
-    # the memory. Against the best size overall adaptive is short; against the memory frontier
-    # (the best fixed size in no more memory) it is within 5%, and the 768K it saves is stated.
-    # N=64: adaptive (336K) uses less than any fixed size: no frontier, its saving stated.
-    rows = [conns_row(16, "16K", [1.3] * 5, 256 << 10), conns_row(16, "64K", [1.0] * 5, 1 << 20),
-            conns_row(16, "adaptive", [1.3, 1.31, 1.29, 1.3, 1.3], 256 << 10),
-            conns_row(64, "16K", [1.4] * 5, 1 << 20), conns_row(64, "64K", [1.0] * 5, 4 << 20),
-            conns_row(64, "adaptive", [1.7] * 5, 336 << 10)]
-    [v] = fanoutlib.conns_verdicts(rows, 0.05)
-    n16, n64 = (r["adaptive"] for r in v["per_n"])
-    assert n16["outside"] and n16["frontier"] == "16k" and n16["within_frontier"]
-    assert n16["memory_saved_bytes"] == 768 << 10
-    assert n64["frontier"] is None and n64["memory_saved_bytes"] == (4 << 20) - (336 << 10)
-    text = fanoutlib.answer_text(v)
-    assert "Against the memory frontier (the best fixed size that used no more memory than " \
-           "adaptive did): within 5% at 1 of 1 N; N=16: x1.000 [" in text, text
-    assert "of 16k (256K against 256K, 768K less than the best fixed size)" in text
-    assert "N=64: less memory than any fixed size (336K, 3760K less" in text
-    # Where a fixed size fits in adaptive's memory and costs clearly less, adaptive misses.
-    rows[2] = conns_row(16, "adaptive", [1.6] * 5, 256 << 10)
-    [v] = fanoutlib.conns_verdicts(rows, 0.05)
-    assert v["per_n"][0]["adaptive"]["outside_frontier"]
-    assert "above it by more than 5%" in fanoutlib.answer_text(v)
+def test_adaptive_that_saves_memory_at_no_cost_replaces_the_fixed_answer():
+    # Adaptive holds half the memory of 8K at every count for the same CPU (within 2%): a gain
+    # past 10% in memory, no harm anywhere: rule v2's step passes.
+    rows = [conns_row(1, "4K", [1.3 * j for j in JITTER], 4 << 10),
+            conns_row(1, "8K", [1.0] * 5, 8 << 10),
+            conns_row(1, "adaptive", [1.0 * j for j in JITTER], 4 << 10),
+            conns_row(16, "4K", [1.3 * j for j in JITTER], 64 << 10),
+            conns_row(16, "8K", [1.0] * 5, 128 << 10),
+            conns_row(16, "adaptive", [1.01 * j for j in JITTER], 64 << 10)]
+    [v] = fanoutlib.conns_verdicts(rows)
+    assert v["adaptive_step"]["ok"], v["adaptive_step"]
+    assert "size the buffer by the number of live connections (adaptive)" in \
+        fanoutlib.recommendation(v)
+    assert "**adaptive replaces the fixed answer**" in fanoutlib.answer_text(v)
 
 
-def test_an_aa_control_that_excludes_one_leaves_that_n_undecided():
-    # The twin of 16K runs at 0.8x its original in every round (a place in the round, say): at
-    # N=8 the A/A interval excludes 1, so adaptive's clear-looking win there is not stated; at
-    # N=1 the twin matches and adaptive's verdict stands.
-    runs = runs_of({(1, "16k"): [1.0, 1.1, 0.9, 1.0, 1.05], (1, "16k-twin"): [1.0, 1.1, 0.9, 1.0, 1.05],
-                    (1, "64k"): [2.0] * 5, (1, "adaptive"): [1.0, 1.1, 0.9, 1.0, 1.05],
-                    (8, "16k"): [1.0, 1.1, 0.9, 1.0, 1.05], (8, "64k"): [2.0] * 5,
-                    (8, "16k-twin"): [0.8, 0.88, 0.72, 0.8, 0.84],
-                    (8, "adaptive"): [1.0, 1.1, 0.9, 1.0, 1.05]})
-    for cell in runs.values():
-        for k, run in enumerate(cell):
-            run["round"] = k
-    v = fanoutlib.verdict(runs, [1, 8], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05,
-                          control="16k")
+def test_an_aa_control_that_excludes_one_leaves_that_n_unsettled():
+    # The twin of 4K runs at 0.8x its original in every round (a place in the round, say): at
+    # N=8 the A/A interval excludes 1, so nothing there is settled; at N=1 the twin matches.
+    base = [1.0, 1.1, 0.9, 1.0, 1.05]
+    runs = runs_of({(1, "4k"): base, (1, "4k-twin"): base, (1, "8k"): [2.0] * 5,
+                    (1, "adaptive"): base, (8, "4k"): base, (8, "8k"): [2.0] * 5,
+                    (8, "4k-twin"): [0.8 * b for b in base], (8, "adaptive"): base})
+    v = fanoutlib.verdict(runs, [1, 8], ["4k", "8k", "adaptive"], "connset", "tcp",
+                          control="4k")
     one, eight = v["noise_floor"]
     assert not one["excludes_one"] and eight["excludes_one"] and eight["ratio"] < 0.85
-    assert v["per_n"][0]["adaptive"]["within"]
-    assert not v["per_n"][1]["adaptive"]["within"] and not v["per_n"][1]["adaptive"]["outside"]
+    assert [r["state"] for r in v["per_n"]] == ["ended", "open"]
+    assert v["one_size_for_every_n"] == [] and v["adaptive_step"]["n"] == [1]
     text = fanoutlib.answer_text(v)
     assert "its interval covers 1 at 1 of 2 N" in text and "(N=8)" in text, text
-    assert "1 undecided by the A/A control" in text
-    # Without the control the same runs state N=8 as decided.
-    plain = fanoutlib.verdict(runs, [1, 8], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05)
-    assert plain["per_n"][1]["adaptive"]["within"] and plain["noise_floor"] == []
-
-
-def test_a_miss_of_the_frontier_names_the_rules_size_as_its_cause():
-    # Adaptive's chunks are 64K's at N=2 (same_as), and 16K, in no more memory, is clearly
-    # cheaper: the miss is the size the rule picks, and the text says so.
-    runs = runs_of({(2, "16k"): [1.0, 1.02, 0.98, 1.0, 1.01], (2, "64k"): [1.3, 1.32, 1.28, 1.3, 1.31],
-                    (2, "adaptive"): [1.3, 1.31, 1.29, 1.3, 1.3]})
-    v = fanoutlib.verdict(runs, [2], ["16k", "64k", "adaptive"], "connset", "tcp", 0.05,
-                          same_as={2: "64k"})
-    a = v["per_n"][0]["adaptive"]
-    assert a["frontier"] == "16k" and a["outside_frontier"]
-    assert "the rule's chunk here is 64k (the same chunks), and 64k costs more than 16k" in \
-        fanoutlib.answer_text(v)
+    # Without the control the same runs settle N=8.
+    plain = fanoutlib.verdict(runs, [1, 8], ["4k", "8k", "adaptive"], "connset", "tcp")
+    assert plain["one_size_for_every_n"] == ["4k"] and plain["noise_floor"] == []
 
 
 def test_a_control_size_not_swept_is_refused(tmp_path):
@@ -216,18 +190,15 @@ def test_fleet_scenario_runs_each_replica_on_its_own_link(tmp_path):
 
 
 def test_rounds_recorded_are_compared_round_by_round():
-    # 64K costs 1.1x 16K in every round, under a drift of 1x..3x: by medians the drift hides
-    # it (within 5%), round by round it is shown above the tolerance.
+    # 8K costs 1.1x 4K in every round, under a drift of 1x..3x: paired round by round the step
+    # is shown dearer and the sequence ends at 4K; runs without their rounds are not read.
     drift = [1.0, 3.0, 1.5, 2.5, 1.2, 2.8, 1.1, 2.0]
-    table = {(1, "16k"): drift, (1, "64k"): [1.1 * d for d in drift]}
-    unpaired = fanoutlib.verdict(runs_of(table), [1], ["16k", "64k"], "connset", "tcp", 0.05)
-    assert unpaired["per_n"][0]["within_tolerance"] == ["16k", "64k"]
-    paired_runs = runs_of(table)
-    for cell in paired_runs.values():
-        for k, run in enumerate(cell):
-            run["round"] = k
-    paired = fanoutlib.verdict(paired_runs, [1], ["16k", "64k"], "connset", "tcp", 0.05)
-    assert paired["per_n"][0]["within_tolerance"] == ["16k"]
+    table = {(1, "4k"): drift, (1, "8k"): [1.1 * d for d in drift]}
+    unpaired = fanoutlib.verdict(runs_of(table, paired=False), [1], ["4k", "8k"], "connset",
+                                 "tcp")
+    assert unpaired["per_n"][0]["state"] == "unread"
+    paired = fanoutlib.verdict(runs_of(table), [1], ["4k", "8k"], "connset", "tcp")
+    assert (paired["per_n"][0]["answer"], paired["per_n"][0]["state"]) == ("4k", "ended")
 
 
 def test_a_scenario_stopped_mid_run_resumes_with_the_rounds_it_had(tmp_path):

@@ -92,7 +92,7 @@ def default_line(picks, scope):
                         for (_, p), k in sorted(picks.items())) + ".")
 
 
-def fanout_lines(pairs, tolerance):
+def fanout_lines(pairs):
     """The pairs of one primary and several replicas: each one's one-writer answer (their
     figures are the writer thread's, not comparable with a two-host sweep's: not pooled)."""
     lines = []
@@ -106,13 +106,12 @@ def fanout_lines(pairs, tolerance):
                      "not pooled with the two-host sweeps.", ""]
         for shape in doc["shapes"]:
             for proto in doc["protos"]:
-                v = fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], shape, proto,
-                                      tolerance)
+                v = fanoutlib.verdict(doc["cells"], doc["replicas"], doc["bufs"], shape, proto)
                 lines.append(f"- {p['record']['name']}: {fanoutlib.recommendation(v)}")
     return lines
 
 
-def report(fleet_dir, tolerance, cost):
+def report(fleet_dir, cost):
     fleet, pairs = load(fleet_dir, cost)
     statements = {p["record"]["name"]: pair_statements(p) for p in pairs}
     protos = sorted({k[1] for kn in statements.values() for k in kn})
@@ -154,7 +153,7 @@ def report(fleet_dir, tolerance, cost):
         lines.append(f"| {rec['name']} | {rec.get('instance_type', '?')} | {rec.get('primary')} → "
                      f"{', '.join(rec.get('replicas', []))} | {status} | "
                      + " | ".join(shown) + " |")
-    lines += fanout_lines(pairs, tolerance)
+    lines += fanout_lines(pairs)
     lines += ["", "## Per instance type", ""]
     types = sorted({p["record"].get("instance_type", "?") for p in pairs})
     type_defaults = {}
