@@ -373,7 +373,7 @@ def main(argv=None):
                  f"report is {os.path.join(a.sweep_dir, 'report.md')} (scripts/{kind} writes it)")
     if kind == "fleet":
         text, pairs = fleetlib.report(a.sweep_dir, a.cost)
-        for p in pairs:  # each swept pair's own tables and knees, beside its results
+        for p in pairs:  # each swept pair's own tables and statements, beside its results
             own = (fanout_report(p["fanout"]) if p["fanout"] else
                    report(p["manifest"], p["rows"], a.tolerance) if p["rows"] else None)
             if own:

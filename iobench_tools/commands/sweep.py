@@ -104,12 +104,14 @@ def parse_args(argv=None):
     ap.add_argument("--stagger", default="0", help="iobench --stagger for multi-connection cells")
     ap.add_argument("--bytes-spread", default="0", help="iobench --bytes-spread for those cells")
     ap.add_argument("--repeat", default="5",
-                    help="measured runs per cell, or auto: rounds until every knee "
-                         "the recommender states is decided (at least 5, at most --max-repeat)")
+                    help="measured runs per cell, or auto: rounds until every statement "
+                         "the recommender makes (rule v2 on this sweep) is settled (at least 5, "
+                         "at most --max-repeat)")
     ap.add_argument("--max-repeat", type=int, default=20,
                     help="--repeat auto: the most rounds")
     ap.add_argument("--tolerance", type=float, default=0.05,
-                    help="--repeat auto: the recommender's tolerance the knees are decided at")
+                    help="--repeat auto: the resolution the A/A noise floor plans rounds for "
+                         "(the statements are rule v2's, at its fixed 10%%)")
     ap.add_argument("--warmup", type=int, default=1,
                     help="unmeasured runs per cell before its measured ones")
     axes.add_bytes(ap, None, per=f"run (default 100M; --where netns: what fills {NETNS_PHASE_S} "

@@ -5,7 +5,7 @@ before it (tests/scripts/test_python_package.py):
   one reader of its JSON (`iobenchjson`), the experiment kernel (`experiment`: cells x rounds,
   retries, resume), the shared axes, result folders by kind, CPU in a cgroup;
 - `judging`: deciding between cells: statistics, same work, the cost model, carry-over;
-- `sweeps`: sweeps and fan-out scenarios, run and read: rows, knees, the noise floor,
+- `sweeps`: sweeps and fan-out scenarios, run and read: rows, statements, the noise floor,
   repeatability across sweeps;
 - `valkey`: real Valkey/Redis: syncs, their probes and reports, the pull requests, the builds,
   Valkey's own tests, the upstream evidence;

@@ -1,4 +1,4 @@
-"""A cost model from counts: one protocol's CPU per GiB (the knee's cost: sender + receiver)
+"""A cost model from counts: one protocol's CPU per GiB (sender + receiver)
 fitted over a sweep's workloads as a cost per call and per GiB moved,
 
     cpu_s_per_gib ~= per_call x calls/GiB + per_gib
@@ -7,10 +7,9 @@ where a call is a syscall of either side (TCP), or a TLS record (TLS: its write,
 its encryption and decryption go together, so records and syscalls cannot be told apart by a
 fit)
 by least absolute deviations (iteratively reweighted least squares: one cell in another regime
-moves the fit little and shows as its own large residual). Where the residuals of the sizes a
-knee is judged on are small, the model's predicted gap between sizes whose counts differ pools
-every size's runs and can decide what one pair's noisy runs cannot; where they are large (the
-cells are in different regimes: docs/measurement.md), the measurement decides."""
+moves the fit little and shows as its own large residual). It describes a sweep (the page
+prints it with every residual, and where the residuals are large the cells are in different
+regimes: docs/measurement.md); it decides nothing: the statement is rule v2's (studyjudge)."""
 import json
 import math
 import random

@@ -2,8 +2,8 @@
 syscalls and TLS records per byte, and read them in as many reads within a tolerance, put the same
 load on the kernel and the wire, whatever the buffer is called (TLS above 16K writes 16 KiB
 records whatever the SSL_write size; an adaptive writer whose chunk is 64K is 64K). The
-recommender treats them as one workload: no interval is asked to prove them equal, and the knee
-among them is the smallest, "by mechanism", with the counts that show it."""
+recommender treats them as one workload, named by its smallest size with the counts that show
+it: no step is asked between them."""
 from iobench_tools.lib.kernel.iobenchlib import median, work_counts
 
 # The sender's write syscalls and the TLS records are set by the buffer and the record size:

@@ -2,7 +2,7 @@
 protocol's one-connection cell of that size, per placement) runs twice in every round under two
 names; the two are the same command, so their ratio's interval is how far apart this host, in
 this sweep, puts two cells that cannot differ. The recommendation prints it first; a tolerance
-inside it is flagged (no knee at that tolerance can be told from noise), and --repeat auto plans
+inside it is flagged (no difference of that tolerance can be told from noise), and --repeat auto plans
 its rounds from it."""
 from dataclasses import replace
 
@@ -33,7 +33,7 @@ def floor(original, twin):
 
 
 def excludes_one(f):
-    """Why no knee of this sweep is decided when its A/A interval excludes 1 (None: it covers
+    """Why no statement of this sweep is settled when its A/A interval excludes 1 (None: it covers
     1, or no control ran): two runs of one command differ here by more than the runs' noise,
     so a difference between two cells may be no more than theirs."""
     if not f or f["low"] <= 1 <= f["high"]:
@@ -48,7 +48,7 @@ def excludes_one(f):
 
 def rounds_for(f, tolerance):
     """Rounds at which the A/A interval's half-width would be half the tolerance (half-widths
-    fall as 1/sqrt(rounds)): the least a knee at this tolerance needs, by this host's noise."""
+    fall as 1/sqrt(rounds)): the least a difference of this tolerance needs, by this host's noise."""
     if not f["runs"] or f["half_width"] <= 0:
         return f["runs"]
     return max(f["runs"], sweeplib.runs_for(f["runs"], f["half_width"], tolerance / 2))

@@ -46,7 +46,7 @@ class SweepCell:
 
 def load(sweep_dir, prog="sweeplib", cost="processes"):
     """Returns (manifest, rows): one row per finished cell with medians and min/max per side.
-    A directory that is not a sweep stops the script with one line. `cost` is what the knee is
+    A directory that is not a sweep stops the script with one line. `cost` is what the statement is
     judged on: the two processes' CPU (sender + receiver) or the host's busy time over the data
     phase (all CPUs: softirqs and ksoftirqd wherever they land, other processes too)."""
     path = os.path.join(sweep_dir, "manifest.json")
@@ -215,9 +215,9 @@ def conns_table(rows):
 
 
 def total_cpu_per_gib(row, stat="median"):
-    """The cost a knee is judged on, per GiB: the statistic of the runs' costs (each run's
+    """The cost a statement is judged on, per GiB: the statistic of the runs' costs (each run's
     sender + receiver CPU, or with --cost host the host's busy time) — the runs the intervals
-    resample, so the knee and its confidence read the same numbers; a row without runs (an
+    resample, so the statement and its intervals read the same numbers; a row without runs (an
     old summary) the sum of the two sides' medians."""
     if row.get("total_cpu_runs"):
         return iobenchlib.stat(row["total_cpu_runs"])[stat]
@@ -252,7 +252,7 @@ def regime_split(row):
 
 
 def model_for(rs, best, micro=None):
-    """The cost model the knee is judged with, and its scope: fitted over the workloads whose
+    """The cost model a page describes, and its scope: fitted over the workloads whose
     senders share the lowest cell's regime (ran throughout, or waited at times) when there are
     3 or more of them — the same calls cost differently in the two — else over all; checked
     against iobench-micro's cost per syscall when `micro` is given (costmodel.micro_per_call)."""
@@ -267,13 +267,13 @@ def model_for(rs, best, micro=None):
 
 def same_work_rows(rows):
     """One protocol's one-connection rows with the sizes that are the same work as one row
-    (samework): what the knee is chosen among."""
+    (samework): what a statement is read among."""
     return samework.collapse(rows, size_label)
 
 
 def one_connection_groups(rows):
     """{(placement, proto): that protocol's one-connection rows, same work collapsed
-    (same_work_rows)}: what each knee is chosen among (the A/A twins left out)."""
+    (same_work_rows)}: what each statement is read among (the A/A twins left out)."""
     groups = {}
     for r in rows:
         if r["conns"] == 1 and r["group"] is None and not r.get("control_of"):
