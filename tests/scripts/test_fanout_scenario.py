@@ -110,16 +110,21 @@ def conns_row(conns, label, cpus, memory):
             "group": group if conns > 1 or not size else None}
 
 
-def test_many_connections_get_the_same_verdicts_with_their_memory():
-    # Independent connections: 8K a quarter cheaper than 4K at every count; adaptive costs 30%
-    # more at 16 connections: it does not replace the fixed answer.
-    rows = [conns_row(1, "4K", [1.3 * j for j in JITTER], 4 << 10),
+def conns_rows(adaptive):
+    """1 and 16 connections: 8K a quarter cheaper than 4K at both; adaptive's (cost at 1, cost
+    at 16, memory at 1, memory at 16)."""
+    cost1, cost16, mem1, mem16 = adaptive
+    return [conns_row(1, "4K", [1.3 * j for j in JITTER], 4 << 10),
             conns_row(1, "8K", [1.0] * 5, 8 << 10),
-            conns_row(1, "adaptive", [1.0 * j for j in JITTER], 8 << 10),
+            conns_row(1, "adaptive", [cost1 * j for j in JITTER], mem1),
             conns_row(16, "4K", [1.3 * j for j in JITTER], 64 << 10),
             conns_row(16, "8K", [1.0] * 5, 128 << 10),
-            conns_row(16, "adaptive", [1.3 * j for j in JITTER], 64 << 10)]
-    [v] = fanoutlib.conns_verdicts(rows)
+            conns_row(16, "adaptive", [cost16 * j for j in JITTER], mem16)]
+
+
+def test_many_connections_get_the_same_verdicts_with_their_memory():
+    # Adaptive costs 30% more at 16 connections: it does not replace the fixed answer.
+    [v] = fanoutlib.conns_verdicts(conns_rows((1.0, 1.3, 8 << 10, 64 << 10)))
     assert v["shape"] == "independent" and [r["answer"] for r in v["per_n"]] == ["8k", "8k"]
     step = v["adaptive_step"]
     assert not step["ok"] and (16, "cpu") in {(n, c) for n, c, _, _ in step["failed"]}
@@ -131,13 +136,7 @@ def test_many_connections_get_the_same_verdicts_with_their_memory():
 def test_adaptive_that_saves_memory_at_no_cost_replaces_the_fixed_answer():
     # Adaptive holds half the memory of 8K at every count for the same CPU (within 2%): a gain
     # past 10% in memory, no harm anywhere: rule v2's step passes.
-    rows = [conns_row(1, "4K", [1.3 * j for j in JITTER], 4 << 10),
-            conns_row(1, "8K", [1.0] * 5, 8 << 10),
-            conns_row(1, "adaptive", [1.0 * j for j in JITTER], 4 << 10),
-            conns_row(16, "4K", [1.3 * j for j in JITTER], 64 << 10),
-            conns_row(16, "8K", [1.0] * 5, 128 << 10),
-            conns_row(16, "adaptive", [1.01 * j for j in JITTER], 64 << 10)]
-    [v] = fanoutlib.conns_verdicts(rows)
+    [v] = fanoutlib.conns_verdicts(conns_rows((1.0, 1.01, 4 << 10, 64 << 10)))
     assert v["adaptive_step"]["ok"], v["adaptive_step"]
     assert "size the buffer by the number of live connections (adaptive)" in \
         fanoutlib.recommendation(v)
