@@ -1,15 +1,20 @@
 """The design's answer across hosts and links (issue #66, docs/design-rule-v2-links.md): reads
 sweeps of several hosts and links, groups them by the host their cells ran on and the link their
-manifest names (never pooling two), and for each group gives rule v2's own answer (CPU; the real
-server's harms are not measured per link), the same at the level a union over the host's links
+manifest names (never pooling two), and for each group gives rule v2's own answer (CPU, and the
+real server's harms where an --evidence gives them for that host and link), the same at the level a union over the host's links
 allows, and whether the design's answer holds there: not beaten (no larger size replaces it by a
 direct step) and not harmful (against each smaller size, in each protocol, its CPU's one-sided
 upper bound below x1.10). Across hosts, each step near the answer is pooled by random effects
 over hosts at the reference link, the host term stated.
 
-  scripts/design-table SWEEP... --answer 16k [--reference-link 5gbit:9001] [--out DIR]
+  scripts/design-table SWEEP... --answer 16k [--reference-link 5gbit:9001]
+                       [--evidence RESULTS.json ...] [--out DIR]
 
-A SWEEP is a sweep's folder or a .tar.xz of one; a group needs at least two sweeps."""
+A SWEEP is a sweep's folder or a .tar.xz of one; a group needs at least two sweeps. An
+--evidence is a valkey-evidence run that names its host (and, with --where fleet, its link): the
+real server's memory and client p99 of that host and link, which a step among 16K, 64K and 256K
+needs there (docs/design-rule-v2-harms.md)."""
+import json
 import math
 import os
 import re
@@ -23,8 +28,8 @@ from iobench_tools.lib.judging import designrule as v1
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.kernel import hostid, iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import size_label
-from iobench_tools.lib.sweeps.designinputs import (cpu_series, load_sweeps, rounds_of,
-                                                   rule_commits)
+from iobench_tools.lib.sweeps.designinputs import (cpu_series, load_sweeps, real_series,
+                                                   rounds_of, rule_commits)
 
 PROG = "design-table"
 PAGES = {"reference": "docs/design-rule-v2.md", "links": "docs/design-rule-v2-links.md"}
@@ -37,6 +42,9 @@ def parse_args(argv=None):
                     help="the design's answer to check on every host and link (16k)")
     ap.add_argument("--reference-link", default="5gbit:9001", metavar="RATE:MTU",
                     help="the link the hosts are compared on (the campaigns')")
+    ap.add_argument("--evidence", action="append", default=[], metavar="RESULTS.json",
+                    help="a valkey-evidence results.json naming its host: the real server's "
+                         "harms on that host and link (repeatable, one per host and link)")
     ap.add_argument("--out", metavar="DIR", default=None,
                     help="the folder for report.md and results.json (default: print the report)")
     a = ap.parse_args(argv)
@@ -62,16 +70,41 @@ def groups_of(sweeps):
     return out
 
 
-def judge(members, design, per_host_links):
+def evidence_of(paths, groups):
+    """{(host, link): (path, the run's record)} of each --evidence, keyed as the groups are; one
+    that names no host, or whose host and link no group has, stops the command."""
+    out = {}
+    for path in paths:
+        try:
+            with open(path) as f:
+                ev = json.load(f)
+        except (OSError, ValueError) as e:
+            sys.exit(f"{PROG}: error: cannot read --evidence '{path}': {e}")
+        if ev.get("kind") != "valkey-evidence" or not ev.get("host"):
+            sys.exit(f"{PROG}: error: --evidence '{path}' is not a valkey-evidence run that "
+                     "names its host")
+        link = ev.get("link") or {}
+        key = (hostid.short_key(hostid.host_key(ev["host"])),
+               f"{link['rate']}:{link['mtu']}" if ev.get("where") == "fleet" else
+               ev.get("where", "loopback"))
+        if key not in groups:
+            sys.exit(f"{PROG}: error: --evidence '{path}' ran on {key[0]}, link {key[1]}: no "
+                     "sweeps of that host and link were given")
+        out[key] = (os.path.relpath(os.path.abspath(path), iobenchlib.ROOT), ev)
+    return out
+
+
+def judge(members, design, per_host_links, evidence=None):
     cpu = cpu_series(members)
+    real = real_series(evidence, idle=False) if evidence else {}
     sizes = sorted({s for v in cpu.values() for series in v for s in series})
     rounds = min(rounds_of(m, rows) for _, m, rows in members)
     strict = rule.ALPHA / max(per_host_links, 1)
     return {"cpu": cpu, "sizes": sizes, "rounds": rounds, "strict": strict,
-            "own": links.own_answers(cpu, sizes),
-            "own_strict": links.own_answers(cpu, sizes, strict),
-            "agree": rule.agreement(cpu, {}, sizes, links.PROTOS),
-            "holds": links.holds(cpu, sizes, design, rounds)}
+            "own": links.own_answers(cpu, sizes, real=real),
+            "own_strict": links.own_answers(cpu, sizes, strict, real),
+            "agree": rule.agreement(cpu, real, sizes, links.PROTOS),
+            "holds": links.holds(cpu, sizes, design, rounds, real)}
 
 
 def registered(members, link, reference):
@@ -100,7 +133,9 @@ def holds_text(h, design):
                                                    "shown" for p, _, pooled, _ in s["gains"])
                                          or "no gain shown")
         + (", **replaces it**" if s["ok"] else ", real-server harms not measured"
-           if s["unmeasured"] else "")
+           if s["unmeasured"] else "".join(
+               f", {p.upper()} {crit} not shown below x1.10 (cell {cell})"
+               for p, crit, cell, _, _ in s["failed"] if crit != "cpu"))
         for s in h["beaten"]) or "no larger size"
     harms = "; ".join(
         f"{p.upper()} vs {size_label(small)} {ratio(pooled)}"
@@ -164,9 +199,12 @@ def render(judged, notes, design, reference, head):
                     "(rule v2 puts that burden on the larger size).")
     lines = ["# The design's answer across hosts and links (issue #66)", ""] + head + [
         "", verdict, "", "## By host and link", "",
-        "Each group is one host's sweeps on one link, judged alone by rule v2 (CPU; the real "
-        "server's memory and p99 are not measured per link, so no step between 16K, 64K and 256K "
-        "passes). A group's own answer differs from the design's only when its steps pass at "
+        "Each group is one host's sweeps on one link, judged alone by rule v2 "
+        + ("(CPU; the real server's memory and p99 are not measured per link, so no step between "
+           "16K, 64K and 256K passes). " if not any(j.get("evidence") for j in judged.values())
+           else "(CPU, and the real server's memory and p99 where the 'read as' column names "
+           "them; elsewhere no step between 16K, 64K and 256K passes). ")
+        + "A group's own answer differs from the design's only when its steps pass at "
         "the level a union over the host's links allows; at 0.05 alone it differs at the "
         "per-link level only.", ""] + rows
     table, record = host_table(judged, reference, design)
@@ -198,10 +236,14 @@ def main(argv=None):
     for host, link in groups:
         others[host] = others.get(host, 0) + (link != reference)
     judged, notes = {}, {}
+    harms = evidence_of(a.evidence, groups)
     for key, members in groups.items():
         union = others[key[0]] if key[1] != reference else 1
-        judged[key] = dict(judge(members, a.answer, union), members=members)
+        path, ev = harms.get(key, (None, None))
+        judged[key] = dict(judge(members, a.answer, union, ev), members=members, evidence=path)
         notes[key] = registered(members, key[1], reference)
+        if path:
+            notes[key] = (notes[key][0], f"{notes[key][1]}; memory and p99: {path}")
     head = [f"- the design's answer checked: {size_label(a.answer)}; rule v2 "
             f"(docs/design-rule-v2.md) and its links page (docs/design-rule-v2-links.md)",
             f"- reference link (the hosts compared): {reference}",
@@ -220,7 +262,8 @@ def main(argv=None):
                        "step_is_real": rule.step_is_real(j["agree"], j["sizes"]),
                        "harms": [[p, s, round(math.exp(pp["log"]), 4), round(math.exp(u), 4), n]
                                  for p, s, pp, u, n in j["holds"]["harms"]],
-                       "beaten_by": [s["large"] for s in j["holds"]["beaten"] if s["ok"]]}
+                       "beaten_by": [s["large"] for s in j["holds"]["beaten"] if s["ok"]],
+                       "memory_p99": j["evidence"]}
                       for (h, lk), j in sorted(judged.items())],
            "across_hosts": across,
            "sources": {"cpu": "iobench JSON of each sweep cell: sender + receiver CPU per GiB "
@@ -228,6 +271,9 @@ def main(argv=None):
                        "host": "each cell's JSON context (cpu_model, cpus_online, kernel, "
                                "machine)",
                        "link": "each sweep's manifest (netns rate and MTU)",
+                       "memory and p99": "each --evidence (valkey-evidence: the fork child's "
+                                         "private dirty pages, valkey-benchmark's p99), on the "
+                                         "host and link it names",
                        "pooling": "within a group: mean log ratio per sweep, DerSimonian-Laird, "
                                   "HKSJ on K-1 df; across hosts: the hosts' pooled ratios, "
                                   "DerSimonian-Laird, HKSJ on hosts-1 df"}}

@@ -131,3 +131,43 @@ def test_the_committed_table_is_what_its_sweeps_say(tmp_path):
     again = json.loads((tmp_path / "results.json").read_text())
     assert again["holds_everywhere"] == doc["holds_everywhere"]
     assert [g["own"] for g in again["groups"]] == [g["own"] for g in doc["groups"]]
+
+
+def real_of(p99_ratio, sd, rounds=28, cells=3):
+    """The real server's cells on one host and link: memory 3% up at 64K, p99 by `p99_ratio`."""
+    return {p: {"memory": [sweep({16384: 1.0, 65536: 1.03}, rounds=rounds, sd=0.01, seed=40 + i)
+                           for i in range(cells)],
+                "p99": [sweep({16384: 1.0, 65536: p99_ratio}, rounds=rounds, sd=sd, seed=50 + i)
+                        for i in range(cells)]} for p in ("tcp", "tls")}
+
+
+def test_the_real_server_s_harms_let_a_link_take_the_step_they_were_measured_for():
+    # 64K halves 16K's CPU on this link: without the real server's harms the step is refused;
+    # with them shown below x1.10 in every cell it passes, and 16K no longer holds there.
+    cpu = cpu_of({4096: 4.0, 8192: 3.0, 16384: 2.0, 65536: 1.0})
+    assert links.own_answers(cpu, SIZES)["design"][0] == 16384
+    real = real_of(1.0, 0.05)
+    assert links.own_answers(cpu, SIZES, real=real)["design"][0] == 65536
+    h = links.holds(cpu, SIZES, 16384, 10, real)
+    assert not h["holds"] and h["beaten"][0]["ok"]
+    # A p99 harm of +8% with a wide spread is not shown below x1.10: the step stops.
+    worse = real_of(1.08, 0.25)
+    assert links.own_answers(cpu, SIZES, real=worse)["design"][0] == 16384
+    assert links.holds(cpu, SIZES, 16384, 10, worse)["holds"]
+
+
+def test_design_table_reads_an_evidence_only_on_its_own_host_and_link(tmp_path):
+    from iobench_tools.commands import design_table
+    host = {"cpu_model": "AMD EPYC", "cpus": 2, "kernel": "Linux 6.18.44-fc-v657",
+            "machine": "x86_64"}
+    key = (hostid.short_key(hostid.host_key(host)), "5gbit:9001")
+    ev = tmp_path / "results.json"
+    ev.write_text(json.dumps({"kind": "valkey-evidence", "host": host, "where": "fleet",
+                              "link": {"rate": "5gbit", "mtu": 9001}, "cells": []}))
+    got = design_table.evidence_of([str(ev)], {key: []})
+    assert list(got) == [key]
+    with pytest.raises(SystemExit, match="no sweeps of that host and link"):
+        design_table.evidence_of([str(ev)], {(key[0], "1gbit:1500"): []})
+    ev.write_text(json.dumps({"kind": "valkey-evidence", "where": "loopback", "cells": []}))
+    with pytest.raises(SystemExit, match="names its host"):
+        design_table.evidence_of([str(ev)], {key: []})

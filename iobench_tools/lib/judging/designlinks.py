@@ -14,10 +14,12 @@ PROTOS = ("tcp", "tls")
 SETS = {"design": PROTOS, "tcp": ("tcp",), "tls": ("tls",)}
 
 
-def own_answers(cpu, sizes, level=rule.ALPHA):
-    """{"design"|"tcp"|"tls": (answer, steps)} by rule v2's sequence (CPU alone: the real
-    server's harms are not measured per link, so no step between its built sizes passes)."""
-    return {name: rule.answer(cpu, {}, sizes, protos, level) for name, protos in SETS.items()}
+def own_answers(cpu, sizes, level=rule.ALPHA, real=None):
+    """{"design"|"tcp"|"tls": (answer, steps)} by rule v2's sequence: CPU, and the real server's
+    memory and p99 where `real` holds them for this host and link (designinputs.real_series);
+    without them no step between the real server's built sizes passes."""
+    return {name: rule.answer(cpu, real or {}, sizes, protos, level)
+            for name, protos in SETS.items()}
 
 
 def sweeps_for_bound(studies, small, large, rounds, line=rule.LINE, level=rule.ALPHA):
@@ -35,13 +37,15 @@ def sweeps_for_bound(studies, small, large, rounds, line=rule.LINE, level=rule.A
     return None
 
 
-def holds(cpu, sizes, design, rounds):
+def holds(cpu, sizes, design, rounds, real=None):
     """Does `design` hold on this group? {"holds", "beaten": [step of design -> each larger size
-    measured], "harms": [(proto, smaller, pooled, upper, sweeps_needed or None)] every
-    non-inferiority test, "failed": those whose upper bound is not below 1 + DELTA}."""
+    measured, with the real server's harms where `real` has them], "harms": [(proto, smaller,
+    pooled, upper, sweeps_needed or None)] every non-inferiority test, "failed": those whose
+    upper bound is not below 1 + DELTA}."""
     if design not in sizes:
         return {"holds": False, "missing": True, "beaten": [], "harms": [], "failed": []}
-    beaten = [rule.step(cpu, {}, design, large, PROTOS) for large in sizes if large > design]
+    beaten = [rule.step(cpu, real or {}, design, large, PROTOS) for large in sizes
+              if large > design]
     harms = []
     for proto in PROTOS:
         for small in (s for s in sizes if s < design):
