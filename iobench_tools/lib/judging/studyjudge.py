@@ -69,7 +69,7 @@ def judge(by_proto, protos=None, level=rule.ALPHA):
     out = [(small, large, state, why + shown_gain(s) if state == "failed" and s["unmeasured"]
             else why) for small, large, state, s, why in steps]
     if end == "open":
-        return Verdict(size, "open", out, rounds_to_settle(steps[-1][3], series, level), level)
+        return Verdict(size, "open", out, rounds_to_settle(steps[-1][3], level), level)
     return Verdict(size, "ended" if end == "ended" else "all", out, level=level)
 
 
@@ -84,7 +84,7 @@ def shown_gain(step):
         for proto, crit, p, upper in step["gains"])
 
 
-def rounds_to_settle(step, series, level):
+def rounds_to_settle(step, level):
     """Rounds per cell at which the open step's binding tests would likely clear their lines at
     the observed means and spreads: every harm below x(1 + DELTA), and one gain past it (the
     cheapest to show); None when an observed mean sits on the wrong side of its line (more
