@@ -99,13 +99,13 @@ def report(manifest, rows, tolerance, micro=None):
                       "placement moves the statement: re-run with --cpus to know).", ""]
         else:
             lines += [f"Placement: {pl}.", ""]
-        picks, answers, body = proto_sections(prs, tolerance, micro)
+        picks, body = proto_sections(prs, micro)
         lines += body
         unsure = noisefloor.excludes_one(floors.get(pl))
         if unsure:
             picks = {p: (k, unsure) for p, (k, _) in picks.items()}
             lines += [f"**No statement above is settled**: {unsure}.", ""]
-        defaults[pl], default_lines = one_connection_default(picks, prs, answers)
+        defaults[pl], default_lines = one_connection_default(picks, prs)
         lines += ["## This sweep's statements, per study" + (f" ({pl})" if len(placements) > 1 else ""),
                   ""]
         lines += default_lines
@@ -131,10 +131,9 @@ def report(manifest, rows, tolerance, micro=None):
     return "\n".join(lines) + "\n"
 
 
-def proto_sections(rows, tolerance, micro=None):
-    """Per protocol: the PR #817 table and its statement. Returns ({proto: pick}, {proto:
-    studyjudge.Verdict}, lines)."""
-    picks, answers, lines = {}, {}, []
+def proto_sections(rows, micro=None):
+    """Per protocol: the PR #817 table and its statement. Returns ({proto: pick}, lines)."""
+    picks, lines = {}, []
     for proto in sorted({r["proto"] for r in rows}):
         rs = [r for r in rows if r["proto"] == proto and r["conns"] == 1 and r["group"] is None]
         if not rs:
@@ -164,11 +163,11 @@ def proto_sections(rows, tolerance, micro=None):
         model, scope = sweeplib.model_for(rs, best, micro)
         if model:
             lines += ["", costmodel.text(model, sweeplib.size_label, scope)]
-        answers[proto] = v = studyjudge.judge({proto: studyjudge.of_rows(rs)})
+        v = studyjudge.judge({proto: studyjudge.of_rows(rs)})
         picks[proto] = pick(v, rs)
         lines += ["", f"Lowest total CPU per GiB: {sweeplib.total_cpu_per_gib(best):.3f} s at "
                       f"{sweeplib.size_label(best['buf'])}. {statement(v)}", ""]
-    return picks, answers, lines
+    return picks, lines
 
 
 def statement(v):
@@ -261,7 +260,7 @@ def cost_intervals(rs, best):
             + ", ".join(parts) + f"; the statement is judged on {judged} (--cost).")
 
 
-def one_connection_default(picks, rows, answers=None):
+def one_connection_default(picks, rows):
     """The one-connection default of this sweep (or None) and the lines that say it: the
     largest of the protocols' statements when every one is settled inside the range."""
     if not picks:
