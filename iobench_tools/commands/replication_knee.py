@@ -31,6 +31,7 @@ import tempfile
 
 from iobench_tools.lib.kernel import axes
 from iobench_tools.lib.kernel import experiment
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import needs
@@ -203,7 +204,7 @@ def main(argv=None):
         shutil.rmtree(tmp, ignore_errors=True)
     command = iobenchlib.recorded_command("replication-knee")
     doc = {"tool": "iobench", "kind": "replication-knee", "command": command,
-           "server": version.strip(), "rdb_bytes": rdb, "cpus": a.cpus, "where": a.where,
+           "host": hostid.local_host(), "server": version.strip(), "rdb_bytes": rdb, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.fleet else None,
            "tolerance": a.tolerance, "rounds": a.rounds, "order": "balanced",
            "cells": [dict(c, id=cell_id(c), **runs[cell_id(c)]) for c in todo],

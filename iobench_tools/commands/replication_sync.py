@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from iobench_tools.lib.kernel import axes
-from iobench_tools.lib.kernel import experiment, needs
+from iobench_tools.lib.kernel import experiment, hostid, needs
 from iobench_tools.lib.kernel import iobenchjson
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import ROOT, median, size_arg as size, stat
@@ -253,7 +253,7 @@ def main(argv=None):
         shutil.rmtree(tmp, ignore_errors=True)
     command = iobenchlib.recorded_command("replication-sync")
     doc = {"tool": "iobench", "kind": "replication-sync", "command": command,
-           "model_chunk": a.chunk, "cells": cells, "skipped": skipped,
+           "host": hostid.local_host(), "model_chunk": a.chunk, "cells": cells, "skipped": skipped,
            "where": a.where, "netns": {"rate": a.netns_rate, "mtu": a.netns_mtu}
            if a.where == "netns" else None}
     os.makedirs(a.out, exist_ok=True)

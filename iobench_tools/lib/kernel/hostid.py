@@ -67,6 +67,15 @@ def host_key(host):
            f"{host.get('machine')}"
 
 
+def host_line(host):
+    """A report's host line: every figure below it is this host's (an older run did not record
+    it, and the line says so)."""
+    if not host:
+        return "- host: not recorded by this run (before the host was recorded in every result)"
+    return (f"- host: {host_key(host)}, {host.get('virtualisation', 'virtualisation unknown')}, "
+            f"{host.get('openssl')}")
+
+
 def short_key(key):
     """A host key made short for a table's header: "Intel Xeon, 2 CPUs, fc-v657"."""
     parts = [x.strip() for x in key.split(",")]

@@ -4,6 +4,7 @@ model per protocol x mode x replicas x chunking, judged with scripts/recommend's
 against stock at the same chunk."""
 import os
 
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel.iobenchlib import fmt_stat, format_size, stat
 from iobench_tools.lib.judging import studyjudge
 from iobench_tools.lib.sweeps import sweeplib
@@ -111,6 +112,7 @@ def report_md(doc):
              "- what this is: one study's knees by the design's rule on its rounds, not a design "
              "default; the design's chunk is the host's campaign by rule v2 "
              "(docs/design-rule-v2.md): results/design-answer/README.md",
+             hostid.host_line(doc.get("host")),
              f"- server: {doc['server']} (Debian's source, TLS, iobench's chunk patch: "
              "docs/valkey-patch.md)",
              f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "

@@ -4,6 +4,8 @@ import csv
 import os
 import statistics
 
+from iobench_tools.lib.kernel import hostid
+
 GAP = 0.10
 
 # The real transfer's time is the primary's, from starting the fork to the RDB's end on the
@@ -37,7 +39,7 @@ def median_real(syncs):
 
 def report_md(doc):
     lines = ["# Real full syncs beside iobench's model", "",
-             f"Command: `{doc['command']}`", "",
+             f"Command: `{doc['command']}`", "", hostid.host_line(doc.get("host")), "",
              "Each real figure is the median of the syncs; the model is iobench streaming the same "
              "bytes at the chunk size over the same protocol on loopback (its sender's median). "
              f"Gaps over {GAP:.0%} are named.", ""]

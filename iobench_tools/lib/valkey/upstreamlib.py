@@ -4,6 +4,7 @@ its 95% interval and a verdict, PR #817's way."""
 import os
 import subprocess
 
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel.iobenchlib import ROOT, format_size
 from iobench_tools.lib.judging.statslib import ratio_ci
 from iobench_tools.lib.sweeps.sweeplib import median
@@ -115,7 +116,8 @@ def compare(base_runs, new_runs, key, lower_better):
 
 
 def document(a, command, rdb, todo, runs, traced):
-    doc = {"tool": "iobench", "kind": "upstream-evidence", "command": command, "rdb_bytes": rdb,
+    doc = {"tool": "iobench", "kind": "upstream-evidence", "command": command,
+           "host": hostid.local_host(), "rdb_bytes": rdb,
            "rounds": a.rounds, "cpus": a.cpus, "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
            "sources": {"counts": "iobench watch (eBPF on the primary's processes): the socket "
@@ -169,7 +171,7 @@ def summary_lines(doc):
 
 def report_md(doc):
     out = ["# The upstream Valkey patches, each beside the build before it", "",
-           f"- command: `{doc['command']}`",
+           f"- command: `{doc['command']}`", hostid.host_line(doc.get("host")),
            f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream; {doc['rounds']} "
            f"rounds, every cell once per round in a shuffled order; placement --cpus "
            f"{doc['cpus']} (primary, replicas); {doc['where']}"

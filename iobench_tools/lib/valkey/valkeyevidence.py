@@ -130,14 +130,6 @@ def child_text(doc):
     return asked + (f"; the fork child seen on CPU {','.join(map(str, seen))}" if seen else "")
 
 
-def host_text(host):
-    """The host line: every figure below is this host's (an older run did not record it)."""
-    if not host:
-        return "- host: not recorded by this run (before the host was recorded in every result)"
-    return (f"- host: {hostid.host_key(host)}, "
-            f"{host.get('virtualisation', 'virtualisation unknown')}, {host.get('openssl')}")
-
-
 def report_md(doc):
     load = doc["load"]
     against = doc.get("against", "stock")
@@ -145,7 +137,7 @@ def report_md(doc):
     out = [f"# Valkey 9.1.2: each build beside {against}, with client latency and memory during a sync",
            "", f"- command: `{doc['command']}`",
            f"- builds: {', '.join(f'{b} (`build/valkey/9.1/{b}`)' for b in doc['builds'])}",
-           host_text(doc.get("host")),
+           hostid.host_line(doc.get("host")),
            f"- RDB: {doc['rdb_bytes']} bytes of iobench's replication stream"
            + (f" and one string of {doc['large_value_bytes']} random bytes (a write larger than "
               "a chunk)" if doc.get("large_value_bytes") else "") + f"; {doc['rounds']} "
