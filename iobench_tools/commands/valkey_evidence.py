@@ -55,6 +55,10 @@ def parse_args(argv=None):
                          "carry while they sync)")
     ap.add_argument("--load-seconds", type=int, default=2,
                     help="the load's window from REPLICAOF, seconds")
+    ap.add_argument("--plain", action="store_true",
+                    help="no iobench watch on the primary: the sync's time, the clients' "
+                         "latency and the memory alone, with no instrument in the primary's "
+                         "way (the writer's writes, CPU and event loop need the watch)")
     ap.add_argument("--no-load", dest="load", action="store_false",
                     help="no client load (and no idle cells): sync and memory figures only")
     ap.add_argument("--large-value", type=iobenchlib.size_arg, default=None,
@@ -183,7 +187,8 @@ def main(argv=None):
                 identity={"servers": build_trees(servers), "host": hostid.host_key(host),
                           "rdb": a.rdb, "where": a.where,
                           **({"large_value": a.large_value} if a.large_value else {}), "cpus": a.cpus,
-                          **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "load":
+                          **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}),
+                          **({"plain": True} if a.plain else {}), "load":
                           [a.load_rps, a.load_seconds] if a.load else None,
                           **({"load_command": a.load_command} if a.load_command != "get"
                              else {})}).run()
@@ -197,7 +202,7 @@ def main(argv=None):
            **({"against": a.against} if a.against != "stock" else {}),
            "build_trees": build_trees(servers),
            "rdb_bytes": rdb, **({"large_value_bytes": a.large_value} if a.large_value else {}),
-           "rounds": a.rounds, "cpus": a.cpus,
+           "rounds": a.rounds, "cpus": a.cpus, **({"plain": True} if a.plain else {}),
            # The host, so a design's reading never takes another host's harms for its own.
            "host": host, "started": experiment.first_started(done),
            **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "where": a.where,

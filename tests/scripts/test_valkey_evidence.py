@@ -83,7 +83,7 @@ def test_a_build_is_set_against_stock_round_by_round():
     assert c["build"] == "series" and c["figures"]["p99_ms"]["verdict"] == "higher"
     assert abs(c["figures"]["p99_ms"]["ratio"] - 1.5) < 1e-9
     assert c["figures"]["sync_s"]["verdict"] == "parity within noise"
-    assert c["figures"]["writes"]["ratio"] is None  # no figure, no ratio
+    assert "writes" not in c["figures"]  # no run has it: no column
     text = ve.report_md(dict(doc, comparisons=[c], command="scripts/valkey-evidence", builds=[
         "stock", "series"], rdb_bytes=1, rounds=5, cpus="0,1", where="loopback",
         load={"rps": 2000, "seconds": 2}, failures=[]))
@@ -234,3 +234,21 @@ def test_the_fork_child_is_placed_apart_and_where_it_ran_is_read_from_the_kernel
     p = subprocess.run([str(SCRIPT), "--child-cpu", "999"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and "invalid --child-cpu 999" in p.stderr, p.stderr
+
+
+def test_a_plain_study_has_no_watch_and_shows_only_what_it_measured(tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.run([str(SCRIPT), "--builds", "stock,series", "--proto", "tcp", "--modes",
+                        "diskless", "--replicas", "1", "--rounds", "2", "--rdb", "4M",
+                        "--load-seconds", "1", "--plain", "--iobench", BIN, "--out", str(out),
+                        "--cache-dir", str(tmp_path / "cache")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "results.json").read_text())
+    sync = {c["id"]: c for c in doc["cells"]}["tcp-diskless-n1-series"]["runs"][0]
+    assert doc["plain"] and sync["p99_ms"] > 0 and sync["sync_s"] > 0
+    assert "writes" not in sync and "writer_cpu_s_per_gib" not in sync
+    report = (out / "report.md").read_text()
+    assert "- plain (--plain): no iobench watch" in report
+    assert "client p99 ms" in report and "writer CPU s/GiB" not in report
+    assert not servers_in("iobench-evidence-"), "a server outlived the study"

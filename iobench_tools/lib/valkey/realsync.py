@@ -51,7 +51,8 @@ def primary_options(a):
 
 def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, during=None):
     """One full sync of the dataset to c["replicas"] replicas at once: the watched figures
-    (and strace's, when `trace`). `a`: placement, fleet (or None), sync_timeout. `during`:
+    (and strace's, when `trace`). `a`: placement, fleet (or None), sync_timeout, plain (no
+    iobench watch on the primary: the sync's time and the probes' figures alone). `during`:
     primary -> probes started just before REPLICAOF (syncload.During), whose stop() figures
     join the sync's."""
     prim_cpu, rep_cpu = a.placement
@@ -71,8 +72,9 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
                      fleet.replica(i + 1) if fleet else Place(), cpus=rep_cpu)
             replicas.append(r)
             set_mode("valkey", c["mode"], r)
-        watch = Watch([primary.proc.pid] + [r.proc.pid for r in replicas],
-                      os.path.join(work, "watch.json"))
+        if not getattr(a, "plain", False):
+            watch = Watch([primary.proc.pid] + [r.proc.pid for r in replicas],
+                          os.path.join(work, "watch.json"))
         if trace:
             strace = Strace(primary.proc.pid, os.path.join(work, "strace.txt"))
         if during:
@@ -98,9 +100,9 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
                     and "terminated with success" in log):
                 break
             time.sleep(0.02)
-        procs = watch.stop()
         log = open(primary.log).read()
-        fig = sync_figures(procs, primary.proc.pid, [r.proc.pid for r in replicas], took)
+        fig = (sync_figures(watch.stop(), primary.proc.pid, [r.proc.pid for r in replicas], took)
+               if watch else {"sync_s": took})
         fig["bgsaves"] = log.count("Starting BGSAVE for SYNC")
         fig["primary_sync_s"] = replsynclib.sync_span(log, len(replicas))
         if fleet:

@@ -35,11 +35,11 @@ LOAD_FIGURES = [f for f in FIGURES if f[0].endswith("_ms")]
 
 
 def figures_of(doc):
-    """FIGURES, without the shared replication buffer where no run sampled it, and with the
-    writer's event-loop calls where the runs counted them."""
+    """The FIGURES the runs have (a --plain run has no writer's figures, a --no-load run no
+    latency, an older one no shared replication buffer), and the writer's event-loop calls
+    where the runs counted them."""
     runs = [r for c in doc["cells"] for r in c["runs"]]
-    out = FIGURES if any("replication_buffers_bytes" in r for r in runs) else FIGURES[:-1]
-    return out + [f for f in LOOP_FIGURES if any(f[0] in r for r in runs)]
+    return [f for f in FIGURES + LOOP_FIGURES if any(f[0] in r for r in runs)]
 
 
 def cell_id(c):
@@ -153,7 +153,13 @@ def report_md(doc):
            + ("output buffers and mem_total_replication_buffers for the shared replication "
               "buffer, every 100 ms)" if FIGURES[-1] in figures else "buffers, every 100 ms)"),
            f"- each cell: {against} → build medians, the ratio build/{against} with its 95% interval "
-           "(paired round by round), and 'lower' or 'higher' where the interval excludes 1", ""]
+           "(paired round by round), and 'lower' or 'higher' where the interval excludes 1"]
+    if doc.get("plain"):
+        out.append("- plain (--plain): no iobench watch on the primary or the replicas, so no "
+                   "instrument sits in their way; the sync's time is from REPLICAOF to every "
+                   "replica's link up, and the writer's writes, CPU and event loop are not "
+                   "measured")
+    out.append("")
     heads = [h for _, h, _ in figures]
     for build in doc["builds"]:
         comps = [c for c in doc["comparisons"] if c["build"] == build]
