@@ -118,3 +118,29 @@ def test_syncs_over_the_emulated_link(tmp_path):
         assert c["real"]["socket_bytes"] >= c["rdb_bytes"] and c["model"]["writes"] > 0, c
     leftover = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "iobrs" not in leftover, leftover
+
+
+def test_a_second_run_of_a_fleet_or_link_name_stops_before_it_touches_the_first(monkeypatch,
+                                                                               tmp_path):
+    """Two studies of one fleet name once ran together: the second deleted the first's
+    namespaces under it (a 28-round run lost its network mid-sync). The name is held now: the
+    second stops in one line before any namespace command."""
+    import fcntl
+    from iobench_tools.lib.valkey import replsynclib
+    monkeypatch.setattr(replsynclib, "LOCKS", str(tmp_path))
+    ran = []
+    monkeypatch.setattr(replsynclib.subprocess, "run", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(replsynclib, "_sh", lambda *a: ran.append(a))
+    held = open(tmp_path / "iobench-netns-iobkt.lock", "a")
+    fcntl.flock(held, fcntl.LOCK_EX)
+    for make in (lambda: replsynclib.Fleet(2, "5gbit", 9001, name="iobkt"),
+                 lambda: replsynclib.NetLink("5gbit", 9001, name="iobkt")):
+        with pytest.raises(SystemExit, match="the namespaces 'iobkt\\*' are in use by another "
+                                             "run"):
+            make()
+    assert ran == [], ran
+    held.close()  # the first run ended: the name is free again
+    fleet = replsynclib.Fleet(1, "5gbit", 9001, name="iobkt")
+    assert ran, "the free name's namespaces are made"
+    fleet.close()
+    replsynclib.NetLink("5gbit", 9001, name="iobkt").close()

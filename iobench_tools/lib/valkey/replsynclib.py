@@ -2,6 +2,7 @@
 where a server runs (loopback or an emulated link), one Valkey/Redis server process over TCP or
 TLS, loading iobench's replication stream into a primary, and reading an `iobench watch` report
 of a sync: who wrote the replication sockets, how, and at what CPU."""
+import fcntl
 import json
 import os
 import re
@@ -58,17 +59,38 @@ def _enter(ns):
     return ["nsenter", f"--net=/run/netns/{ns}"]
 
 
+LOCKS = "/run/lock"
+
+
+def claim(name):
+    """Holds the namespaces NAME* for this process (the lock scripts/netns-link's veth.sh takes
+    for its names): a second run of a study that uses them would delete the first's namespaces
+    under it, so it stops in one line instead. Returns the lock's file, held until closed."""
+    os.makedirs(LOCKS, exist_ok=True)
+    path = os.path.join(LOCKS, f"iobench-netns-{name}.lock")
+    f = open(path, "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        sys.exit(f"{PROG}: error: the namespaces '{name}*' are in use by another run (lock "
+                 f"{path}): wait for it to end")
+    return f
+
+
 class Fleet:
     """The emulated fleet of scripts/netns-fleet: a primary namespace and `n` replica
     namespaces, each replica joined to the primary by its own veth (10.232.i.1 - 10.232.i.2),
-    MTU and tbf rate on both ends. Root only; close() removes every namespace."""
+    MTU and tbf rate on both ends. Root only; held against a second run of its name (claim);
+    close() removes every namespace and lets the name go."""
 
     def __init__(self, n, rate, mtu, name="iobkf"):
         """`rate`: one tbf rate for every link, or a list: replica i's link at the i-th, the
         last repeated (["100mbit", "5gbit"]: one slow replica among fast ones)."""
         self.n, self.name = n, name
         self.rates = self.link_rates(n, rate)
-        self.close()
+        self.lock = claim(name)
+        self.close(release=False)
         _sh("ip", "netns", "add", f"{name}p")
         _sh("ip", "-n", f"{name}p", "link", "set", "lo", "up")
         for i in range(1, n + 1):
@@ -94,20 +116,24 @@ class Fleet:
     def replica(self, i):
         return Place(_enter(f"{self.name}r{i}"), f"10.232.{i}.2")
 
-    def close(self):
+    def close(self, release=True):
         subprocess.run(["ip", "netns", "del", f"{self.name}p"], capture_output=True)
         for i in range(1, self.n + 1):
             subprocess.run(["ip", "netns", "del", f"{self.name}r{i}"], capture_output=True)
+        if release:
+            self.lock.close()
 
 
 class NetLink:
     """The emulated EC2 link of scripts/netns-link: the primary's and the replica's network
-    namespaces joined by a veth pair with an MTU and a tbf rate cap on both ends. Root only."""
+    namespaces joined by a veth pair with an MTU and a tbf rate cap on both ends. Root only; held
+    against a second run of its name (claim) until close()."""
 
     def __init__(self, rate, mtu, name="iobrs"):
         self.ns = {"primary": f"{name}p", "replica": f"{name}r"}
         self.ip = {"primary": "10.232.0.1", "replica": "10.232.0.2"}
-        self.close()
+        self.lock = claim(name)
+        self.close(release=False)
         for ns in self.ns.values():
             _sh("ip", "netns", "add", ns)
             _sh("ip", "-n", ns, "link", "set", "lo", "up")
@@ -117,9 +143,11 @@ class NetLink:
     def place(self, role):
         return Place(_enter(self.ns[role]), self.ip[role])
 
-    def close(self):
+    def close(self, release=True):
         for ns in self.ns.values():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if release:
+            self.lock.close()
 
 
 class Node:
