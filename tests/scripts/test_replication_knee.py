@@ -164,6 +164,9 @@ def test_a_study_stopped_mid_run_resumes_with_the_syncs_it_had(tmp_path):
     assert all(len(c["real"]) == 2 for c in doc["cells"]) and doc["failures"] == []
 
 @needs_sync
+@pytest.mark.real_server
+@pytest.mark.netns
+@pytest.mark.root
 def test_a_sync_that_never_finishes_fails_in_one_line_and_leaves_nothing(tmp_path):
     """A replica behind a 1 Mbit/s link cannot take a 4 MiB RDB within --sync-timeout 2: the
     sync fails, is recorded, and the study ends with one line and a non-zero exit, with no
