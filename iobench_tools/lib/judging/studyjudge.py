@@ -79,9 +79,13 @@ def shown_gain(step):
     if not step["gains"]:
         return "; no gain past 10% shown either"
     return "; its gain was shown: " + ", ".join(
-        f"{proto.upper()} {crit.upper() if crit == 'cpu' else crit} x{math.exp(p['log']):.3f} "
-        f"(bound x{math.exp(upper):.3f})"
+        f"{proto.upper()} {crit.upper() if crit == 'cpu' else crit} {bound_text(p, upper)}"
         for proto, crit, p, upper in step["gains"])
+
+
+def bound_text(p, upper):
+    """'x0.723 (bound x0.857)': a pooled log ratio and its one-sided bound, as ratios."""
+    return f"x{math.exp(p['log']):.3f} (bound x{math.exp(upper):.3f})"
 
 
 def rounds_to_settle(step, level):

@@ -6,8 +6,6 @@ fixed sizes are read by the one judge of a study (studyjudge: rule v2's sequence
 paired rounds), and adaptive is a rule v2 step over that N's fixed answer: it replaces it only
 when shown cheaper than it by more than 10% in CPU or in peak buffer memory (pooled over N) with
 both below x1.10 of it at every N."""
-import math
-
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.judging import samework
 from iobench_tools.lib.judging import studyjudge
@@ -156,19 +154,15 @@ def _step_text(step):
     if step is None:
         return ""
     at = ", ".join(f"N={n}" for n in step["n"])
-    gains = "; ".join(f"{crit} x{_x(p['log'])} (bound x{_x(upper)})"
+    gains = "; ".join(f"{crit} {studyjudge.bound_text(p, upper)}"
                       for crit, p, upper in step["gains"]) or "none past 10%"
-    failed = "; ".join(f"N={n} {crit} x{_x(p['log'])} (bound x{_x(upper)})"
+    failed = "; ".join(f"N={n} {crit} {studyjudge.bound_text(p, upper)}"
                        for n, crit, p, upper in step["failed"])
     verdict = ("**adaptive replaces the fixed answer**" if step["ok"] else
                "adaptive does not replace the fixed answer")
     return (f" Adaptive against each N's fixed answer ({at}; rule v2's step: a gain past 10% in "
             f"CPU or memory, each below x1.10 at every N): gains shown: {gains}"
             + (f"; not shown below x1.10: {failed}" if failed else "") + f": {verdict}.")
-
-
-def _x(log):
-    return f"{math.exp(log):.3f}"
 
 
 def answer_text(v):
