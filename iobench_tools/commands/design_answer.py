@@ -344,19 +344,23 @@ def main_v2(a, sweeps, evidence, evidence_path, cpu, sizes, host):
     # Harms from a run that names no host are this host's only when the user says so.
     usable = bool(evidence.get("host")) or a.evidence_host_unrecorded
     real = real_series(evidence, idle=False, names=names) if usable else {}
+    control = designreport2.idle_control(real_series(evidence, idle_only=True) if usable else {})
     results = {}
     for name, protos in (("the design (TCP and TLS)", PROTOS), ("TCP", (TCP,)), ("TLS", (TLS,))):
         answer, steps = rule2.answer(cpu, real, sizes, protos)
         results[name] = (answer, steps, rule2.agreement(cpu, real, sizes, protos))
     text = designreport2.render(
         v2_head(sweeps, evidence, evidence_path, host,
-                not evidence.get("host") and a.evidence_host_unrecorded), results, sizes, names)
+                not evidence.get("host") and a.evidence_host_unrecorded), results, sizes, names,
+        control, designreport2.spread(real))
     doc = {"tool": "iobench", "kind": "design-answer", "rule": "docs/design-rule-v2.md",
            "command": iobenchlib.recorded_command(PROG), "delta": rule2.DELTA,
            "alpha": rule2.ALPHA, "host": host,
            "answer": results["the design (TCP and TLS)"][0],
            "answers": {n: r[0] for n, r in results.items()},
            "v2": designreport2.record(results, sizes),
+           "idle_control": [[p, c, s, l, round(math.exp(x["log"]), 4), round(math.exp(u), 4)]
+                            for p, c, s, l, x, u in control],
            "sweeps": [{"name": n, "seed": m.get("seed"), "rounds": rounds_of(m, rows),
                        "started": m.get("started"), "hosts": m.get("hosts_seen")}
                       for n, m, rows in sweeps],

@@ -96,7 +96,8 @@ def evidence_of(paths, groups):
 
 def judge(members, design, per_host_links, evidence=None):
     cpu = cpu_series(members)
-    real = real_series(evidence, idle=False) if evidence else {}
+    names = {}
+    real = real_series(evidence, idle=False, names=names) if evidence else {}
     sizes = sorted({s for v in cpu.values() for series in v for s in series})
     rounds = min(rounds_of(m, rows) for _, m, rows in members)
     strict = rule.ALPHA / max(per_host_links, 1)
@@ -104,7 +105,7 @@ def judge(members, design, per_host_links, evidence=None):
             "own": links.own_answers(cpu, sizes, real=real),
             "own_strict": links.own_answers(cpu, sizes, strict, real),
             "agree": rule.agreement(cpu, real, sizes, links.PROTOS),
-            "holds": links.holds(cpu, sizes, design, rounds, real)}
+            "holds": links.holds(cpu, sizes, design, rounds, real), "cells": names}
 
 
 def registered(members, link, reference):
@@ -125,7 +126,38 @@ def answers_text(own):
                       for k in ("design", "tcp", "tls"))
 
 
-def holds_text(h, design):
+def cell_text(cells, proto, cell):
+    named = cells.get(proto) or []
+    return named[cell] if cell is not None and cell < len(named) else f"cell {cell}"
+
+
+def gains_text(judged, design):
+    """Why no larger size with a CPU gain replaces the design's: its real-server harms are not
+    measured in that group, or measured and not shown below x1.10."""
+    stopped = {k: [s for s in j["holds"]["beaten"] if s["gains"] and not s["ok"]]
+               for k, j in judged.items()}
+    gained = [k for k, steps in stopped.items() if steps]
+    if not gained:
+        return ""
+    failed = sorted(f"{h} {lk}" for (h, lk), steps in stopped.items()
+                    if any(s["failed"] and not s["unmeasured"] for s in steps))
+    unmeasured = [k for k in gained if all(s["unmeasured"] for s in stopped[k])]
+    text = (f" A larger size's CPU gain over {size_label(design)} is shown in {len(gained)} of "
+            f"{len(judged)} groups; none replaces it (rule v2 puts the burden of its harms on "
+            "the larger size): ")
+    parts = []
+    if unmeasured:
+        parts.append(f"in {len(unmeasured)} the real server's memory and p99 at the larger size "
+                     "are not measured")
+    if failed:
+        crits = sorted({c for steps in stopped.values() for s in steps if not s["unmeasured"]
+                        for _, c, *_ in s["failed"]})
+        parts.append("where they are measured (" + "; ".join(failed) + "), the "
+                     + " and ".join(crits) + " is not shown below x1.10 in some condition")
+    return text + ", and ".join(parts) + "."
+
+
+def holds_text(h, design, cells=None):
     if h["missing"]:
         return f"{size_label(design)} not measured"
     beaten = "; ".join(
@@ -134,7 +166,7 @@ def holds_text(h, design):
                                          or "no gain shown")
         + (", **replaces it**" if s["ok"] else ", real-server harms not measured"
            if s["unmeasured"] else "".join(
-               f", {p.upper()} {crit} not shown below x1.10 (cell {cell})"
+               f", {p.upper()} {crit} not shown below x1.10 ({cell_text(cells or {}, p, cell)})"
                for p, crit, cell, _, _ in s["failed"] if crit != "cpu"))
         for s in h["beaten"]) or "no larger size"
     harms = "; ".join(
@@ -185,18 +217,12 @@ def render(judged, notes, design, reference, head):
         rows.append(f"| {host} | {link} | {len(j['members'])} x {j['rounds']} | "
                     f"{notes[(host, link)][1]} | {answers_text(j['own'])} | "
                     f"{answers_text(j['own_strict'])} (each step at {j['strict']:.4f}) | "
-                    + holds_text(j["holds"], design) + " |")
+                    + holds_text(j["holds"], design, j.get("cells")) + " |")
     every = all(j["holds"]["holds"] for j in judged.values())
     differ = sorted(f"{h} {lk}" for (h, lk), j in judged.items() if not j["holds"]["holds"])
     verdict = (f"**{size_label(design)} holds on every host and link measured.**" if every else
                f"**{size_label(design)} does not hold everywhere**: " + "; ".join(differ) + ".")
-    gained = [k for k, j in judged.items()
-              if any(s["gains"] and s["unmeasured"] for s in j["holds"]["beaten"])]
-    if gained:
-        verdict += (f" A larger size's CPU gain over {size_label(design)} is shown in "
-                    f"{len(gained)} of {len(judged)} groups; none replaces it, because the real "
-                    "server's memory and p99 at the larger size are not measured on these hosts "
-                    "(rule v2 puts that burden on the larger size).")
+    verdict += gains_text(judged, design)
     lines = ["# The design's answer across hosts and links (issue #66)", ""] + head + [
         "", verdict, "", "## By host and link", "",
         "Each group is one host's sweeps on one link, judged alone by rule v2 "

@@ -171,3 +171,17 @@ def test_design_table_reads_an_evidence_only_on_its_own_host_and_link(tmp_path):
     ev.write_text(json.dumps({"kind": "valkey-evidence", "where": "loopback", "cells": []}))
     with pytest.raises(SystemExit, match="names its host"):
         design_table.evidence_of([str(ev)], {key: []})
+
+
+def test_the_table_says_why_a_gain_does_not_replace_the_answer():
+    from iobench_tools.commands import design_table
+    cpu = cpu_of({4096: 4.0, 8192: 3.0, 16384: 2.0, 65536: 1.0})
+    measured = links.holds(cpu, SIZES, 16384, 10, real_of(1.08, 0.25))
+    unmeasured = links.holds(cpu, SIZES, 16384, 10, {})
+    text = design_table.gains_text({("A", "5gbit:9001"): {"holds": measured},
+                                    ("B", "1gbit:1500"): {"holds": unmeasured}}, 16384)
+    assert "shown in 2 of 2 groups" in text
+    assert "in 1 the real server's memory and p99 at the larger size are not measured" in text
+    assert "where they are measured (A 5gbit:9001), the p99 is not shown below x1.10" in text
+    only = design_table.gains_text({("B", "1gbit:1500"): {"holds": unmeasured}}, 16384)
+    assert "measured (" not in only

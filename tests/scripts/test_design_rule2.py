@@ -155,3 +155,40 @@ def test_the_real_server_s_run_is_read_against_the_page_that_planned_it(monkeypa
     line, = design_answer.harms_plan(dict(run, started="2026-11-29T07:00:00+00:00"))
     assert "the runs came first" in line
     assert design_answer.harms_plan({"where": "loopback"}) == []  # an older run: no plan
+
+
+def test_the_idle_control_says_whether_p99_resolves_where_the_chunk_does_no_work():
+    from iobench_tools.lib.judging import designreport2
+    quiet = {"tcp": {"p99": [sweep({16384: 1.0, 65536: 1.0}, rounds=28, sd=0.02, seed=7)]}}
+    loud = {"tcp": {"p99": [sweep({16384: 1.0, 65536: 1.0}, rounds=28, sd=0.6, seed=7)]}}
+    (row,) = designreport2.idle_control(quiet)
+    assert row[:4] == ("tcp", "p99", 16384, 65536) and row[5] < rule.LINE
+    (row,) = designreport2.idle_control(loud)
+    assert row[5] > rule.LINE
+    text = "\n".join(designreport2.control_lines(designreport2.idle_control(loud)))
+    assert "## The idle control and the spread" in text and "| TCP | client p99 | 16K -> 64K |" in text
+    assert "**no**" in text
+    assert designreport2.control_lines([]) == []
+
+
+HARMS = ROOT / "results" / "design-answer" / "hosts" / "amd-epyc-2cpu-fc-v657" / "harms"
+
+
+@pytest.mark.skipif(not (HARMS / "results.json").is_file(), reason="no committed harm run")
+def test_the_committed_harm_run_stops_64k_on_its_p99_and_passes_its_memory():
+    """docs/design-rule-v2-harms.md's run, read by rule v2's step alone (its harms need no CPU):
+    the child's memory is shown below x1.10 in all 12 conditions, the client p99 is not in five,
+    so 64K does not replace 16K on that host and link whatever its CPU gain."""
+    import json
+    from iobench_tools.lib.sweeps.designinputs import real_series
+    names = {}
+    real = real_series(json.loads((HARMS / "results.json").read_text()), idle=False,
+                       names=names)
+    s = rule.step({}, real, 16384, 65536, ("tcp", "tls"))
+    assert not s["ok"] and not s["unmeasured"]
+    failed = sorted((p, c, names[p][cell]) for p, c, cell, _, _ in s["failed"])
+    assert all(c == "p99" for _, c, _ in failed), failed
+    assert failed == [("tcp", "p99", "disk, 1 replica(s)"), ("tcp", "p99", "disk, 4 replica(s)"),
+                      ("tcp", "p99", "diskless, 1 replica(s)"), ("tcp", "p99", "dual, 1 replica(s)"),
+                      ("tls", "p99", "dual, 1 replica(s)")]
+    assert sum(len(v) for v in names.values()) == 12

@@ -65,9 +65,67 @@ def agreement_lines(results, sizes):
     return lines
 
 
-def render(head, results, sizes, real_cells):
+def idle_control(idle):
+    """The idle cells (the client load with no sync: the chunk does no work there) read as a
+    sync cell's harm is: [(proto, crit, small, large, pooled, upper bound at ALPHA)] for each
+    pair of real-server sizes both measured. A sync cell's harm reads as the chunk's only where
+    it exceeds what these show."""
+    out = []
+    for proto, crits in sorted(idle.items()):
+        for crit, cells in sorted(crits.items()):
+            for small, large in zip(rule.REAL_SIZES, rule.REAL_SIZES[1:]):
+                for cell in cells:
+                    p = rule.v1.pool([rule.v1.study_point(rule.v1.paired_logs(cell, small, large))])
+                    if p is not None:
+                        out.append((proto, crit, small, large, p, rule.bounds(p, rule.ALPHA)[1]))
+    return out
+
+
+def spread(real):
+    """Each sync cell's per-round sd of the paired log ratio, by protocol, criterion and step
+    of the real server's sizes: [(proto, crit, small, large, [sd per cell])], what a power plan
+    for those harms needs."""
+    out = []
+    for proto, crits in sorted(real.items()):
+        for crit, cells in sorted(crits.items()):
+            for small, large in zip(rule.REAL_SIZES, rule.REAL_SIZES[1:]):
+                sds = []
+                for cell in cells:
+                    p = rule.v1.study_point(rule.v1.paired_logs(cell, small, large))
+                    if p is not None:
+                        sds.append(p[1] * math.sqrt(p[2]))
+                if sds:
+                    out.append((proto, crit, small, large, sds))
+    return out
+
+
+def control_lines(control, spreads=()):
+    """The idle control's table and the sync cells' spread: what a harm is read against."""
+    if not control and not spreads:
+        return []
+    lines = ["## The idle control and the spread", ""]
+    if control:
+        lines += ["The same client load with no sync, where the chunk does no work, read by the "
+                  "estimator each sync cell's harm is read by (one-sided bound at "
+                  f"{rule.ALPHA}). A sync cell's harm is the chunk's only where it exceeds what "
+                  "this shows.", "",
+                  "| protocol | criterion | step | ratio [bounds] | below x1.10 |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {proto.upper()} | {WORDS[crit]} | {label(small)} -> {label(large)} | "
+                  f"{ratio(p)} | {'yes' if upper < rule.LINE else '**no**'} |"
+                  for proto, crit, small, large, p, upper in control] + [""]
+    if spreads:
+        lines += ["The sync cells' spread, the per-round sd of each cell's paired log ratio "
+                  "(smallest, median, largest over its cells): "
+                  + "; ".join(f"{p.upper()} {WORDS[c]} {label(a)} -> {label(b)} "
+                              f"{min(sds):.3f}, {sorted(sds)[len(sds) // 2]:.3f}, {max(sds):.3f}"
+                              for p, c, a, b, sds in spreads) + ".", ""]
+    return lines
+
+
+def render(head, results, sizes, real_cells, control=(), spreads=()):
     """head: the report's opening lines (rule, host, link, runs); results: {name: (answer,
-    steps, agreement)}."""
+    steps, agreement)}; control: idle_control's rows; spreads: spread's."""
     design = results["the design (TCP and TLS)"][0]
     lines = ["# The design's answer by rule v2 (issue #66)", ""] + head + [
         "", f"**The design's chunk on this host: {label(design)}** — "
@@ -81,6 +139,7 @@ def render(head, results, sizes, real_cells):
                   "Ratios are the larger size's cost over the smaller's (below 1: cheaper), with "
                   "their one-sided bounds at the level each test was read at.", ""]
         lines += step_lines(steps, real_cells) + [""]
+    lines += control_lines(control, spreads)
     lines += ["## Agreement that could fail", "",
               f"{rule.DRAWS} draws each: whole sweeps resampled, rounds resampled within each "
               "sweep, and the answer's costs exchanged in every round with its next smaller "

@@ -54,13 +54,14 @@ def size_of_build(name):
         sys.exit(f"{PROG}: error: build '{name}' does not name a chunk (series@SIZE)")
 
 
-def real_series(evidence, idle=True, names=None):
+def real_series(evidence, idle=True, names=None, idle_only=False):
     """{proto: {criterion: [{size: {round: value}} per cell (mode, replicas)]}} of a
     valkey-evidence run. `idle`: the cell without a sync too (v1 pooled it; v2's conditions are
-    the syncs'); `names`, when given, gets {proto: [each cell's "mode, N replica(s)"]}."""
+    the syncs'); `idle_only`: that cell alone (v2's control: the chunk does no work there);
+    `names`, when given, gets {proto: [each cell's "mode, N replica(s)"]}."""
     cells = {}
     for c in evidence.get("cells", []):
-        if not idle and c["mode"] == "idle":
+        if (not idle and c["mode"] == "idle") or (idle_only and c["mode"] != "idle"):
             continue
         key = (c["proto"], c["mode"], c["replicas"])
         size = size_of_build(c["build"])
