@@ -252,3 +252,13 @@ def test_a_plain_study_has_no_watch_and_shows_only_what_it_measured(tmp_path):
     assert "- plain (--plain): no iobench watch" in report
     assert "client p99 ms" in report and "writer CPU s/GiB" not in report
     assert not servers_in("iobench-evidence-"), "a server outlived the study"
+
+
+def test_the_report_says_whether_the_load_outlasted_each_sync():
+    doc = {"load": {"seconds": 10, "rps": 2000},
+           "cells": [{"mode": "dual", "runs": [{"sync_s": 9.5}, {"sync_s": 11.2}]},
+                     {"mode": "idle", "runs": [{"p99_ms": 1.0}]}]}
+    (line,) = ve.load_coverage(doc)
+    assert "10 s window outlasted the whole sync in 1 of 2 runs" in line and "11.200 s" in line
+    assert ve.load_coverage(dict(doc, load=None)) == []
+    assert ve.load_coverage({"load": doc["load"], "cells": []}) == []

@@ -130,6 +130,19 @@ def child_text(doc):
     return asked + (f"; the fork child seen on CPU {','.join(map(str, seen))}" if seen else "")
 
 
+def load_coverage(doc):
+    """Whether the load's window (from REPLICAOF) outlasted each sync: a latency said to be
+    measured during a sync is only that where it did."""
+    load = doc.get("load")
+    syncs = [r["sync_s"] for c in doc.get("cells", []) if c.get("mode") != "idle"
+             for r in c.get("runs", []) if r.get("sync_s")]
+    if not load or not syncs:
+        return []
+    covered = sum(s <= load["seconds"] for s in syncs)
+    return [f"- the load's {load['seconds']} s window outlasted the whole sync in {covered} of "
+            f"{len(syncs)} runs (the longest sync: {max(syncs):.3f} s from REPLICAOF)"]
+
+
 def report_md(doc):
     load = doc["load"]
     against = doc.get("against", "stock")
@@ -154,6 +167,7 @@ def report_md(doc):
               "buffer, every 100 ms)" if FIGURES[-1] in figures else "buffers, every 100 ms)"),
            f"- each cell: {against} → build medians, the ratio build/{against} with its 95% interval "
            "(paired round by round), and 'lower' or 'higher' where the interval excludes 1"]
+    out += load_coverage(doc)
     if doc.get("plain"):
         out.append("- plain (--plain): no iobench watch on the primary or the replicas, so no "
                    "instrument sits in their way; the sync's time is from REPLICAOF to every "
