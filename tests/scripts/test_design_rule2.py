@@ -192,3 +192,17 @@ def test_the_committed_harm_run_stops_64k_on_its_p99_and_passes_its_memory():
                       ("tcp", "p99", "diskless, 1 replica(s)"), ("tcp", "p99", "dual, 1 replica(s)"),
                       ("tls", "p99", "dual, 1 replica(s)")]
     assert sum(len(v) for v in names.values()) == 12
+
+
+def test_the_spread_gives_each_cell_s_sd_and_their_median():
+    from iobench_tools.lib.judging import designreport2
+
+    def cell(logs):
+        return {16384: {r: 1.0 for r in range(len(logs))},
+                65536: {r: math.exp(x) for r, x in enumerate(logs)}}
+    ((proto, crit, small, large, sds),) = designreport2.spread(
+        {"tcp": {"p99": [cell([0.0, 0.2]), cell([0.0, 0.4])]}})
+    assert (proto, crit, small, large) == ("tcp", "p99", 16384, 65536)
+    assert [round(x, 4) for x in sds] == [0.1414, 0.2828]
+    text = "\n".join(designreport2.control_lines([], [(proto, crit, small, large, sds)]))
+    assert "TCP client p99 16K -> 64K 0.141, 0.212, 0.283" in text

@@ -3,6 +3,7 @@ sequence with its gains and its harms condition by condition, the agreement that
 targeted nulls, rounds and sweeps resampled, each sweep left out), as text and as data.
 scripts/design-answer --rule 2 writes it."""
 import math
+import statistics
 
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.kernel.iobenchlib import size_label
@@ -118,7 +119,7 @@ def control_lines(control, spreads=()):
         lines += ["The sync cells' spread, the per-round sd of each cell's paired log ratio "
                   "(smallest, median, largest over its cells): "
                   + "; ".join(f"{p.upper()} {WORDS[c]} {label(a)} -> {label(b)} "
-                              f"{min(sds):.3f}, {sorted(sds)[len(sds) // 2]:.3f}, {max(sds):.3f}"
+                              f"{min(sds):.3f}, {statistics.median(sds):.3f}, {max(sds):.3f}"
                               for p, c, a, b, sds in spreads) + ".", ""]
     return lines
 
