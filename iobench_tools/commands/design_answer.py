@@ -343,8 +343,8 @@ def main_v2(a, sweeps, evidence, evidence_path, cpu, sizes, host):
     names = {}
     # Harms from a run that names no host are this host's only when the user says so.
     usable = bool(evidence.get("host")) or a.evidence_host_unrecorded
-    real = real_series(evidence, idle=False, names=names) if usable else {}
-    control = designreport2.idle_control(real_series(evidence, idle_only=True) if usable else {})
+    real = real_series(evidence, "sync", names) if usable else {}
+    control = designreport2.idle_control(real_series(evidence, "idle") if usable else {})
     results = {}
     for name, protos in (("the design (TCP and TLS)", PROTOS), ("TCP", (TCP,)), ("TLS", (TLS,))):
         answer, steps = rule2.answer(cpu, real, sizes, protos)

@@ -97,7 +97,7 @@ def evidence_of(paths, groups):
 def judge(members, design, per_host_links, evidence=None):
     cpu = cpu_series(members)
     names = {}
-    real = real_series(evidence, idle=False, names=names) if evidence else {}
+    real = real_series(evidence, "sync", names) if evidence else {}
     sizes = sorted({s for v in cpu.values() for series in v for s in series})
     rounds = min(rounds_of(m, rows) for _, m, rows in members)
     strict = rule.ALPHA / max(per_host_links, 1)

@@ -182,8 +182,7 @@ def test_the_committed_harm_run_stops_64k_on_its_p99_and_passes_its_memory():
     import json
     from iobench_tools.lib.sweeps.designinputs import real_series
     names = {}
-    real = real_series(json.loads((HARMS / "results.json").read_text()), idle=False,
-                       names=names)
+    real = real_series(json.loads((HARMS / "results.json").read_text()), "sync", names)
     s = rule.step({}, real, 16384, 65536, ("tcp", "tls"))
     assert not s["ok"] and not s["unmeasured"]
     failed = sorted((p, c, names[p][cell]) for p, c, cell, _, _ in s["failed"])

@@ -5,6 +5,7 @@ scripts/design-answer --rule 2 writes it."""
 import math
 import statistics
 
+from iobench_tools.lib.judging import designrule as v1
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.kernel.iobenchlib import size_label
 
@@ -68,18 +69,16 @@ def agreement_lines(results, sizes):
 
 def idle_control(idle):
     """The idle cells (the client load with no sync: the chunk does no work there) read as a
-    sync cell's harm is: [(proto, crit, small, large, pooled, upper bound at ALPHA)] for each
+    sync cell's harm is, by rule v2's own per-cell conditions (designrule2.conditions):
+    [(proto, crit, small, large, pooled, upper bound at ALPHA)] for each
     pair of real-server sizes both measured. A sync cell's harm reads as the chunk's only where
     it exceeds what these show."""
     out = []
-    for proto, crits in sorted(idle.items()):
-        for crit, cells in sorted(crits.items()):
-            for small, large in zip(rule.REAL_SIZES, rule.REAL_SIZES[1:]):
-                for cell in cells:
-                    p = rule.v1.pool([rule.v1.study_point(rule.v1.paired_logs(cell, small, large))])
-                    if p is not None:
-                        out.append((proto, crit, small, large, p, rule.bounds(p, rule.ALPHA)[1]))
-    return out
+    for small, large in zip(rule.REAL_SIZES, rule.REAL_SIZES[1:]):
+        _, harms = rule.conditions({}, idle, small, large, sorted(idle))
+        out += [(proto, crit, small, large, p, rule.bounds(p, rule.ALPHA)[1])
+                for proto, crit, _, p in harms]
+    return sorted(out, key=lambda row: row[:3])
 
 
 def spread(real):
@@ -90,11 +89,8 @@ def spread(real):
     for proto, crits in sorted(real.items()):
         for crit, cells in sorted(crits.items()):
             for small, large in zip(rule.REAL_SIZES, rule.REAL_SIZES[1:]):
-                sds = []
-                for cell in cells:
-                    p = rule.v1.study_point(rule.v1.paired_logs(cell, small, large))
-                    if p is not None:
-                        sds.append(p[1] * math.sqrt(p[2]))
+                logs = [v1.paired_logs(cell, small, large) for cell in cells]
+                sds = [statistics.stdev(x) for x in logs if len(x) > 1]
                 if sds:
                     out.append((proto, crit, small, large, sds))
     return out

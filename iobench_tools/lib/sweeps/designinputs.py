@@ -54,14 +54,18 @@ def size_of_build(name):
         sys.exit(f"{PROG}: error: build '{name}' does not name a chunk (series@SIZE)")
 
 
-def real_series(evidence, idle=True, names=None, idle_only=False):
+REAL_CELLS = ("all", "sync", "idle")
+
+
+def real_series(evidence, cells_of="all", names=None):
     """{proto: {criterion: [{size: {round: value}} per cell (mode, replicas)]}} of a
-    valkey-evidence run. `idle`: the cell without a sync too (v1 pooled it; v2's conditions are
-    the syncs'); `idle_only`: that cell alone (v2's control: the chunk does no work there);
-    `names`, when given, gets {proto: [each cell's "mode, N replica(s)"]}."""
+    valkey-evidence run. `cells_of`: "all" (v1 pooled the cell without a sync with the rest),
+    "sync" (v2's conditions) or "idle" (v2's control: the chunk does no work there); `names`,
+    when given, gets {proto: [each cell's "mode, N replica(s)"]}."""
+    assert cells_of in REAL_CELLS, cells_of
     cells = {}
     for c in evidence.get("cells", []):
-        if (not idle and c["mode"] == "idle") or (idle_only and c["mode"] != "idle"):
+        if cells_of != "all" and (c["mode"] == "idle") != (cells_of == "idle"):
             continue
         key = (c["proto"], c["mode"], c["replicas"])
         size = size_of_build(c["build"])
