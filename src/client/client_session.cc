@@ -83,7 +83,7 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& re
   }
   Stream& stream = *cs.stream;
   // Before the HELLO: the server's receive clock starts once it has sent its ACK.
-  if (auto st = prepare_side(cs.side, stream, engine, reach.payload); !st)
+  if (auto st = prepare_side(cs.side, stream, engine, reach.payload, client_windows()); !st)
     return std::unexpected(st.error());
   proto::Hello hello = conn.hello;
   hello.group_id = group_id;  // the run's identity, drawn when it starts: not a plan

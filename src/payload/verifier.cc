@@ -1,8 +1,10 @@
 #include "payload/verifier.h"
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_estimateDStreamSize: exported by the shared library
 #include <fmt/format.h>
 #include <xxhash.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <algorithm>
 #include <array>
@@ -22,6 +24,10 @@ void fold(XXH3_state_t* pieces, uint64_t digest) {
 
 }  // namespace
 
+uint64_t decoder_memory() {
+  return ZSTD_estimateDStreamSize(size_t{1} << kDecodeWindowLog) + ZSTD_DStreamOutSize();
+}
+
 struct Verifier::State {
   XXH3_state_t* hash = XXH3_createState();
   XXH3_state_t* pieces = XXH3_createState();   // --source-window: over the pieces' digests
@@ -39,6 +45,7 @@ Verifier::Verifier(bool decompress, uint64_t window)
     : state_(std::make_unique<State>()), decompress_(decompress), window_(window) {
   if (decompress_) {
     state_->dctx = ZSTD_createDCtx();
+    if (state_->dctx) ZSTD_DCtx_setParameter(state_->dctx, ZSTD_d_windowLogMax, kDecodeWindowLog);
     out_.resize(ZSTD_DStreamOutSize());
   }
   reset();
@@ -81,6 +88,10 @@ Status Verifier::consume(std::span<const std::byte> chunk) {
   while (true) {
     ZSTD_outBuffer out{out_.data(), out_.size(), 0};
     size_t r = ZSTD_decompressStream(state_->dctx, &out, &in);
+    if (ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge)
+      return fail(fmt::format("zstd frame after {} decoded bytes declares a window larger than "
+                              "the {} MiB this side decodes (iobench's frames need at most that)",
+                              decoded_bytes_, (uint64_t{1} << kDecodeWindowLog) >> 20));
     if (ZSTD_isError(r))
       return fail(fmt::format("zstd decode failed after {} decoded bytes: {}", decoded_bytes_,
                               ZSTD_getErrorName(r)));
@@ -106,8 +117,11 @@ uint64_t Verifier::xxh3() const {
 }
 
 uint64_t window_digest(std::span<const std::byte> window, uint64_t total) {
+  return window_digest(xxh3_oneshot(window.data(), window.size()), window, total);
+}
+
+uint64_t window_digest(uint64_t whole, std::span<const std::byte> window, uint64_t total) {
   const uint64_t w = window.size();
-  const uint64_t whole = xxh3_oneshot(window.data(), window.size());
   XXH3_state_t* pieces = XXH3_createState();
   XXH3_64bits_reset(pieces);
   for (uint64_t i = 0; i < total / w; ++i) fold(pieces, whole);

@@ -14,6 +14,16 @@
 
 namespace iobench {
 
+// The largest zstd window a Verifier decodes (ZSTD_d_windowLogMax): every payload iobench
+// sends is frames of about kRawChunk (1 MiB, a little over when a chunk ends mid-command) raw
+// bytes, each with its content size, so no frame of ours needs more than 2 MiB; a stream that
+// declares a larger window (zstd's own default bound is 128 MiB) is refused at its header,
+// before the decoder allocates it.
+inline constexpr int kDecodeWindowLog = 21;
+// What one decoding Verifier can make this process hold (the decoder at kDecodeWindowLog and
+// its output buffer): counted in a server session's memory before the session starts.
+uint64_t decoder_memory();
+
 // Fed every received chunk in order. Decoding reuses one DCtx (creating one costs ~13 µs) and
 // discards the output: it stands for the CPU a replica spends applying the stream.
 class Verifier {
@@ -50,5 +60,7 @@ class Verifier {
 // The digest a receiver's Verifier(..., window.size()) reaches over `total` bytes of `window`
 // repeated: XXH3-64 over the pieces' XXH3-64 digests, each as 8 little-endian bytes.
 uint64_t window_digest(std::span<const std::byte> window, uint64_t total);
+// The same when the whole window's digest (`whole`) is known.
+uint64_t window_digest(uint64_t whole, std::span<const std::byte> window, uint64_t total);
 
 }  // namespace iobench

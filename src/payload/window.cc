@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "payload/verifier.h"
+#include "payload/xxh3_fast.h"
 
 namespace iobench {
 namespace {
@@ -45,13 +46,23 @@ uint64_t span_copies(uint64_t w, uint64_t pass_unit) {
 
 }  // namespace
 
+uint64_t RepeatedWindow::span_bytes(uint64_t w, uint64_t pass_unit) {
+  return w == 0 ? 0 : span_copies(w, pass_unit) * w;
+}
+
+uint64_t RepeatedWindow::digest(uint64_t total) const {
+  return window_digest(whole_, bytes().first(static_cast<size_t>(window_)), total);
+}
+
 Result<RepeatedWindow> RepeatedWindow::map(std::span<const std::byte> first, uint64_t total,
                                            uint64_t pass_unit) {
   const uint64_t w = first.size();
   if (w == 0 || w % kWindowAlign != 0)
     return fail(fmt::format("source window of {} bytes: a multiple of {}", w, kWindowAlign));
   if (total == 0) return fail("source window for an empty stream");
-  const uint64_t copies = std::min((total + w - 1) / w, span_copies(w, pass_unit));
+  const uint64_t copies =
+      total == kAnyLength ? span_copies(w, pass_unit)
+                          : std::min((total + w - 1) / w, span_copies(w, pass_unit));
   auto fd = window_file(first);
   if (!fd) return std::unexpected(fd.error());
   RepeatedWindow r;
@@ -75,7 +86,9 @@ Result<RepeatedWindow> RepeatedWindow::map(std::span<const std::byte> first, uin
     }
   }
   ::close(*fd);  // the mappings hold the pages
-  r.xxh3_ = window_digest(first, total);
+  r.window_ = w;
+  r.whole_ = xxh3_oneshot(first.data(), first.size());
+  if (total != kAnyLength) r.xxh3_ = window_digest(r.whole_, first, total);
   return r;
 }
 
@@ -83,6 +96,8 @@ RepeatedWindow::RepeatedWindow(RepeatedWindow&& o) noexcept
     : base_(std::exchange(o.base_, nullptr)),
       reserved_(std::exchange(o.reserved_, 0)),
       span_(o.span_),
+      window_(o.window_),
+      whole_(o.whole_),
       xxh3_(o.xxh3_) {}
 
 RepeatedWindow::~RepeatedWindow() {

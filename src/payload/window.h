@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -40,8 +41,15 @@ inline uint64_t window_payload_bytes(uint64_t bytes, uint64_t window) {
   return w ? w : bytes;
 }
 
+// map()'s `total` for a span that serves a stream of any length: the span a cache shares
+// between sessions that stream one window for different --bytes (its digest then per stream).
+inline constexpr uint64_t kAnyLength = UINT64_MAX;
+
 class RepeatedWindow {
  public:
+  // The bytes map(first, kAnyLength, pass_unit) maps for a window of `w` bytes: every page of
+  // the span is populated, so this is what the mapping adds to the process's RSS.
+  static uint64_t span_bytes(uint64_t w, uint64_t pass_unit);
   // `first`: the window's bytes (a multiple of kWindowAlign); `total`: the stream's length;
   // `pass_unit`: the size of every write a pass is sent in, when the span may be as short as
   // whole windows of whole writes (0: writes vary, or a pass costs the engine something).
@@ -58,14 +66,22 @@ class RepeatedWindow {
   std::span<const std::byte> bytes() const {
     return {static_cast<const std::byte*>(base_), static_cast<size_t>(span_)};
   }
+  // The span for a stream of `total` bytes (a span mapped for kAnyLength serves any).
+  std::span<const std::byte> bytes_for(uint64_t total) const {
+    return bytes().first(static_cast<size_t>(std::min(total, span_)));
+  }
   // The stream's digest as the receiver checks it, window by window (window_digest).
   uint64_t xxh3() const { return xxh3_; }
+  // The digest of a stream of `total` bytes through this window.
+  uint64_t digest(uint64_t total) const;
 
  private:
   RepeatedWindow() = default;
   void* base_ = nullptr;
   size_t reserved_ = 0;
   uint64_t span_ = 0;
+  uint64_t window_ = 0;
+  uint64_t whole_ = 0;  // XXH3-64 of one whole window
   uint64_t xxh3_ = 0;
 };
 

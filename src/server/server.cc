@@ -282,7 +282,7 @@ Result<Prepared> prepare(const proto::Hello& h, ServerSession& s, ServerState& s
     if (!payload) return std::unexpected(payload.error());
     p.payload = std::move(*payload);
   }
-  if (auto st = prepare_side(p.plan, *s.stream, *p.engine, p.payload.get()); !st)
+  if (auto st = prepare_side(p.plan, *s.stream, *p.engine, p.payload.get(), state.windows); !st)
     return std::unexpected(st.error());
   return p;
 }

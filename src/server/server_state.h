@@ -12,8 +12,9 @@
 
 #include "config/options.h"
 #include "payload/payload.h"
+#include "payload/window_cache.h"
 #include "proto/messages.h"
-#include "server/memory_budget.h"
+#include "util/memory_budget.h"
 #include "server/preauth.h"
 #include "server/session_deadline.h"
 #include "session/group.h"
@@ -66,6 +67,9 @@ struct ServerState {
   // --memory-budget: every byte a session makes the server hold (session_memory.h).
   MemoryBudget memory;
   PayloadCache payloads{memory};
+  // --source-window spans, each mapped once for the sessions streaming it and counted in
+  // `memory` until the last of them ends.
+  WindowCache windows{&memory, false};
   SessionDeadlines deadlines;  // --min-rate: each session's whole-time bound
   GroupTable groups;
   // The pre-auth deadline and cap; none when clients are served one at a time on the accepting

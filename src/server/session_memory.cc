@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "adaptive/policy.h"
+#include "payload/verifier.h"
 #include "util/size.h"
 
 namespace iobench {
@@ -20,6 +21,9 @@ SessionMemory session_memory(const SidePlan& plan, const proto::Hello& h) {
   m.buffers = e.bytes;
   m.what = e.what;
   if (d.is_sender && plan.engine_options.fixed_buffers) m.copies = d.bytes;
+  // The decoder's window is bounded (kDecodeWindowLog) before it reads a frame: counted at
+  // that bound, whatever window the stream's frames declare.
+  if (!d.is_sender && d.decompress) m.decoder = decoder_memory();
   // Post-authentication frames are RESULT or ERROR (recv_message's bound for them).
   m.frames = proto::kHeaderBytes + proto::kMaxBodyBytes;
   return m;
@@ -27,7 +31,7 @@ SessionMemory session_memory(const SidePlan& plan, const proto::Hello& h) {
 
 Result<MemoryBudget::Hold> take_session_memory(const SessionMemory& m, const ServerOptions& o,
                                                MemoryBudget& budget) {
-  if (m.buffers > o.session_memory)
+  if (m.buffers + m.decoder > o.session_memory)
     return fail(fmt::format("this session's buffers need {} ({}), past this server's "
                             "--session-memory {}",
                             format_bytes_human(m.buffers), m.what,

@@ -8,7 +8,7 @@
 
 #include "config/options.h"
 #include "proto/messages.h"
-#include "server/memory_budget.h"
+#include "util/memory_budget.h"
 #include "session/plan.h"
 #include "util/result.h"
 
@@ -18,8 +18,9 @@ struct SessionMemory {
   uint64_t buffers = 0;  // the engine's and stream's buffers: --session-memory bounds them
   uint64_t copies = 0;   // a --fixed-buffers copy of the payload (--max-bytes bounds it)
   uint64_t frames = 0;   // the largest control frame it makes the server read, one at a time
+  uint64_t decoder = 0;  // a decompressing receiver's zstd decoder (its window bounded)
   std::string what;      // how the buffers add up, for a refusal
-  uint64_t total() const { return buffers + copies + frames; }
+  uint64_t total() const { return buffers + copies + frames + decoder; }
 };
 
 // This side's session as planned from `h` (the payload, shared between sessions, is counted

@@ -4,11 +4,8 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
-#include <tuple>
 #include <utility>
 
-#include "payload/xxh3_fast.h"
 #include "probe/syscall_counter.h"
 
 namespace iobench {
@@ -50,27 +47,6 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine) {
 
 namespace {
 
-// The last source window mapped in this process, kept for the next session that asks for the
-// same one (the same window bytes, by their hash, and length): a run of --repeat N, or the
-// connections of a group, map and hash the whole span once, not per session. The key is the
-// window's content, not its address: a server that loads another payload where the last one
-// was mapped must not stream the old one's prefix.
-Result<std::shared_ptr<const RepeatedWindow>> shared_window(std::span<const std::byte> first,
-                                                            uint64_t total, uint64_t pass_unit) {
-  static std::mutex mu;
-  static std::shared_ptr<const RepeatedWindow> last;
-  static std::tuple<uint64_t, uint64_t, uint64_t, uint64_t> last_key{0, 0, 0, 0};
-  const std::tuple key{xxh3_oneshot(first.data(), first.size()), uint64_t{first.size()}, total,
-                       pass_unit};
-  std::lock_guard lock(mu);
-  if (last && last_key == key) return last;
-  auto w = RepeatedWindow::map(first, total, pass_unit);
-  if (!w) return std::unexpected(w.error());
-  last = std::make_shared<const RepeatedWindow>(std::move(*w));
-  last_key = key;
-  return last;
-}
-
 // The size every write of a pass over the window's span has, when the span may be as short as
 // whole windows of such writes (RepeatedWindow::map): the blocking engine's fixed-size writes,
 // for which a pass is one more call of its loop. 0 keeps the long span: writes whose size
@@ -87,7 +63,8 @@ uint64_t pass_unit(const SidePlan& plan) {
 
 }  // namespace
 
-Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* payload) {
+Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* payload,
+                    WindowCache& windows) {
   DataPhase& d = plan.data;
   // The process's kernel counters are opened (a bpf program loaded and checked) here, before the
   // HELLO: after the ACK the peer's no-progress clock runs, and this side should only arm them.
@@ -104,11 +81,11 @@ Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* pa
     if (d.window > all.size())  // map() checks the rest (whole pages)
       return fail(fmt::format("source window {} bytes is larger than the payload ({})", d.window,
                               all.size()));
-    auto w = shared_window(all.first(d.window), d.bytes, pass_unit(plan));
+    auto w = windows.get(all.first(d.window), pass_unit(plan));
     if (!w) return std::unexpected(w.error());
     plan.window = std::move(*w);
-    d.payload = plan.window->bytes();
-    d.payload_xxh3 = plan.window->xxh3();
+    d.payload = plan.window->bytes_for(d.bytes);
+    d.payload_xxh3 = plan.window->digest(d.bytes);
   } else {
     d.payload = all.first(std::min<uint64_t>(d.bytes, all.size()));
     d.payload_xxh3 = prefix_xxh3(*payload, d.bytes);

@@ -17,6 +17,7 @@
 #include "net/stream.h"
 #include "payload/payload.h"
 #include "payload/window.h"
+#include "payload/window_cache.h"
 #include "proto/messages.h"
 #include "session/group.h"
 #include "session/session.h"
@@ -56,7 +57,8 @@ SidePlan plan_side(const proto::Hello& h, Side side, const SideChoice& mine);
 
 // Before the ACK, outside the clocks: the TLS stream's I/O model, and for a sender the payload
 // prefix it streams (handed to the engine, which may register it).
-Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* payload);
+Status prepare_side(SidePlan& plan, Stream& s, Engine& engine, const Payload* payload,
+                    WindowCache& windows);
 
 // What a side's session ended with: the data phase's outcome and, when both sides' figures
 // arrived, their cross-check (empty: they agree).

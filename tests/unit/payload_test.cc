@@ -12,6 +12,7 @@
 #include "payload/resp_generator.h"
 #include "payload/verifier.h"
 #include "payload/window.h"
+#include "payload/window_cache.h"
 #include "payload/xxh3_fast.h"
 
 namespace iobench {
@@ -356,6 +357,33 @@ TEST(Verifier, WindowByWindowChecksEveryByteWhateverTheReadSizes) {
   Verifier whole(false);
   ASSERT_TRUE(whole.consume(stream));
   EXPECT_EQ(whole.xxh3(), xxh3_oneshot(stream.data(), stream.size()));
+}
+
+
+TEST(WindowCache, OneWindowIsOneMappingCountedOnceAndGivenBackWithItsLastUser) {
+  std::vector<std::byte> window(kMinWindow, std::byte{3});
+  MemoryBudget budget(64 << 20);
+  WindowCache cache(&budget, false);
+  auto a = cache.get(window, 16384);
+  auto b = cache.get(window, 16384);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->get(), b->get());  // one mapping for two streams of any length
+  EXPECT_EQ(budget.held(), RepeatedWindow::span_bytes(window.size(), 16384));
+  // Each stream's digest is its own length's.
+  for (uint64_t total : {uint64_t{100000}, uint64_t{5} << 20})
+    EXPECT_EQ((*a)->digest(total), window_digest(window, total));
+  EXPECT_EQ((*a)->bytes_for(100000).size(), window.size());
+  a->reset();
+  EXPECT_GT(budget.held(), 0u);
+  b->reset();
+  EXPECT_EQ(budget.held(), 0u);  // unmapped with its last user
+  EXPECT_EQ(cache.mapped(), 0u);
+  // A span that does not fit the budget is refused before it is mapped.
+  MemoryBudget tiny(4096);
+  WindowCache tight(&tiny, false);
+  auto refused = tight.get(window, 16384);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("source window's span needs"), std::string::npos);
 }
 
 }  // namespace
