@@ -361,7 +361,7 @@ struct ServerOptions {
   uint64_t memory_budget = 0;
   // Bytes of one session's own buffers (receive buffer, io_uring ring, TLS buffers).
   uint64_t session_memory = 256 * kMiB;
-  // Bytes a second a session must average after --idle-timeout of grace (0: no bound).
+  // Bytes a second a session must move over each --idle-timeout after the first (0: no bound).
   uint64_t min_rate = 128 * kKiB;
   std::string cache_dir;
   uint64_t cache_max = PayloadSpec{}.cache_max;
@@ -446,8 +446,9 @@ void describe(Self& o, Visit&& visit) {
         o.session_memory);
   visit(Field{.name = "min_rate",
               .flag = "--min-rate",
-              .help = "Bytes a second a session must average after --idle-timeout of grace, or "
-                      "it is cut: slow readers cannot hold every slot (default 128K; 0: no bound)",
+              .help = "Bytes a second a session must move, over every --idle-timeout after the "
+                      "first, or it is cut: slow readers and writers cannot hold every slot "
+                      "(default 128K; 0: no bound)",
               .min = 0,
               .max = int64_t{1} << 40,
               .size = true},

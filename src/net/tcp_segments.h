@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "util/fields.h"
 
@@ -33,6 +34,11 @@ struct PeerProgress {
   bool operator==(const PeerProgress&) const = default;
 };
 PeerProgress peer_progress(int fd);
+
+// Bytes a TCP socket has moved both ways so far (acknowledged by the peer, and received): a
+// session's progress as the kernel counts it, whatever engine or TLS layer moves them; nullopt
+// where the socket says nothing (not TCP, or closed).
+std::optional<uint64_t> bytes_moved(int fd);
 
 inline TcpSegments operator-(const TcpSegments& a, const TcpSegments& b) {
   return fields_minus(a, b);

@@ -402,21 +402,22 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   let_ended_sessions_finish(p.plan.data, state);
   if (auto st = send_message(*s.stream, proto::Ack{IOBENCH_VERSION}); !st)
     return s.log("failed: " + st.error().message);
-  const double allowed_s =
-      session_allowance_s(hello.bytes, cfg.options.min_rate, cfg.options.idle_timeout_s);
-  SessionDeadlines::Ticket deadline = state.deadlines.watch(s.fd, allowed_s);
+  const ServerOptions& o = cfg.options;
+  SessionDeadlines::Ticket deadline = state.deadlines.watch(
+      s.fd, {session_allowance_s(hello.bytes, o.min_rate, o.idle_timeout_s), o.min_rate,
+             o.idle_timeout_s});
   if (auto st = set_io_timeout(s.fd, cfg.options.idle_timeout_s); !st)
     return s.log("failed: " + st.error().message);
   const std::unique_ptr<Stream> stalling = server_fault(*s.stream, hello.conn_index);
   const SideOutcome ended = run_side(stalling ? *stalling : *s.stream, *s.stream, *p.engine, p.plan,
                                      p.group.get(), hello.conn_index);
   // The bound is on this connection's bytes: not on the wait for its group's slower ones.
-  if (deadline.release())
-    return s.log(fmt::format(
-        "failed: slower than --min-rate {}/s: moved {} of {} in the {:.1f} s it had "
-        "(--idle-timeout, then its bytes at that rate)",
-        format_bytes_human(cfg.options.min_rate), format_bytes_human(ended.session.mine.io.bytes),
-        format_bytes_human(hello.bytes), allowed_s));
+  if (const auto cut = deadline.release())
+    return s.log(fmt::format("failed: slower than --min-rate {}/s after --idle-timeout {} s: {} "
+                             "({} of {} moved in all)",
+                             format_bytes_human(o.min_rate), o.idle_timeout_s, *cut,
+                             format_bytes_human(ended.session.mine.io.bytes),
+                             format_bytes_human(hello.bytes)));
   // Every connection of a group gets the server side's figures once the last one has ended.
   if (p.group && ended.session.error.empty())
     (void)send_message(*s.stream, p.group->wait(cfg.options.idle_timeout_s));

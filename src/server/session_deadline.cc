@@ -1,14 +1,33 @@
 #include "server/session_deadline.h"
 
+#include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 
+#include "net/tcp_segments.h"
 #include "probe/probe.h"
+#include "util/size.h"
 #include "util/test_throw.h"
 
 namespace iobench {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+// Closed with a reset: the kernel drops what the slow peer left queued rather than trickling it
+// out after the session has ended. Every blocked call on it returns at once; the handler logs
+// why.
+void cut_socket(int fd) {
+  const linger reset{1, 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  ::shutdown(fd, SHUT_RDWR);
+}
+
+}  // namespace
 
 double session_allowance_s(uint64_t bytes, uint64_t min_rate, double grace_s) {
   if (min_rate == 0) return INFINITY;
@@ -26,8 +45,11 @@ SessionDeadlines::~SessionDeadlines() {
   if (watchdog_.joinable()) watchdog_.join();
 }
 
-SessionDeadlines::Ticket SessionDeadlines::watch(int fd, double seconds) {
-  if (!(seconds > 0) || std::isinf(seconds)) return Ticket{};
+SessionDeadlines::Ticket SessionDeadlines::watch(int fd, const Bound& b) {
+  const bool whole = b.whole_s > 0 && !std::isinf(b.whole_s);
+  const std::optional<uint64_t> now_bytes = bytes_moved(fd);
+  const bool rate = b.min_rate > 0 && b.grace_s > 0 && now_bytes;
+  if (!whole && !rate) return Ticket{};
   std::lock_guard lock(mu_);
   // Started with the first bounded session: a server without --min-rate (loopback's, which
   // must stay one thread) never has it.
@@ -35,49 +57,80 @@ SessionDeadlines::Ticket SessionDeadlines::watch(int fd, double seconds) {
     test_throw_no_thread("deadline-watch");
     watchdog_ = std::thread([this] { run(); });  // may throw: the handler's catch contains it
   }
+  const int64_t now = monotonic_ns();
+  const auto grace = static_cast<int64_t>(b.grace_s * 1e9);
+  Entry e{fd, whole ? now + static_cast<int64_t>(b.whole_s * 1e9) : INT64_MAX,
+          rate ? now + grace : INT64_MAX, grace, rate ? b.min_rate : 0, {}, {}};
+  if (rate) e.samples.push_back({now, *now_bytes});
   const uint64_t id = next_id_++;
-  entries_.emplace(id, Entry{fd, monotonic_ns() + static_cast<int64_t>(seconds * 1e9)});
+  entries_.emplace(id, std::move(e));
   cv_.notify_one();
   return Ticket(this, id);
 }
 
-// Sessions are few (at most --max-conns): a scan for the earliest deadline costs nothing.
+int64_t SessionDeadlines::check(Entry& e, int64_t now) {
+  if (now >= e.deadline_ns) {
+    e.cut = "its whole-time allowance (--idle-timeout, then its bytes at that rate)";
+    return INT64_MAX;
+  }
+  if (!e.min_rate) return e.deadline_ns;
+  // A sample every eighth of the window (at least every second, at most ten a second).
+  const int64_t step = std::clamp<int64_t>(e.window_ns / 8, kSecond / 10, kSecond);
+  const std::optional<uint64_t> bytes = bytes_moved(e.fd);
+  if (!bytes) return e.deadline_ns;  // the socket is going: the handler sees why
+  e.samples.push_back({now, *bytes});
+  // The oldest sample kept is the last one at least a window old: the rate is read over one.
+  while (e.samples.size() > 2 && e.samples[1].ns <= now - e.window_ns) e.samples.pop_front();
+  const Sample& base = e.samples.front();
+  const int64_t span = now - base.ns;
+  if (now >= e.grace_end_ns && span >= e.window_ns) {
+    const double need = static_cast<double>(e.min_rate) * static_cast<double>(span) / 1e9;
+    const uint64_t moved = *bytes - base.bytes;
+    if (static_cast<double>(moved) < need) {
+      e.cut = fmt::format("moved {} in its last {:.1f} s", format_bytes_human(moved),
+                          static_cast<double>(span) / 1e9);
+      return INT64_MAX;
+    }
+  }
+  return std::min(e.deadline_ns, now + step);
+}
+
+// Sessions are few (at most --max-conns): a scan of every entry costs nothing.
 void SessionDeadlines::run() {
   std::unique_lock lock(mu_);
+  std::map<uint64_t, int64_t> due;  // id -> when to look at it again
   while (!stop_) {
-    Entry* next = nullptr;
-    for (auto& [id, e] : entries_)
-      if (!e.cut && (!next || e.deadline_ns < next->deadline_ns)) next = &e;
-    if (!next) {
-      cv_.wait(lock);
-      continue;
-    }
     const int64_t now = monotonic_ns();
-    if (now >= next->deadline_ns) {
-      // Closed with a reset: the kernel drops what the slow reader left queued rather than
-      // trickling it out after the session has ended. Every blocked call on it returns at
-      // once; the handler logs why.
-      const linger reset{1, 0};
-      (void)::setsockopt(next->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-      ::shutdown(next->fd, SHUT_RDWR);
-      next->cut = true;
-      continue;
+    int64_t next = INT64_MAX;
+    for (auto& [id, e] : entries_) {
+      if (!e.cut.empty()) continue;
+      auto [it, fresh] = due.try_emplace(id, now);
+      if (it->second <= now) {
+        it->second = check(e, now);
+        if (!e.cut.empty()) cut_socket(e.fd);
+      }
+      if (e.cut.empty()) next = std::min(next, it->second);
     }
-    cv_.wait_for(lock, std::chrono::nanoseconds(next->deadline_ns - now));
+    std::erase_if(due, [this](const auto& d) { return !entries_.contains(d.first); });
+    if (next == INT64_MAX)
+      cv_.wait(lock);
+    else
+      cv_.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(next - monotonic_ns(), 0)));
   }
 }
 
-bool SessionDeadlines::release(uint64_t id) {
+std::optional<std::string> SessionDeadlines::release(uint64_t id) {
   std::lock_guard lock(mu_);
   const auto it = entries_.find(id);
-  if (it == entries_.end()) return false;
-  const bool cut = it->second.cut;
+  if (it == entries_.end()) return std::nullopt;
+  std::optional<std::string> cut;
+  if (!it->second.cut.empty()) cut = std::move(it->second.cut);
   entries_.erase(it);
   return cut;
 }
 
-bool SessionDeadlines::Ticket::release() {
-  const bool cut = owner_ && owner_->release(id_);
+std::optional<std::string> SessionDeadlines::Ticket::release() {
+  auto cut = owner_ ? owner_->release(id_) : std::nullopt;
   owner_ = nullptr;
   return cut;
 }

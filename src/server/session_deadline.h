@@ -1,13 +1,19 @@
-// The whole session's bound: after --idle-timeout of grace, a session must move its bytes at
-// --min-rate on average, or a watchdog shuts its socket down. --idle-timeout alone sees a reader
-// that takes 64 KiB a second as making progress, so slow readers could hold every --max-conns
-// slot, and the payload each streams, for as long as they like.
+// Each session's bound on progress: after --idle-timeout of grace, the bytes a session moved
+// over the last --idle-timeout (read from the kernel: TCP_INFO's bytes acknowledged by the peer
+// and bytes received) must be at least --min-rate's worth, or a watchdog shuts its socket down
+// (nginx's client_body_timeout, measured on progress). --idle-timeout alone sees a reader that
+// takes 64 KiB a second as making progress, and an allowance from the bytes a session announced
+// lets one that moves 20 bytes hold its slot for the 1 GiB it claimed: neither holds a slot
+// here. The whole-time allowance (grace + the announced bytes at the rate) stays an outer bound.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 namespace iobench {
@@ -32,8 +38,8 @@ class SessionDeadlines {
     Ticket& operator=(Ticket&&) = delete;
     Ticket(const Ticket&) = delete;
     ~Ticket() { release(); }
-    // Leaves the watch; true when the deadline had cut the session.
-    bool release();
+    // Leaves the watch; why the watchdog cut the session, if it did.
+    std::optional<std::string> release();
 
    private:
     friend class SessionDeadlines;
@@ -42,17 +48,33 @@ class SessionDeadlines {
     uint64_t id_ = 0;
   };
 
-  // Watches `fd` for `seconds` from now; an infinite or non-positive bound watches nothing.
-  Ticket watch(int fd, double seconds);
+  // What a session is held to: `whole_s` from now at most (infinite or non-positive: no whole
+  // bound); after `grace_s`, at least `min_rate` bytes a second over every `grace_s` window.
+  struct Bound {
+    double whole_s = 0;
+    uint64_t min_rate = 0;
+    double grace_s = 0;
+  };
+  Ticket watch(int fd, const Bound& bound);
 
  private:
+  struct Sample {
+    int64_t ns;
+    uint64_t bytes;
+  };
   struct Entry {
     int fd;
-    int64_t deadline_ns;
-    bool cut = false;
+    int64_t deadline_ns;  // INT64_MAX: none
+    int64_t grace_end_ns;
+    int64_t window_ns;
+    uint64_t min_rate;
+    std::deque<Sample> samples;  // the last window's progress (rate-watched sessions)
+    std::string cut;             // why it was cut (empty: not cut)
   };
   void run();
-  bool release(uint64_t id);
+  // The next time `e` must be looked at, after checking it at `now` (cut when due).
+  int64_t check(Entry& e, int64_t now);
+  std::optional<std::string> release(uint64_t id);
 
   std::mutex mu_;
   std::condition_variable cv_;
