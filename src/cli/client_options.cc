@@ -1,7 +1,10 @@
 #include "cli/client_options.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -108,6 +111,40 @@ Status parse_repeat(ClientOptions& o, const RawClient& raw) {
   return {};
 }
 
+// The first line of @FILE's FILE, opened without following a link and refused when another
+// user could have written it (group- or world-writable, or owned by someone other than this
+// user or root): a token anyone may set authenticates no one.
+Result<std::string> read_token_file(const std::string& token) {
+  const std::string path = token.substr(1);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return fail(fmt::format("--auth-token '{}': cannot read {}: {}", token, path,
+                            errno == ELOOP ? "it is a symbolic link" : std::strerror(errno)));
+  struct stat st {};
+  std::string why;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    why = "not a regular file";
+  else if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    why = fmt::format("it is owned by uid {}, neither this user ({}) nor root", st.st_uid,
+                      ::geteuid());
+  else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    why = fmt::format("its mode {:o} lets others write it (chmod 600 or 640)", st.st_mode & 07777);
+  std::string content(258, '\0');
+  ssize_t n = why.empty() ? ::read(fd, content.data(), content.size()) : 0;
+  const int err = errno;
+  ::close(fd);
+  if (!why.empty()) return fail(fmt::format("--auth-token '{}': {} refused: {}", token, path, why));
+  if (n < 0)
+    return fail(fmt::format("--auth-token '{}': cannot read {}: {}", token, path,
+                            std::strerror(err)));
+  content.resize(static_cast<size_t>(n));
+  if (content.empty()) return fail(fmt::format("--auth-token '{}': cannot read {}: it is empty", token, path));
+  std::string line = content.substr(0, content.find('\n'));
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) return fail(fmt::format("--auth-token '{}': its first line is empty", token));
+  return line;
+}
+
 }  // namespace
 
 Status resolve_token(std::string& token, bool allow_short, bool given) {
@@ -122,19 +159,11 @@ Status resolve_token(std::string& token, bool allow_short, bool given) {
                     "authentication (unset it to run without one)");
       token = env;
     }
+  const bool literal = given && !token.empty() && !token.starts_with('@');
   if (token.starts_with('@')) {  // @FILE: the token is FILE's first line (a service's token file)
-    const std::string path = token.substr(1);
-    std::ifstream in(path);
-    if (!in)
-      return fail(fmt::format("--auth-token '{}': cannot read {}: {}", token, path,
-                              std::strerror(errno)));
-    std::string line;
-    // An empty file fails getline (its stream then reads false: not an errno to report).
-    if (!std::getline(in, line))
-      return fail(fmt::format("--auth-token '{}': cannot read {}: it is empty", token, path));
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) return fail(fmt::format("--auth-token '{}': its first line is empty", token));
-    token = line;
+    auto line = read_token_file(token);
+    if (!line) return std::unexpected(line.error());
+    token = std::move(*line);
   }
   if (token.size() > 256)
     return fail(fmt::format("--auth-token of {} bytes: at most 256", token.size()));
@@ -144,6 +173,11 @@ Status resolve_token(std::string& token, bool allow_short, bool given) {
         "against one proof offline; `openssl rand -hex 32` makes a good one; "
         "--allow-short-token to use it anyway)",
         token.size(), kMinTokenBytes));
+  // Once the token is good (an error stays the one line it is).
+  if (literal)
+    fmt::print(stderr,
+               "iobench: warning: a literal --auth-token can be read by every user of this host "
+               "(/proc/PID/cmdline); use --auth-token @FILE or $IOBENCH_AUTH_TOKEN\n");
   return {};
 }
 
@@ -213,9 +247,6 @@ Status parse_servers(ClientOptions& o) {
 }  // namespace
 
 Status validate_client(ClientOptions& o, RawClient& raw) {
-  if (auto st = resolve_token(o.auth_token, o.allow_short_token, raw.auth_token->count() > 0);
-      !st)
-    return st;
   if (auto st = parse_named(o, raw); !st) return st;
   if (auto st = tls::validate(o.tls); !st) return st;
   if (o.proto == Proto::kTcp) {
@@ -244,7 +275,9 @@ Status validate_client(ClientOptions& o, RawClient& raw) {
   if (auto st = validate_source_window(o); !st) return st;
   if (o.json_path == "-" && o.csv_path == "-")
     return fail("--json - and --csv - cannot both write to stdout");
-  return validate_write_pattern(o);
+  if (auto st = validate_write_pattern(o); !st) return st;
+  // Last: its warning (a literal token) only for a command that runs.
+  return resolve_token(o.auth_token, o.allow_short_token, raw.auth_token->count() > 0);
 }
 
 }  // namespace iobench

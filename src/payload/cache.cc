@@ -45,7 +45,60 @@ std::string cache_directory(const std::string& configured) {
   if (!configured.empty()) return configured;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/iobench";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/iobench";
-  return "/tmp/iobench-cache";
+  return fmt::format("/tmp/iobench-cache-{}", ::geteuid());
+}
+
+Result<int> open_cache_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(dir, ec))) {
+    fs::create_directories(fs::path(dir).parent_path(), ec);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      return fail(fmt::format("cannot create the payload cache '{}': {}", dir, std::strerror(errno)));
+  }
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return fail(fmt::format("cannot open the payload cache '{}': {}", dir,
+                            errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?)"
+                                                               : std::strerror(errno)));
+  struct stat st {};
+  std::string why;
+  if (::fstat(fd, &st) != 0)
+    why = std::strerror(errno);
+  else if (st.st_uid != ::geteuid())
+    why = fmt::format("it is owned by uid {}, not this process's {}", st.st_uid, ::geteuid());
+  else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    why = fmt::format("its mode {:o} lets others write it", st.st_mode & 07777);
+  if (why.empty()) return fd;
+  ::close(fd);
+  return fail(fmt::format("payload cache '{}' refused: {} (another user could swap its files; "
+                          "--cache-dir a directory of your own)",
+                          dir, why));
+}
+
+Status write_cache_file(int dirfd, const std::string& name, std::span<const std::byte> bytes) {
+  const std::string tmp = cache_temp_path(name);
+  int fd = -1;
+  for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
+    fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    // Ours from an earlier life of this pid, or planted: removed (the link itself), once.
+    if (fd < 0 && errno == EEXIST && attempt == 0) (void)::unlinkat(dirfd, tmp.c_str(), 0);
+  }
+  if (fd < 0) return fail(fmt::format("cache file '{}': {}", tmp, std::strerror(errno)));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n <= 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  const bool written = off == bytes.size() && ::close(fd) == 0;
+  if (!written || ::renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0) {
+    const int err = errno;
+    if (off != bytes.size()) ::close(fd);
+    (void)::unlinkat(dirfd, tmp.c_str(), 0);
+    return fail(fmt::format("cache file '{}': {}", name, std::strerror(err)));
+  }
+  return {};
 }
 
 Result<std::vector<CacheEntry>> list_cache(const std::string& dir) {

@@ -2,7 +2,9 @@
 // once the directory holds more than --cache-max. Listing and clearing for `iobench payload`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,8 +25,20 @@ uint64_t total_bytes(const std::vector<CacheEntry>& entries);
 // eviction can tell a dead writer's leftover from a live writer's file.
 std::string cache_temp_path(const std::string& path);
 
-// The directory a spec's cache lives in ($XDG_CACHE_HOME/iobench, ~/.cache/iobench, ...).
+// The directory a spec's cache lives in ($XDG_CACHE_HOME/iobench, ~/.cache/iobench, else
+// /tmp/iobench-cache-UID: one per user, never one every user shares).
 std::string cache_directory(const std::string& configured);
+
+// The cache directory, created (0700) when missing, opened without following a link and
+// checked: owned by this user and writable by no one else, or refused with the reason (another
+// user who can write it could swap a cache file for a link). The descriptor every cache file is
+// opened, created and renamed through (openat, O_NOFOLLOW), so no path is resolved twice.
+Result<int> open_cache_dir(const std::string& dir);
+
+// Writes `bytes` as `name` in the directory `dirfd`: a new temporary file (O_CREAT | O_EXCL |
+// O_NOFOLLOW: a planted file or link of its name is removed, never written through), renamed
+// into place (a link at `name` is replaced, its target untouched).
+Status write_cache_file(int dirfd, const std::string& name, std::span<const std::byte> bytes);
 
 // Payload files of the cache (*.zst), most recently used first. A missing directory is empty.
 Result<std::vector<CacheEntry>> list_cache(const std::string& dir);

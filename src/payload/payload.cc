@@ -119,14 +119,15 @@ Result<std::string> payload_cache_path(const PayloadSpec& spec) {
   return fmt::format("{}/file-{:016x}-l{}-{}.zst", dir, id, spec.zstd_level, spec.bytes);
 }
 
-// Maps an exact-size cache file with its pages populated up front, so no page fault lands in
-// the data phase; anything else (missing, wrong size) returns nullopt and is rebuilt.
-std::optional<MappedFile> map_cache_file(const std::string& path, uint64_t bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Maps an exact-size cache file (opened in the checked directory, never through a link) with
+// its pages populated up front, so no page fault lands in the data phase; anything else
+// (missing, wrong size, a link) returns nullopt and is rebuilt.
+std::optional<MappedFile> map_cache_file(int dirfd, const std::string& name, uint64_t bytes) {
+  const int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   struct stat st {};
   void* addr = MAP_FAILED;
-  if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == bytes)
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == bytes)
     addr = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (addr == MAP_FAILED) return std::nullopt;
@@ -142,7 +143,15 @@ bool payload_cached(const PayloadSpec& spec) {
 Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& options) {
   auto path = payload_cache_path(spec);
   if (!path) return std::unexpected(path.error());
-  if (auto mapped = map_cache_file(*path, spec.bytes)) {
+  const std::string dir = cache_directory(spec.cache_dir);
+  const std::string name = std::filesystem::path(*path).filename().string();
+  auto dirfd = open_cache_dir(dir);
+  if (!dirfd) return std::unexpected(dirfd.error());
+  struct DirFd {
+    int fd;
+    ~DirFd() { ::close(fd); }
+  } held{*dirfd};
+  if (auto mapped = map_cache_file(held.fd, name, spec.bytes)) {
     Payload p;
     p.mapped = std::move(*mapped);
     p.cache_path = *path;
@@ -157,22 +166,9 @@ Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& option
   if (!built) return built;
   if (spec.bytes > spec.cache_max) return built;  // never cached: above the cache's bound
   built->cache_path = *path;
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(*path).parent_path(), ec);
-  // Write then rename, so a concurrent reader never sees a half-written payload.
-  const std::string tmp = cache_temp_path(*path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(built->data.data()),
-              static_cast<std::streamsize>(built->data.size()));
-    if (!out) {
-      std::filesystem::remove(tmp, ec);
-      return built;  // an unwritable cache costs time, not correctness
-    }
-  }
-  std::filesystem::rename(tmp, *path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
-  evict_cache(cache_directory(spec.cache_dir), spec.cache_max, *path);
+  // Written then renamed, so a concurrent reader never sees a half-written payload; an
+  // unwritable cache costs time, not correctness.
+  if (write_cache_file(held.fd, name, built->data)) evict_cache(dir, spec.cache_max, *path);
   return built;
 }
 
