@@ -403,10 +403,10 @@ void describe(Self& o, Visit&& visit) {
         o.handshake_timeout_s);
   visit(Field{.name = "idle_timeout_s",
               .flag = "--idle-timeout",
-              .help = "Seconds without progress before a session is dropped (default 30)",
-              .real_min = 0,
+              .help = "Seconds without progress before a session is dropped (default 30; at "
+                      "least 0.001: a shorter one would be no read timeout at all)",
+              .real_min = 0.001,
               .real_max = 3600,
-              .above_min = true,
               .value_name = "SECONDS"},
         o.idle_timeout_s);
   visit(Field{.name = "stdin_lease_s",

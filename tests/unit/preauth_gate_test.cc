@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/preauth.h"
+#include "server/server_state.h"
 
 namespace iobench {
 namespace {
@@ -44,6 +45,23 @@ TEST(PreAuthGate, ASourceHoldsItsConnectionsUntilTheyAreReleasedCutOrNot) {
   (void)flood2.release();
   EXPECT_FALSE(gate.holds("10.0.0.2"));
   EXPECT_TRUE(gate.holds("10.0.0.1"));
+}
+
+}  // namespace
+}  // namespace iobench
+
+namespace iobench {
+namespace {
+
+TEST(EscapeForLog, ControlsAndCodePointsThatActOnADisplayAreEscaped) {
+  EXPECT_EQ(escape_for_log("a\nb\x1b[2J"), "a\\nb\\x1b[2J");
+  EXPECT_EQ(escape_for_log("raw \x9b" "31m"), "raw \\x9b31m");  // not UTF-8: its byte
+  EXPECT_EQ(escape_for_log("\xc2\x9b" "31m"), "\\u{009b}31m");  // U+009B, the C1 CSI
+  EXPECT_EQ(escape_for_log("x\xc2\x85y"), "x\\u{0085}y");      // U+0085, next line
+  EXPECT_EQ(escape_for_log("x\xe2\x80\xa8y"), "x\\u{2028}y");  // line separator
+  EXPECT_EQ(escape_for_log("\xe2\x80\xae" "cba"), "\\u{202e}cba");  // right-to-left override
+  EXPECT_EQ(escape_for_log("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93");  // as is
+  EXPECT_EQ(escape_for_log("\xe2\x80"), "\\xe2\\x80");  // a cut sequence
 }
 
 }  // namespace
