@@ -71,6 +71,7 @@ def test_a_declared_128mib_window_is_refused_not_allocated():
             t.join(60)
         peak = rss_mib(s.proc.pid, "VmHWM")
         lines = [s.read_line() for _ in range(8)]
+        print(f"8 sessions declaring a 128 MiB window: RSS {base:.0f} -> peak {peak:.0f} MiB")
         assert len(outcome) == 8, outcome
         assert all("declares a window larger than the 2 MiB" in l for l in lines), lines
         if not sanitized():
@@ -117,6 +118,8 @@ def test_eight_source_windows_of_one_payload_are_one_mapping(cache_dir):
             readers.append(sock)
         shmem = rss_mib(s.proc.pid, "RssShmem")
         peak = rss_mib(s.proc.pid)
+        print(f"8 sessions of one 40 MiB window: RssShmem {shmem:.0f} MiB, RSS {base:.0f} -> "
+              f"{peak:.0f} MiB")
         # One payload (40 MiB) and one span of it (40 MiB): inside the 128 MiB budget.
         assert shmem < 48, shmem
         if not sanitized():
@@ -171,3 +174,11 @@ def test_min_rate_is_judged_on_bytes_moved_not_bytes_announced():
         for d in dribblers:
             d.close()
         s.stop()
+
+
+def test_an_idle_timeout_below_a_millisecond_is_refused():
+    # 1e-9 s truncated to a zero timeval, which the kernel reads as no timeout at all.
+    from conftest import run
+    p = run("server", "--idle-timeout", "1e-9")
+    assert p.returncode == 2
+    assert "invalid --idle-timeout '1e-09': expected 0.001..3600" in p.stderr, p.stderr
