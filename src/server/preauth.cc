@@ -153,8 +153,8 @@ std::string events_text(const std::array<uint64_t, kPreAuthEvents>& n, const std
                         const std::string& cap) {
   return fmt::format(
       "{} cut at --handshake-timeout{}, {} cut to make room{}, {} timed out reading, {} refused "
-      "token(s), {} rejected, {} closed with every handler busy",
-      n[0], deadline, n[1], cap, n[2], n[3], n[4], n[5]);
+      "token(s), {} rejected, {} closed with every handler busy, {} refused with no thread",
+      n[0], deadline, n[1], cap, n[2], n[3], n[4], n[5], n[6]);
 }
 
 }  // namespace

@@ -29,10 +29,18 @@ enum class PreAuthCut { kNone, kDeadline, kMadeRoom };
 
 // What the gate counts, each apart: its own cuts (at the deadline, to make room), a connection
 // whose reads timed out before the watchdog cut it, a wrong or missing token, any other refusal
-// before a session (a bad frame, a request past the server's bounds), and a connection closed at
-// once because every handler was busy.
-enum class PreAuthEvent { kDeadline, kMadeRoom, kTimedOut, kRefusedToken, kRejected, kClosedBusy };
-inline constexpr size_t kPreAuthEvents = 6;
+// before a session (a bad frame, a request past the server's bounds), a connection closed at
+// once because every handler was busy, and one refused because no thread would start for it.
+enum class PreAuthEvent {
+  kDeadline,
+  kMadeRoom,
+  kTimedOut,
+  kRefusedToken,
+  kRejected,
+  kClosedBusy,
+  kNoThread
+};
+inline constexpr size_t kPreAuthEvents = 7;
 
 class PreAuthGate {
  public:

@@ -145,7 +145,12 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
       std::thread(std::move(session)).detach();
     } catch (const std::exception& e) {
       --state->sessions;
-      log_line(cfg, peer, fmt::format("refused: no thread for its handler ({})", e.what()));
+      // Counted and summarised as every other refusal: a flood under RLIMIT_NPROC wrote
+      // 81,434 of these lines (8.9 MB) in 10 s.
+      if (state->preauth) state->preauth->count(PreAuthEvent::kNoThread);
+      if (!state->preauth || state->preauth->may_log(PreAuthEvent::kNoThread))
+        log_line(cfg, peer, fmt::format("refused: no thread for its handler ({})", e.what()));
+      log_preauth_summary(cfg, *state);
     }
   }
 }
