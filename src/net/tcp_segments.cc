@@ -5,30 +5,41 @@
 #include <sys/socket.h>
 
 #include <cstddef>
+#include <optional>
+#include <utility>
 
 namespace iobench {
 
-TcpSegments tcp_segments(int fd) {
+namespace {
+
+// TCP_INFO of `fd`, and how many of its bytes the kernel filled (older kernels fill fewer
+// fields); nullopt where it is not a TCP socket.
+std::optional<std::pair<tcp_info, socklen_t>> read_tcp_info(int fd) {
   tcp_info info{};
   socklen_t len = sizeof info;
-  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return {};
-  return {info.tcpi_segs_out, info.tcpi_segs_in, info.tcpi_total_retrans};
+  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return std::nullopt;
+  return std::pair{info, len};
+}
+
+}  // namespace
+
+TcpSegments tcp_segments(int fd) {
+  const auto t = read_tcp_info(fd);
+  if (!t) return {};
+  return {t->first.tcpi_segs_out, t->first.tcpi_segs_in, t->first.tcpi_total_retrans};
 }
 
 PeerProgress peer_progress(int fd) {
-  tcp_info info{};
-  socklen_t len = sizeof info;
-  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return {};
-  return {info.tcpi_bytes_acked, info.tcpi_segs_in};
+  const auto t = read_tcp_info(fd);
+  if (!t) return {};
+  return {t->first.tcpi_bytes_acked, t->first.tcpi_segs_in};
 }
 
 std::optional<uint64_t> bytes_moved(int fd) {
-  tcp_info info{};
-  socklen_t len = sizeof info;
-  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
-      len < offsetof(tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received)
+  const auto t = read_tcp_info(fd);
+  if (!t || t->second < offsetof(tcp_info, tcpi_bytes_received) + sizeof(uint64_t))
     return std::nullopt;
-  return info.tcpi_bytes_acked + info.tcpi_bytes_received;
+  return t->first.tcpi_bytes_acked + t->first.tcpi_bytes_received;
 }
 
 }  // namespace iobench

@@ -29,7 +29,7 @@ class WindowCache {
   // bytes do not fit the budget.
   Result<std::shared_ptr<const RepeatedWindow>> get(std::span<const std::byte> first,
                                                     uint64_t pass_unit);
-  // Windows mapped now and the bytes they hold.
+  // How many windows are mapped now.
   size_t mapped() const;
 
  private:

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cmath>
 
 #include "net/tcp_segments.h"
@@ -60,7 +59,7 @@ SessionDeadlines::Ticket SessionDeadlines::watch(int fd, const Bound& b) {
   const int64_t now = monotonic_ns();
   const auto grace = static_cast<int64_t>(b.grace_s * 1e9);
   Entry e{fd, whole ? now + static_cast<int64_t>(b.whole_s * 1e9) : INT64_MAX,
-          rate ? now + grace : INT64_MAX, grace, rate ? b.min_rate : 0, {}, {}};
+          rate ? now + grace : INT64_MAX, grace, rate ? b.min_rate : 0, {}, now, {}};
   if (rate) e.samples.push_back({now, *now_bytes});
   const uint64_t id = next_id_++;
   entries_.emplace(id, std::move(e));
@@ -98,20 +97,17 @@ int64_t SessionDeadlines::check(Entry& e, int64_t now) {
 // Sessions are few (at most --max-conns): a scan of every entry costs nothing.
 void SessionDeadlines::run() {
   std::unique_lock lock(mu_);
-  std::map<uint64_t, int64_t> due;  // id -> when to look at it again
   while (!stop_) {
     const int64_t now = monotonic_ns();
     int64_t next = INT64_MAX;
     for (auto& [id, e] : entries_) {
       if (!e.cut.empty()) continue;
-      auto [it, fresh] = due.try_emplace(id, now);
-      if (it->second <= now) {
-        it->second = check(e, now);
+      if (e.due_ns <= now) {
+        e.due_ns = check(e, now);
         if (!e.cut.empty()) cut_socket(e.fd);
       }
-      if (e.cut.empty()) next = std::min(next, it->second);
+      if (e.cut.empty()) next = std::min(next, e.due_ns);
     }
-    std::erase_if(due, [this](const auto& d) { return !entries_.contains(d.first); });
     if (next == INT64_MAX)
       cv_.wait(lock);
     else

@@ -69,6 +69,7 @@ class SessionDeadlines {
     int64_t window_ns;
     uint64_t min_rate;
     std::deque<Sample> samples;  // the last window's progress (rate-watched sessions)
+    int64_t due_ns;              // when the watchdog looks at it next
     std::string cut;             // why it was cut (empty: not cut)
   };
   void run();

@@ -32,9 +32,12 @@ SessionMemory session_memory(const SidePlan& plan, const proto::Hello& h) {
 Result<MemoryBudget::Hold> take_session_memory(const SessionMemory& m, const ServerOptions& o,
                                                MemoryBudget& budget) {
   if (m.buffers + m.decoder > o.session_memory)
-    return fail(fmt::format("this session's buffers need {} ({}), past this server's "
+    return fail(fmt::format("this session's buffers need {} ({}{}), past this server's "
                             "--session-memory {}",
-                            format_bytes_human(m.buffers), m.what,
+                            format_bytes_human(m.buffers + m.decoder), m.what,
+                            m.decoder ? fmt::format(", a zstd decoder: {}",
+                                                    format_bytes_human(m.decoder))
+                                      : "",
                             format_bytes_human(o.session_memory)));
   if (auto hold = budget.take(m.total())) return std::move(*hold);
   return fail(fmt::format("server's memory full: sessions hold {} of its --memory-budget {}, this "
