@@ -85,7 +85,9 @@ int64_t SessionDeadlines::check(Entry& e, int64_t now) {
   if (now >= e.grace_end_ns && span >= e.window_ns) {
     const double need = static_cast<double>(e.min_rate) * static_cast<double>(span) / 1e9;
     const uint64_t moved = *bytes - base.bytes;
-    if (static_cast<double>(moved) < need) {
+    // Nothing at all moved is --idle-timeout's to report ("timed out"): its clock starts at the
+    // last progress, so it fires by the end of a window without any.
+    if (moved > 0 && static_cast<double>(moved) < need) {
       e.cut = fmt::format("moved {} in its last {:.1f} s", format_bytes_human(moved),
                           static_cast<double>(span) / 1e9);
       return INT64_MAX;
