@@ -77,6 +77,7 @@ int64_t SessionDeadlines::check(Entry& e, int64_t now) {
   const int64_t step = std::clamp<int64_t>(e.window_ns / 8, kSecond / 10, kSecond);
   const std::optional<uint64_t> bytes = bytes_moved(e.fd);
   if (!bytes) return e.deadline_ns;  // the socket is going: the handler sees why
+  const bool moving = *bytes != e.samples.back().bytes;
   e.samples.push_back({now, *bytes});
   // The oldest sample kept is the last one at least a window old: the rate is read over one.
   while (e.samples.size() > 2 && e.samples[1].ns <= now - e.window_ns) e.samples.pop_front();
@@ -85,9 +86,11 @@ int64_t SessionDeadlines::check(Entry& e, int64_t now) {
   if (now >= e.grace_end_ns && span >= e.window_ns) {
     const double need = static_cast<double>(e.min_rate) * static_cast<double>(span) / 1e9;
     const uint64_t moved = *bytes - base.bytes;
-    // Nothing at all moved is --idle-timeout's to report ("timed out"): its clock starts at the
-    // last progress, so it fires by the end of a window without any.
-    if (moved > 0 && static_cast<double>(moved) < need) {
+    // A session that moved nothing since the last look has stalled, not slowed: that is
+    // --idle-timeout's to report ("timed out"), whose clock starts at the last progress, so it
+    // fires within a window (a link gone silent mid-window reads as slow over that window
+    // until then). A trickle moves between some looks, and is cut at the next of those.
+    if (moving && static_cast<double>(moved) < need) {
       e.cut = fmt::format("moved {} in its last {:.1f} s", format_bytes_human(moved),
                           static_cast<double>(span) / 1e9);
       return INT64_MAX;
