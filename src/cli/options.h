@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "config/options.h"
+#include "config/server_options.h"
 #include "util/result.h"
 
 namespace iobench {

@@ -1,6 +1,8 @@
 #include "payload/frames.h"
 
 #include <fmt/format.h>
+// ZSTD_estimateCCtxSize_usingCParams: in libzstd's exported (static-linking-only) API.
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include <algorithm>
@@ -180,10 +182,25 @@ void FileSource::chunk(uint64_t /*index*/, uint64_t offset, size_t n, std::strin
   }
 }
 
+unsigned build_threads(const BuildOptions& options) {
+  return options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+}
+
+uint64_t build_working_bytes(int level, unsigned threads) {
+  // Sized for a chunk under 2 MiB: a raw chunk is 1 MiB and the end of one command, and past
+  // 1 MiB zstd's tables grow to a 2 MiB window's (level 19: 35 MiB, not 18).
+  const uint64_t context =
+      ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(level, 2 * kRawChunk, 0));
+  // A raw chunk (1 MiB and the end of one generated command) in a string grown by appends,
+  // whose capacity may reach twice its size.
+  const uint64_t raw = 2 * kRawChunk;
+  const uint64_t frames = kFramesPerThread * ZSTD_compressBound(kRawChunk);
+  return threads * (context + raw + frames);
+}
+
 Result<uint64_t> fill_frames(const RawSource& source, int level, uint64_t bytes,
                              std::vector<std::byte>& out, const BuildOptions& options) {
-  const unsigned threads =
-      options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = build_threads(options);
   Builder b{source, bytes, out, options, {}};
   b.compressors.reserve(threads);
   for (unsigned t = 0; t < threads; ++t) b.compressors.emplace_back(level);

@@ -42,6 +42,14 @@ class FileSource final : public RawSource {
   std::string content_;
 };
 
+// The threads a build with these options compresses on (0 in options: one per core).
+unsigned build_threads(const BuildOptions& options);
+
+// The memory a build holds beside its payload, counted before it starts: per thread a zstd
+// compression context at `level` (zstd's own size for a chunk of 1 MiB and a command: 1.3 MiB at level 3,
+// 13 MiB at 9, 35 MiB at 19), a raw chunk, and the compressed frames of a batch in flight.
+uint64_t build_working_bytes(int level, unsigned threads);
+
 // Fills `out` with whole zstd frames, then one skippable frame for the rest, so the size is exact
 // and a decoder accepts every byte. Returns the number of data frames.
 Result<uint64_t> fill_frames(const RawSource& source, int level, uint64_t bytes,

@@ -140,6 +140,39 @@ bool payload_cached(const PayloadSpec& spec) {
   return path && ::stat(path->c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == spec.bytes;
 }
 
+namespace {
+
+struct DirFd {
+  int fd;
+  ~DirFd() { ::close(fd); }
+};
+
+// The cached payload under `dir`'s descriptor, if a valid one is there.
+std::optional<Payload> map_cached(int dirfd, const PayloadSpec& spec, const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  auto mapped = map_cache_file(dirfd, name, spec.bytes);
+  if (!mapped) return std::nullopt;
+  Payload p;
+  p.mapped = std::move(*mapped);
+  p.cache_path = path;
+  p.from_cache = true;
+  p.source = describe_payload(spec);
+  if (!finish(p)) return std::nullopt;
+  touch_cache_file(path);
+  return p;
+}
+
+}  // namespace
+
+std::optional<Payload> load_cached_payload(const PayloadSpec& spec) {
+  auto path = payload_cache_path(spec);
+  if (!path) return std::nullopt;
+  auto dirfd = open_cache_dir(cache_directory(spec.cache_dir));
+  if (!dirfd) return std::nullopt;
+  const DirFd held{*dirfd};
+  return map_cached(held.fd, spec, *path);
+}
+
 Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& options) {
   auto path = payload_cache_path(spec);
   if (!path) return std::unexpected(path.error());
@@ -147,21 +180,8 @@ Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& option
   const std::string name = std::filesystem::path(*path).filename().string();
   auto dirfd = open_cache_dir(dir);
   if (!dirfd) return std::unexpected(dirfd.error());
-  struct DirFd {
-    int fd;
-    ~DirFd() { ::close(fd); }
-  } held{*dirfd};
-  if (auto mapped = map_cache_file(held.fd, name, spec.bytes)) {
-    Payload p;
-    p.mapped = std::move(*mapped);
-    p.cache_path = *path;
-    p.from_cache = true;
-    p.source = describe_payload(spec);
-    if (finish(p)) {
-      touch_cache_file(*path);
-      return p;
-    }
-  }
+  const DirFd held{*dirfd};
+  if (auto cached = map_cached(held.fd, spec, *path)) return std::move(*cached);
   auto built = build_payload(spec, options);
   if (!built) return built;
   if (spec.bytes > spec.cache_max) return built;  // never cached: above the cache's bound

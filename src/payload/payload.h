@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -56,6 +57,9 @@ struct BuildOptions {
 
 // Builds the payload in memory (no cache). Deterministic for a given spec.
 Result<Payload> build_payload(const PayloadSpec& spec, const BuildOptions& options = {});
+
+// The spec's payload mapped from the on-disk cache, if a valid one is there (nothing built).
+std::optional<Payload> load_cached_payload(const PayloadSpec& spec);
 
 // Loads from the on-disk cache, building and storing it first when missing or stale.
 Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& options = {});

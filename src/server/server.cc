@@ -253,6 +253,14 @@ Result<std::shared_ptr<const Payload>> payload_for(const proto::Hello& h, Server
   spec.bytes =
       window_payload_bytes(h.payload_bytes ? h.payload_bytes : h.bytes, h.source_window);
   spec.zstd_level = static_cast<int>(h.zstd_level);
+  // What a build costs is bounded before it starts: its size and level (CPU), then its memory
+  // (the budget) and its time (--max-build-time).
+  if (spec.bytes > o.max_payload)
+    return fail(fmt::format("a payload of {} is above this server's --max-payload {}",
+                            format_bytes_human(spec.bytes), format_bytes_human(o.max_payload)));
+  if (spec.zstd_level > o.max_zstd_level)
+    return fail(fmt::format("zstd level {} is above this server's --max-zstd-level {}",
+                            spec.zstd_level, o.max_zstd_level));
   return state.payloads.get(spec, [&](const proto::Progress& progress) {
     return !interrupt::received() && send_message(*s.stream, progress).has_value();
   });

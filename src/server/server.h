@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "config/options.h"
+#include "config/server_options.h"
 
 namespace iobench {
 namespace tls {

@@ -170,7 +170,9 @@ int serve(const std::vector<ListeningPort>& ports) {
   // Opened here, on the main thread, so the counters follow every session thread (inherit).
   if (first.kernel_counters) (void)process_syscall_counter();
   // Shared by the ports' loops and the (detached) session threads: the last one out frees it.
-  auto state = std::make_shared<ServerState>();
+  const ServerOptions& o = first.options;
+  auto state = std::make_shared<ServerState>(
+      PayloadCache::Limits{o.max_builds, o.max_build_time_s, 0});
   state->memory.set_limit(memory_budget(first.options));
   // Unauthenticated connections may take every handler (2 x --max-conns), one of the busiest
   // source's cut when a new one finds none free (accept_loop).

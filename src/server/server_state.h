@@ -10,41 +10,17 @@
 #include <memory>
 #include <mutex>
 
-#include "config/options.h"
-#include "payload/payload.h"
+#include "config/server_options.h"
 #include "payload/window_cache.h"
 #include "proto/messages.h"
 #include "util/memory_budget.h"
+#include "server/payload_cache.h"
 #include "server/preauth.h"
 #include "server/session_deadline.h"
 #include "session/group.h"
 #include "util/result.h"
 
 namespace iobench {
-
-// Keeps the last payload in memory so repeated runs of one size do not reload it. Shared by the
-// session threads: a payload in use stays alive while a newer one replaces it. A session that
-// builds a payload, or waits for another session's build, reports progress to its client about
-// twice a second (so the client's no-progress timeout never fires while the server works).
-class PayloadCache {
- public:
-  using Report = std::function<bool(const proto::Progress&)>;  // false: stop (client gone)
-
-  explicit PayloadCache(MemoryBudget& budget) : budget_(budget) {}
-  // The payload for `spec`: the one in memory, or built (one build at a time; waiting
-  // sessions report the build in progress). Its bytes are taken from the server's budget
-  // while it is built and for as long as it lives; refused when they do not fit.
-  Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec, const Report& report);
-
- private:
-  static constexpr std::chrono::milliseconds kReportEvery{500};
-  MemoryBudget& budget_;
-  std::mutex mu_;
-  std::shared_ptr<const Payload> payload_;
-  PayloadSpec spec_;
-  std::atomic<uint64_t> done_{0}, total_{0};  // the build in progress, for waiting sessions
-  std::atomic<int64_t> start_ns_{0};
-};
 
 // The groups of --conns runs in progress, by the id the client drew for the run.
 class GroupTable {
@@ -66,7 +42,10 @@ class GroupTable {
 struct ServerState {
   // --memory-budget: every byte a session makes the server hold (session_memory.h).
   MemoryBudget memory;
-  PayloadCache payloads{memory};
+  // Payloads, built at most --max-builds at once, each within --max-build-time.
+  PayloadCache payloads;
+
+  explicit ServerState(const PayloadCache::Limits& builds = {}) : payloads(memory, builds) {}
   // --source-window spans, each mapped once for the sessions streaming it and counted in
   // `memory` until the last of them ends.
   WindowCache windows{&memory, false};

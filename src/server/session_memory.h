@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "config/options.h"
+#include "config/server_options.h"
 #include "proto/messages.h"
 #include "util/memory_budget.h"
 #include "session/plan.h"

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "payload/frames.h"
 #include "payload/resp_generator.h"
 #include "payload/verifier.h"
 #include "payload/window.h"
@@ -239,6 +240,25 @@ TEST(Payload, ProgressRisesToTheSizeAndFalseStops) {
   auto stopped = build_payload(spec, stop);
   ASSERT_FALSE(stopped);
   EXPECT_NE(stopped.error().message.find("interrupted"), std::string::npos);
+}
+
+TEST(Payload, ABuildsCountedWorkingMemoryCoversItsCompressionContext) {
+  // The context a thread's chunks really grow (a generated chunk is 1 MiB and the end of a
+  // command, which puts zstd's tables at a 2 MiB window's size) fits what is counted for it.
+  std::string raw;
+  GeneratedSource(9).chunk(0, 0, kRawChunk, raw);
+  ASSERT_GT(raw.size(), kRawChunk);
+  std::vector<char> frame(ZSTD_compressBound(raw.size()));
+  for (int level : {1, 3, 9, 12, 19}) {
+    ZSTD_CCtx* c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+    ASSERT_FALSE(ZSTD_isError(ZSTD_compress2(c, frame.data(), frame.size(), raw.data(), raw.size())));
+    const uint64_t used = ZSTD_sizeof_CCtx(c) + raw.capacity() + 4 * frame.size();
+    ZSTD_freeCCtx(c);
+    EXPECT_LE(used, build_working_bytes(level, 1)) << "level " << level;
+    EXPECT_EQ(build_working_bytes(level, 3), 3 * build_working_bytes(level, 1));
+  }
+  EXPECT_GT(build_working_bytes(19, 1), 30u << 20);  // level 19: a 35 MiB context
 }
 
 TEST(Payload, InterruptedLoadLeavesNoCacheFile) {
