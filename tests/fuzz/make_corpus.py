@@ -23,6 +23,13 @@ def main():
     seeds = {
         "hello": hello_frame(),
         "hello-tls-group": hello_frame(proto="tls", tls_io="bio", conns=4, group_id=7, token="t"),
+        # The sessions whose bytes cost the server most: a decoder (its window bounded at 2 MiB),
+        # a shared --source-window span, a payload build at a level past the cap.
+        "hello-decompress": hello_frame(fields={"decompress": True}),
+        "hello-source-window": hello_frame(client_sends=False, nbytes=8 << 20,
+                                           fields={"seed": 5, "source_window": 1 << 20}),
+        "hello-build": hello_frame(client_sends=False, nbytes=64,
+                                   fields={"payload_bytes": 16 << 20, "zstd_level": 19}),
         "ack": frame(2, s("0.1.0")),
         "error": frame(4, s("busy")),
         "result": frame(3, pack_fields("RESULT", {"io.bytes": 4096, "engine": "uring",
