@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
           return iobench::run_payload_command(c);
         } else if constexpr (std::is_same_v<T, iobench::WatchCommand>) {
           return iobench::run_watch_command(c);
+        } else if constexpr (std::is_same_v<T, iobench::LoadCommand>) {
+          return iobench::run_load_command(c);
         } else if constexpr (std::is_same_v<T, iobench::CompareCommand>) {
           return iobench::run_compare_command(c);
         } else {

@@ -12,6 +12,7 @@
 #include "cli/help_format.h"
 #include "cli/hints.h"
 #include "cli/manpage.h"
+#include "net/address.h"
 #include "probe/syscall_counter.h"
 #include "proto/fields.h"
 #include "util/size.h"
@@ -102,8 +103,9 @@ struct CommandLine {
   PayloadCommand payload_cmd;
   CompareCommand compare_cmd;
   WatchCommand watch_cmd;
+  LoadCommand load_cmd;
   TopLevel top;
-  TypedText server_text, payload_text, compare_text, watch_text, top_text;
+  TypedText server_text, payload_text, compare_text, watch_text, load_text, top_text;
   CLI::App* client = nullptr;
   CLI::App* server = nullptr;
   CLI::App* payload = nullptr;
@@ -111,6 +113,7 @@ struct CommandLine {
   CLI::App* protocol = nullptr;
   CLI::App* compare = nullptr;
   CLI::App* watch = nullptr;
+  CLI::App* load = nullptr;
 
   CommandLine() {
     app.formatter(std::make_shared<WrappingFormatter>());  // before the subcommands copy it
@@ -134,6 +137,10 @@ struct CommandLine {
     watch = add_command(
         app, "watch", "Count a live process's syscalls, I/O sizes and CPU (and its children's)",
         watch_text, std::pair{"Options", &watch_cmd});
+    load = add_command(app, "load",
+                       "An open-loop RESP load on a Valkey or Redis server: latency from each "
+                       "request's intended send time, in histograms per time slice",
+                       load_text, std::pair{"Options", &load_cmd});
     add_described(app, top, top_text, "Options");
   }
   CommandLine(const CommandLine&) = delete;
@@ -143,7 +150,7 @@ struct CommandLine {
   Result<Command> command() {
     // Loopback options typed before a subcommand would be silently ignored: refuse them.
     if (client->parsed() || server->parsed() || payload->parsed() || doctor->parsed() ||
-        compare->parsed() || watch->parsed()) {
+        compare->parsed() || watch->parsed() || load->parsed()) {
       for (const CLI::Option* opt : app.get_options()) {
         if (opt->count() > 0)
           return fail(fmt::format("option {} must follow the subcommand", opt->get_name()));
@@ -153,6 +160,12 @@ struct CommandLine {
     if (watch->parsed()) {
       if (auto st = validate_watch(watch_cmd, watch_text); !st) return std::unexpected(st.error());
       return watch_cmd;
+    }
+    if (load->parsed()) {
+      if (auto st = read_described(load_cmd, load_text); !st) return std::unexpected(st.error());
+      if (auto where = parse_host_port(load_cmd.connect, "--connect", 6379, false); !where)
+        return std::unexpected(where.error());
+      return load_cmd;
     }
     if (compare->parsed()) {
       if (auto st = read_described(compare_cmd, compare_text); !st)

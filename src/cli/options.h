@@ -4,6 +4,7 @@
 #include <string>
 #include <variant>
 
+#include "config/load_options.h"
 #include "config/options.h"
 #include "config/server_options.h"
 #include "util/result.h"
@@ -15,7 +16,7 @@ struct HelpRequested {
 };
 
 using Command = std::variant<ClientOptions, ServerOptions, PayloadCommand, DoctorCommand,
-                             CompareCommand, WatchCommand, HelpRequested>;
+                             CompareCommand, WatchCommand, LoadCommand, HelpRequested>;
 
 // Parses argv into a command. Every error is one line naming the bad value.
 Result<Command> parse_command_line(int argc, const char* const* argv);

@@ -65,7 +65,8 @@ def test_the_options_page_and_help_name_the_same_options():
     every option it names is in one of them: a flag added or renamed without the page fails."""
     page = options_in((Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text())
     helped = set()
-    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol"]:
+    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol",
+                "load"]:
         helped |= options_in(run(*([sub] if sub else []), "--help").stdout) - {"--help"}
     assert helped - page == set(), f"in --help, not in docs/options.md: {sorted(helped - page)}"
     assert page - helped - {"--help", "--install", "--pipe"} == set(), (  # cmake's, redis-cli's
@@ -75,7 +76,8 @@ def test_the_options_page_and_help_name_the_same_options():
 def test_help_fits_a_terminal_and_says_what_each_value_is():
     """Every --help line within 100 columns; no value shown as CLI11's TEXT, INT, UINT or FLOAT
     (a size is SIZE, a file FILE, a number N, an enum its names); --buf's default is shown."""
-    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol"]:
+    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol",
+                "load"]:
         text = run(*([sub] if sub else []), "--help").stdout
         long = [line for line in text.splitlines() if len(line) > 100]
         assert not long, f"{sub or 'iobench'} --help: {len(long)} lines over 100: {long[0]}"
