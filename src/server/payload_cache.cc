@@ -35,8 +35,11 @@ PayloadCache::Step PayloadCache::look(const PayloadSpec& spec,
     return Step::kFound;
   }
   std::erase_if(live_, [](const Live& l) { return l.payload.expired(); });
-  for (const Live& l : live_)
-    if (same_payload(spec, l.spec) && (found = l.payload.lock())) return Step::kFound;
+  for (const Live& l : live_) {
+    if (!same_payload(spec, l.spec)) continue;
+    found = l.payload.lock();
+    if (found) return Step::kFound;
+  }
   for (const auto& b : building_)
     if (same_payload(spec, b->spec)) {
       build = b;
