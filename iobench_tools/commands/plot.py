@@ -90,6 +90,7 @@ def plot_fanout(doc, out):
 
 def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
+    ap.check_before_run(lambda a: sweeplib.missing_folder(a.sweep_dir, "plot"))
     ap.add_argument("sweep_dir", metavar="results/NAME",
                     help="a sweep's or fan-out scenario's folder; the PNGs go to its plots/")
     return ap.parse_args(argv)

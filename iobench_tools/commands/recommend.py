@@ -327,6 +327,7 @@ def manifest_micro(folder):
 
 def main(argv=None):
     ap = iobenchlib.command_parser(__doc__)
+    ap.check_before_run(lambda a: sweeplib.missing_folder(a.sweep_dir, "recommend"))
     ap.add_argument("sweep_dir",
                     help="a sweep's folder (results/NAME), a fan-out scenario's or a fleet's")
     ap.add_argument("--tolerance", type=float, default=0.05,

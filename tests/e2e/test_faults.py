@@ -114,6 +114,7 @@ def test_client_killed_mid_transfer_server_serves_next(server, cache_dir):
     assert server.alive()
 
 
+@pytest.mark.concurrency  # a stall case: runs under ThreadSanitizer too (docs/hardening.md)
 def test_silent_client_does_not_block_the_next(server, cache_dir):
     silent = socket.create_connection(("127.0.0.1", server.port))
     try:
@@ -196,6 +197,7 @@ def test_doctor_reports_every_check():
         assert any(line.startswith(name) for line in p.stdout.splitlines()), name
 
 
+@pytest.mark.concurrency  # a stall case: runs under ThreadSanitizer too (docs/hardening.md)
 def test_trickled_hello_is_cut_at_the_handshake_timeout(server, cache_dir):
     # One byte every 0.4 s stays inside the per-read timeout (1 s) but not the hello's deadline.
     frame = hello_frame(nbytes=4096)

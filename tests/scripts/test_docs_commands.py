@@ -42,8 +42,9 @@ PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(?:[=:.,/].*)?$|[\[\]<>{}…$]|\.\.\.
 # A quoted name with an option or two but not its required operands is a mention of them
 # ("`scripts/sweep --repeat auto`"), not a command: what a tool says of a missing operand.
 MENTION = re.compile(r"required|needs --|is required")
-# Checks of the machine, not of the syntax: an example's process ids.
-MACHINE = re.compile(r"no such process")
+# Checks of the machine, not of the syntax: an example's process ids, a folder an earlier step
+# makes (`tar -xJf ...` then `scripts/recommend rr01`). The tools' own check refuses those too.
+MACHINE = re.compile(r"no such process|no such directory")
 TOOLS = re.compile(r"^(?:\./iobench|iobench|scripts/[a-z][a-z-]*)$")
 
 
@@ -96,6 +97,10 @@ def test_a_refused_option_in_a_quoted_command_fails_here(tmp_path):
     assert "--protos" in refused(cmds[1])
     # A mention of an option without the operands it needs is no command.
     assert refused(["scripts/sweep", "--repeat", "auto"]) is None
+    # A path a run would refuse is refused by the tool's check too (not "arguments ok").
+    p = subprocess.run([str(ROOT / "scripts" / "recommend"), "/nonexistent"], capture_output=True,
+                       text=True, env=dict(os.environ, IOBENCH_CHECK_ARGS="1"), timeout=60)
+    assert p.returncode == 1 and "is not a sweep (no such directory" in p.stderr, p.stderr
 
 
 def test_every_quoted_command_is_taken_by_its_tool():

@@ -31,6 +31,9 @@ NAMING = re.compile(
     r"(?:names?|named|takes?|took|picks?|picked))[\s,:*]+" + _GAP + _SIZE
     + r"|" + _SIZE + r"[\s,:*]+(?:[\w'’/-]+[\s,:*]+){0,2}?(?:is|as) (?:the answer|the default)\b",
     re.I)
+# Advice to run at a size, in a command's words: "fix `--buf 64k`", "use `--buf 16k`".
+ADVICE = re.compile(r"\b(?:fix|use|set|choose|pick|take|run (?:at|with)|give (?:it|them))\s+"
+                    r"`--buf (\d+)[kK]`", re.I)
 # A record's banner: the rule's date and a link to today's answer, in its first lines.
 RECORD = re.compile(r"Record of the rules? of \d{4}-\d\d-\d\d[^\n]*today's answer[^\n]*" + ANSWER_LINK)
 _SECTION = re.compile(r"<!-- (record|per-study) -->(.*?)(?=<!-- /\1 -->|^#|\Z)", re.S | re.M)
@@ -46,9 +49,10 @@ def pages():
             *sorted((ROOT / "results").glob("**/README.md"))]
 
 
-def _sentences(text):
+def _sentences(text, keep_code=False):
     text = re.sub(r"```.*?```", "", text, flags=re.S)
-    text = re.sub(r"`[^`\n]*`", "CODE", text)
+    if not keep_code:
+        text = re.sub(r"`[^`\n]*`", "CODE", text)
     for para in re.split(r"\n\s*\n", text):
         flat = " ".join(line.strip() for line in para.splitlines())
         yield from re.split(r"(?<=[.;])\s+(?=[A-Z*(\[])", flat)
@@ -71,6 +75,11 @@ def problems(name, text, answer):
             if size != answer:
                 out.append(f"{name}: names {size}K as a default outside a record or per-study "
                            f"section ({m.group(0)!r}): {sentence[:140]}")
+    for sentence in _sentences(rest, keep_code=True):
+        for m in ADVICE.finditer(sentence):
+            if int(m.group(1)) != answer:
+                out.append(f"{name}: advises {m.group(1)}K outside a record or per-study "
+                           f"section ({m.group(0)!r}): {sentence[:140]}")
     return out
 
 
@@ -90,6 +99,9 @@ def test_a_document_naming_another_default_fails_unless_labelled():
             "at 8K. The answer: **16K**. `--bufs 1k,64k` is the default.\n")
     found = problems("fixture.md", text, 16)
     assert len(found) == 3, found
+    advice = problems("advice.md", "Give it N x 64K, or fix `--buf 64k` (TCP) / `--buf 16k` "
+                      "(TLS) when memory is not the limit.\n", 16)
+    assert len(advice) == 1 and "advises 64K" in advice[0], advice
     assert "names 64K" in found[1] and "design's chunk is 64K" in found[1]
     assert "without a link" in found[0] and "256K" in found[0]
     assert "must stay at 8K" in found[2]

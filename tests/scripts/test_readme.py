@@ -216,7 +216,8 @@ def test_every_option_the_docs_name_exists():
     if not os.access(iobench, os.X_OK):
         pytest.skip(f"{iobench} not built")
     known = set(OTHER_PROGRAMS_OPTIONS)
-    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol"]:
+    for sub in ["", "client", "server", "payload", "watch", "compare", "doctor", "protocol",
+                "load"]:
         out = subprocess.run([iobench, *([sub] if sub else []), "--help"], capture_output=True,
                              text=True, timeout=30)
         known |= set(OPTION.findall(out.stdout))

@@ -80,6 +80,12 @@ class _CheckedParser(argparse.ArgumentParser):
 
     _whole = False  # inside parse_args, whose extra arguments are refused after
 
+    def check_before_run(self, check):
+        """`check(parsed)` -> None, or the one line a run would stop with: run under
+        IOBENCH_CHECK_ARGS too, so "arguments ok" is never said of a command a run refuses
+        (a path that is not there)."""
+        self.__dict__.setdefault("_checks", []).append(check)
+
     def parse_args(self, args=None, namespace=None):
         self._whole = True
         try:
@@ -95,6 +101,10 @@ class _CheckedParser(argparse.ArgumentParser):
 
     def _checked(self, parsed):
         refuse_renamed(self, parsed)  # an old name given is refused before anything else
+        for check in self.__dict__.get("_checks", []):
+            problem = check(parsed)
+            if problem:
+                sys.exit(problem)
         if os.environ.get("IOBENCH_CHECK_ARGS"):
             print(f"{self.prog}: arguments ok")
             sys.exit(0)

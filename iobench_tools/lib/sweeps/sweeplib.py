@@ -44,6 +44,15 @@ class SweepCell:
         return {k: v for k, v in asdict(self).items() if k != "control_of" or v is not None}
 
 
+def missing_folder(sweep_dir, prog):
+    """The line a command reading a results folder stops with when there is none, or None
+    (a parser's check_before_run, and load's own)."""
+    if os.path.isdir(sweep_dir):
+        return None
+    return (f"{prog}: error: '{sweep_dir}' is not a sweep (no such directory; scripts/sweep NAME "
+            "writes results/NAME)")
+
+
 def load(sweep_dir, prog="sweeplib", cost="processes"):
     """Returns (manifest, rows): one row per finished cell with medians and min/max per side.
     A directory that is not a sweep stops the script with one line. `cost` is what the statement is
@@ -53,9 +62,9 @@ def load(sweep_dir, prog="sweeplib", cost="processes"):
     try:
         manifest = json.load(open(path))
     except FileNotFoundError:
-        what = "no such directory" if not os.path.isdir(sweep_dir) else "no manifest.json in it"
-        sys.exit(f"{prog}: error: '{sweep_dir}' is not a sweep ({what}; scripts/sweep NAME "
-                 "writes results/NAME)")
+        sys.exit(missing_folder(sweep_dir, prog) or
+                 f"{prog}: error: '{sweep_dir}' is not a sweep (no manifest.json in it; "
+                 "scripts/sweep NAME writes results/NAME)")
     except (OSError, ValueError) as e:
         sys.exit(f"{prog}: error: cannot read {path}: {e}")
     two_hosts = manifest.get("where") not in ("loopback", "netns", None)
