@@ -122,7 +122,7 @@ def one_host(sweeps, evidence):
             f"{', '.join(names)} on {key}" for key, names in sorted(by_host.items()))
             + ": the rule judges one host's sweeps at a time (give each host's alone)")
     key = next(iter(by_host))
-    if evidence.get("host") and hostid.host_key(evidence["host"]) != key:
+    if evidence.get("host") and not hostid.same_host(hostid.host_key(evidence["host"]), key):
         sys.exit(f"{PROG}: error: the real server's evidence ran on "
                  f"{hostid.host_key(evidence['host'])}, the sweeps on {key}: one host's only")
     return key
