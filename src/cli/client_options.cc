@@ -84,6 +84,12 @@ Result<int> parse_count(const std::string& text, const char* name, int lo, int h
 
 // --repeat N, or auto with --max-repeat and --target-ci (refused without it).
 Status parse_repeat(ClientOptions& o, const RawClient& raw) {
+  if (o.time_s > 0) {  // -t: runs until the time is reached, up to the --repeat bound
+    if (raw.repeat != "1" || !raw.max_repeat.empty() || !raw.target_ci.empty())
+      return fail("--time sizes the runs by time: give it or --repeat, not both");
+    o.repeat = 100000;
+    return {};
+  }
   o.repeat_auto = raw.repeat == "auto";
   if (!o.repeat_auto) {
     for (auto [text, name] : {std::pair{&raw.max_repeat, "--max-repeat"},

@@ -14,15 +14,12 @@ struct Habit {
 
 // iperf3's flags that mean something else, or nothing, to iobench: the iobench spelling.
 constexpr Habit kHabits[] = {
-    {"-v", "-v is not an option: --version (-V) prints the version, --verbose logs the loopback "
-           "server's lines"},
     {"-c", "iperf3's -c HOST is `iobench client --connect HOST:PORT` (the server: `iobench "
            "server`)"},
     {"-s", "iperf3's -s is `iobench server [--listen ADDR:PORT]`"},
     {"-l", "iperf3's -l SIZE is --buf SIZE (both sides; --send-buf/--recv-buf for one)"},
     {"-P", "iperf3's -P N is --conns N"},
     {"-A", "iperf3's -A CPU is --cpus SENDER[,RECEIVER]"},
-    {"-t", "iobench streams a size, not a time: --bytes SIZE (-n), e.g. -n 1GiB"},
     {"-p", "iperf3's -p PORT: `iobench server --listen ADDR:PORT`, `iobench client --connect "
            "HOST:PORT`"},
     {"-w", "iperf3's -w SIZE is --sndbuf SIZE / --rcvbuf SIZE"},

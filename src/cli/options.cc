@@ -138,8 +138,8 @@ struct CommandLine {
         app, "watch", "Count a live process's syscalls, I/O sizes and CPU (and its children's)",
         watch_text, std::pair{"Options", &watch_cmd});
     load = add_command(app, "load",
-                       "An open-loop RESP load on a Valkey or Redis server: latency from each "
-                       "request's intended send time, in histograms per time slice",
+                       "Open-loop RESP load on a Valkey or Redis server (latency from each "
+                       "request's intended send time)",
                        load_text, std::pair{"Options", &load_cmd});
     add_described(app, top, top_text, "Options");
   }

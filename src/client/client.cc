@@ -227,6 +227,7 @@ Result<Report> run_all(const ClientPlan& plan, const ClientReach& reach, Report 
   for (const SizePlan& planned : plan.sizes) {
     SizeResults size{planned.buf, {}, std::nullopt, std::nullopt};
     const auto steps = static_cast<int>(planned.steps.size());
+    int64_t phases_ns = 0;  // -t: the measured runs' data phases so far
     for (int i = 0; i < steps; ++i) {
       const RunStep& step = planned.steps[static_cast<size_t>(i)];
       auto rec = series.run(planned, step, report);
@@ -242,6 +243,13 @@ Result<Report> run_all(const ClientPlan& plan, const ClientReach& reach, Report 
       if (step.measured && plan.repeat_auto) {
         size.repeat_auto = repeat_auto_precision(size.runs, plan.target_ci);
         if (size.repeat_auto->reached) i = plan.last_measured_step;
+      }
+      // -t: once the measured runs' data phases (the sender's clock) add up to the time.
+      if (step.measured && plan.time_s > 0 && rec) {
+        phases_ns += rec->sender.probe.wall_ns;
+        if (static_cast<double>(phases_ns) >= plan.time_s * 1e9 &&
+            size.runs.size() >= static_cast<size_t>(ClientOptions::kTimeMinRuns))
+          i = plan.last_measured_step;
       }
     }
     report.sizes.push_back(std::move(size));

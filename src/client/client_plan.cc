@@ -215,6 +215,7 @@ ClientPlan plan_client(const ClientOptions& o) {
     p.sizes.push_back(std::move(s));
   }
   p.repeat_auto = o.repeat_auto;
+  p.time_s = o.time_s;
   p.target_ci = o.target_ci;
   p.last_measured_step = o.warmup + o.repeat - 1;
   p.run_bytes = o.payload.bytes * o.conns;

@@ -116,6 +116,7 @@ struct ClientPlan {
   bool counting_run = false;  // --syscalls auto: each size ends with its counting run
   bool repeat_auto = false;
   double target_ci = 0.02;
+  double time_s = 0;  // -t: measured runs until their data phases add up to this (0: --repeat)
   int last_measured_step = 0;  // --repeat auto skips to the step after this one
   uint64_t run_bytes = 0;      // one run's bytes over every connection (the live line's total)
 

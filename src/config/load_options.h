@@ -61,7 +61,8 @@ void describe(Self& c, Visit&& visit) {
               .flag = "--command",
               .help = "get (default: GET of one key, as valkey-benchmark -t get) or set (SET of "
                       "--keyspace keys, --value-size bytes)",
-              .choices = "get,set"},
+              .choices = "get,set",
+              .value_name = "get|set"},
         c.command);
   visit(Field{.name = "value_size",
               .flag = "--value-size",

@@ -108,6 +108,10 @@ struct ClientOptions {
   double target_ci = 0.02;
   static constexpr int kAutoMinRuns = 5;
   int warmup = 0;
+  // -t: each size's measured runs repeated until their data phases add up to this long (0: the
+  // --repeat count); at least kTimeMinRuns runs.
+  double time_s = 0;
+  static constexpr int kTimeMinRuns = 3;
   std::string json_path;  // "-" is stdout
   std::string csv_path;
   bool quiet = false;
@@ -178,6 +182,16 @@ void describe(Self& o, Visit&& visit) {
               .flag = "--decompress",
               .help = "Receiver decodes the zstd stream as it arrives"},
         o.decompress);
+  visit(Field{.name = "time_s",
+              .flag = "--time",
+              .help = "A run sized by time: each size's runs of --bytes repeated until their "
+                      "data phases add up to this long (at least 3 runs; e.g. -t 10s); not with "
+                      "--repeat",
+              .short_flag = "-t",
+              .real_min = 0,
+              .real_max = 86400,
+              .duration = true},
+        o.time_s);
   visit(Field{.name = "warmup",
               .flag = "--warmup",
               .help = "Unreported runs before the measured ones (default 0)",
@@ -323,7 +337,10 @@ void describe(Self& o, Visit&& visit) {
         o.quiet);
   visit(Field{.name = "verbose",
               .flag = "--verbose",
-              .help = "Log server lines too (loopback)",
+              .help = "The context lines too: sockets, placement, syscall counters, segments, "
+                      "regime, softirqs, TLS cost, each process's CPU; on loopback the server's "
+                      "log lines",
+              .short_flag = "-v",
               .unreported = true},
         o.verbose);
 }

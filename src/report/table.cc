@@ -1,4 +1,5 @@
-// The human-readable table: one row per side per buffer size, medians when repeated.
+// The human-readable table: one row per side per buffer size, medians when repeated (their
+// min..max below), the notes that change how to read it; -v adds the context lines.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -338,23 +339,81 @@ std::string regime_lines(const Report& r) {
 
 }  // namespace
 
+// A run shorter than this is no single figure to trust: start-up, placement and 4 ms CPU
+// ticks weigh on a few milliseconds.
+constexpr double kShortRunS = 1.0;
+
+std::string range_text(const Stat& s, int digits) {
+  return fmt::format("{:.{}f}..{:.{}f}", s.min, digits, s.max, digits);
+}
+
+// Repeated runs: min..max beside the table's medians, per size (time, throughput, CPU per GiB).
+std::string spread_lines(const Report& r) {
+  std::string out;
+  for (const auto& size : r.sizes) {
+    if (size.runs.size() < 2) continue;
+    const SideSummary snd = summarize(size, true), rcv = summarize(size, false);
+    if (snd.runs < 2 || rcv.runs < 2) continue;
+    out += fmt::format(
+        "{:>6} min..max of {} runs: sender {} s, {} Gbit/s, {} cpu_s/GiB; receiver {} cpu_s/GiB\n",
+        size.buf.adaptive ? "adapt" : format_size(size.buf.send_bytes), size.runs.size(),
+        range_text(snd.wall_s, 4), range_text(snd.throughput_gbps, 2),
+        range_text(snd.cpu_s_per_gib, 3), range_text(rcv.cpu_s_per_gib, 3));
+  }
+  return out;
+}
+
+// A note when a size's measured runs were too short to trust, with what to do instead.
+std::string short_run_note(const Report& r) {
+  double shortest = -1;  // the least data-phase time any size's measured runs add up to
+  for (const auto& size : r.sizes) {
+    if (size.runs.empty()) continue;
+    double sum = 0;
+    for (const RunRecord& run : size.runs)
+      sum += static_cast<double>(run.sender.probe.wall_ns) / 1e9;
+    shortest = shortest < 0 ? sum : std::min(shortest, sum);
+  }
+  if (shortest < 0 || shortest >= kShortRunS) return "";
+  return fmt::format(
+      "note: a size's measured data phases add up to {:.3f} s: too short to trust (start-up, "
+      "placement and 4 ms CPU ticks weigh on it); use -t 10s (runs until 10 s of data a size), "
+      "--bytes 4G or --repeat 50\n",
+      shortest);
+}
+
+// Every process's CPU in one line (-v: each broken down by phase).
+std::string process_cpu_line(const std::vector<ProcessCpu>& processes) {
+  if (processes.empty()) return "";
+  std::string out = "process CPU:";
+  double total = 0;
+  for (const ProcessCpu& p : processes) {
+    total += static_cast<double>(p.cpu_ns) / 1e9;
+    out += fmt::format(" {} {:.3f} s,", name_of(p.host), static_cast<double>(p.cpu_ns) / 1e9);
+  }
+  return out + fmt::format(" all {:.3f} s (whole processes; -v: by phase)\n", total);
+}
+
+std::string runs_text(const ClientOptions& o) {
+  if (o.time_s > 0) return fmt::format("runs until {:g} s of data per size, medians", o.time_s);
+  if (o.repeat_auto)
+    return fmt::format("auto ({}..{}) run(s) per size, medians", ClientOptions::kAutoMinRuns,
+                       o.repeat);
+  return fmt::format("{} run(s){}", o.repeat, o.repeat > 1 ? " per size, medians" : "");
+}
+
 std::string render_table(const Report& r) {
   const ClientOptions& o = r.options;
   std::string out;
   const bool client_sends = !o.reverse;
   const bool tls = o.proto == Proto::kTls;
-  out += fmt::format("iobench {} | {} | proto {} | engine {} | payload {} | {} run(s){}{}\n",
+  out += fmt::format("iobench {} | {} | proto {} | engine {} | payload {} | {}{}\n",
                      IOBENCH_VERSION, r.mode == RunMode::kLoopback ? "loopback" : "server " + r.server,
                      name_of(o.proto),
                      o.send_engine == o.recv_engine
                          ? std::string(name_of(o.send_engine))
                          : fmt::format("{} sender, {} receiver", name_of(o.send_engine),
                                        name_of(o.recv_engine)),
-                     r.payload_source,
-                     o.repeat_auto ? fmt::format("auto ({}..{})", ClientOptions::kAutoMinRuns,
-                                                 o.repeat)
-                                   : std::to_string(o.repeat),
-                     o.repeat > 1 ? " per size, medians" : "",
+                     r.payload_source, runs_text(o),
                      o.group() ? fmt::format(" | {} connections, totals per side", o.conns) : "");
   if (!r.sizes.empty() && !r.sizes.front().runs.empty()) {
     const auto& first = r.sizes.front().runs.front();
@@ -370,7 +429,7 @@ std::string render_table(const Report& r) {
       }
       const proto::SideResult& counted =
           counting ? (side->is_sender ? counting->sender : counting->receiver) : *side;
-      out += side_header_lines(*side, counted, counting.has_value(), client_sends);
+      if (o.verbose) out += side_header_lines(*side, counted, counting.has_value(), client_sends);
     }
     out += placement_warning(r, first.sender, first.receiver);
   }
@@ -388,8 +447,11 @@ std::string render_table(const Report& r) {
     out += side_row(recv_label, "receiver", client_sends ? "server" : "client",
                     summarize(size, false), tls, was_interrupted(r));
   }
+  out += spread_lines(r);
   out += partial_lines(r);
   out += repeat_auto_lines(r);
+  out += short_run_note(r);
+  if (!o.verbose) return out + tracer_lines(r) + group_lines(r) + process_cpu_line(r.processes);
   out += segment_lines(r);
   out += regime_lines(r);
   out += softirq_lines(r);

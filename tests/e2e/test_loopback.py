@@ -19,7 +19,7 @@ def run_json(cache, *args):
 
 
 def test_default_table_has_both_sides(cache_dir):
-    p = run("--bytes", "2M", cache=cache_dir, check=0)
+    p = run("--bytes", "2M", "-v", cache=cache_dir, check=0)
     assert "sender" in p.stdout and "receiver" in p.stdout
     assert "cpu_s/GiB" in p.stdout and "B/call" in p.stdout
     assert "TCP_NODELAY on" in p.stdout
@@ -317,7 +317,7 @@ def test_auto_counts_in_a_run_of_its_own_and_the_measured_runs_count_nothing(cac
     rows = list(csv.DictReader(io.StringIO(out.stdout)))
     assert [(r["run"], r["side"]) for r in rows] == [("0", "sender"), ("0", "receiver"),
                                                      ("counting", "sender"), ("counting", "receiver")]
-    table = run("--bytes", "2M", "--buf", "4k", cache=cache_dir, check=0).stdout
+    table = run("--bytes", "2M", "--buf", "4k", "-v", cache=cache_dir, check=0).stdout
     assert "in one counting run per size; the measured runs count nothing" in table
 
 

@@ -51,10 +51,11 @@ def test_unpinned_runs_record_their_set_and_warn_on_few_cpus(cache_dir):
     assert send["pinned_cpu"] is None and recv["pinned_cpu"] is None
     assert send["allowed_cpus"] and send["seen_cpus"]
     assert doc["options"]["sender_cpu"] is None
-    table = run("--bytes", "2M", cache=cache_dir, check=0).stdout
+    table = run("--bytes", "2M", "-v", cache=cache_dir, check=0).stdout
     assert "placement: not pinned" in table
     assert ("note: unpinned on" in table) == (len(ALLOWED) <= 4), table
-    pinned = run("--bytes", "2M", "--cpus", str(ALLOWED[0]), cache=cache_dir, check=0).stdout
+    pinned = run("--bytes", "2M", "-v", "--cpus", str(ALLOWED[0]), cache=cache_dir,
+                 check=0).stdout
     assert "note: unpinned" not in pinned and f"pinned to CPU {ALLOWED[0]}" in pinned
 
 
@@ -122,7 +123,7 @@ def test_softirq_work_per_cpu_is_recorded_per_run(cache_dir):
         assert len(s["net_rx_per_cpu"]) <= cpus
         # 8 MiB over loopback in 4K writes: thousands of receive softirqs somewhere.
         assert sum(s["net_rx_per_cpu"]) > 100
-    table = run("--bytes", "8M", "--buf", "4k", cache=cache_dir, check=0).stdout
+    table = run("--bytes", "8M", "--buf", "4k", "-v", cache=cache_dir, check=0).stdout
     assert re.search(r"^softirqs 4K \(this host, both sides\): NET_RX CPU\d+ \d+%.* of \d+",
                      table, re.M), table
     # The sender's segments: a 4K write is at most one loopback segment (MSS 32K-64K). Loopback

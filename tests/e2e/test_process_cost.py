@@ -46,7 +46,7 @@ def test_outside_measurement_includes_the_loopback_server(cache_dir):
 
 
 def test_table_shows_process_cpu_and_counting_run_cost(cache_dir):
-    p = run("--bytes", "4M", cache=cache_dir, check=0)
+    p = run("--bytes", "4M", "-v", cache=cache_dir, check=0)
     assert "process CPU (whole processes, reaped" in p.stdout
     lines = [l for l in p.stdout.splitlines() if l.strip().startswith(("client ", "server ", "all "))]
     assert [l.split()[0] for l in lines] == ["client", "server", "all"], p.stdout

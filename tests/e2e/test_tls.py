@@ -124,7 +124,7 @@ def test_ktls_is_reported_never_assumed(cache_dir):
 
 
 def test_table_shows_tls_line_and_records(cache_dir):
-    p = run("--proto", "tls", "--bytes", "256k", cache=cache_dir, check=0)
+    p = run("--proto", "tls", "--bytes", "256k", "-v", cache=cache_dir, check=0)
     assert "tls: TLSv1.3 TLS_AES_128_GCM_SHA256" in p.stdout
     assert "records" in p.stdout and "server verified" in p.stdout
 
@@ -140,7 +140,7 @@ def test_verified_client_against_cert_server(tls_server, certs, cache_dir):
 
 
 def test_insecure_is_stated(tls_server, cache_dir):
-    p = run("client", "--connect", tls_server.addr, "--proto", "tls", "--tls-insecure", "--bytes",
+    p = run("client", "--connect", tls_server.addr, "-v", "--proto", "tls", "--tls-insecure", "--bytes",
             "256k", cache=cache_dir, check=0)
     assert "server NOT verified (insecure)" in p.stdout
 
@@ -380,7 +380,8 @@ def test_each_tls_size_says_where_its_cpu_goes_beyond_the_crypto(cache_dir):
         # record (more when a body arrives in parts, as on a slow ASan build: 2.14 at 1K).
         assert cost["sender"]["syscalls_per_record"] == pytest.approx(1.0, abs=0.02)
         assert cost["receiver"]["syscalls_per_record"] >= 1.99
-    table = run("--proto", "tls", "--bytes", "2M", "--buf", "16k", cache=cache_dir, check=0).stdout
+    table = run("--proto", "tls", "--bytes", "2M", "--buf", "16k", "-v", cache=cache_dir,
+                check=0).stdout
     assert re.search(r"^   16K receiver [\d.]+ s/GiB: crypto [\d.]+ \(16384 B records\), the rest "
                      r"-?[\d.]+: -?[\d.]+ us per record, 2\.\d\d read syscalls per record \(a header "
                      r"read and a body read", table, re.M), table
