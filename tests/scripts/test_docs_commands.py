@@ -44,7 +44,7 @@ PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(?:[=:.,/].*)?$|[\[\]<>{}…$]|\.\.\.
 MENTION = re.compile(r"required|needs --|is required")
 # Checks of the machine, not of the syntax: an example's process ids, a folder an earlier step
 # makes (`tar -xJf ...` then `scripts/recommend rr01`). The tools' own check refuses those too.
-MACHINE = re.compile(r"no such process|no such directory")
+MACHINE = re.compile(r"no such process|no such directory|No such file or directory")
 TOOLS = re.compile(r"^(?:\./iobench|iobench|scripts/[a-z][a-z-]*)$")
 
 

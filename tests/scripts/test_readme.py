@@ -50,23 +50,27 @@ def line_kinds(text):
             kinds.add("process " + m[1])
         elif m := re.match(r"^\s+(\d+[KM]?) (sender|receiver)\s+run \d+:", line):
             kinds.add(f"tracer {m[2]}")
+        elif re.match(r"^\s+\S+ min\.\.max of \d+ runs:", line):
+            kinds.add("min..max")
         else:
             kinds.add(re.split(r"[ :(]", line.strip(), maxsplit=1)[0])
     return kinds
 
 
 def small(args):
-    """The example's command at a small size: 2 MiB, one measured run."""
-    out, skip = [], False
-    for a in args:
+    """The example's command at a small size: 2 MiB, one measured run (two when it repeats:
+    the min..max lines need them)."""
+    out, skip, repeats = [], False, False
+    for i, a in enumerate(args):
         if skip:
             skip = False
             continue
         if a in ("--repeat", "--bytes", "-n"):
+            repeats = repeats or (a == "--repeat" and args[i + 1] != "1")
             skip = True
             continue
         out.append(a)
-    return out + ["--bytes", "2M"]
+    return out + ["--bytes", "2M"] + (["--repeat", "2"] if repeats else [])
 
 
 @pytest.mark.parametrize("args,shown,omitted", examples(),
