@@ -24,7 +24,7 @@ import tempfile
 from iobench_tools.lib.judging import designlinks as links
 from iobench_tools.lib.judging import designreport2
 from iobench_tools.lib.judging.designreport2 import ratio
-from iobench_tools.lib.judging import designrule as v1
+from iobench_tools.lib.judging import pooling
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.kernel import hostid, iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import size_label
@@ -195,7 +195,7 @@ def host_table(judged, reference, design):
     record = []
     for small, large in pairs:
         for proto in links.PROTOS:
-            per = [v1.pooled_pair(j["cpu"].get(proto, []), small, large) for _, j in at_ref]
+            per = [pooling.pooled_pair(j["cpu"].get(proto, []), small, large) for _, j in at_ref]
             pooled = links.over_hosts([(p["log"], p["se"], p["k"]) for p in per if p])
             lines.append(f"| {size_label(small)} -> {size_label(large)} | {proto.upper()} | "
                          + " | ".join(ratio(p) for p in per) + f" | {ratio(pooled)} | "

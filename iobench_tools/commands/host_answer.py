@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 import time
 
-from iobench_tools.lib.judging import designrule as v1
+from iobench_tools.lib.judging import pooling
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.judging.designreport2 import ratio
 from iobench_tools.lib.judging import sequential as seq
@@ -100,7 +100,7 @@ def reached_words(look, sweeps):
     small, large = steps[-1][0], steps[-1][1]
     cpu = cpu_series(sweeps[1:k + 1])  # the look's k sweeps after the pilot
     parts = [f"{proto.upper()} {ratio(p, level)}" for proto in PROTOS
-             if (p := v1.pooled_pair(cpu.get(proto, []), small, large))]
+             if (p := pooling.pooled_pair(cpu.get(proto, []), small, large))]
     return (f"Not decided in {k} sweeps: {size_label(large)} against {size_label(small)} is "
             f"still open at the last look's level {level:.4f} ({'; '.join(parts)}): neither "
             f"shown past {rule.DELTA:.0%} nor shown short of it. The answer so far is "
@@ -112,7 +112,7 @@ def step_ratios(sweeps, k, level, small, large):
     look's level, over the look's k sweeps after the pilot."""
     cpu = cpu_series(sweeps[1:k + 1])
     parts = [f"{proto.upper()} {ratio(p, level)}" for proto in PROTOS
-             if (p := v1.pooled_pair(cpu.get(proto, []), small, large))]
+             if (p := pooling.pooled_pair(cpu.get(proto, []), small, large))]
     return "; ".join(parts) or "no pairs"
 
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from iobench_tools.lib.judging import designlinks as links
-from iobench_tools.lib.judging import designrule as v1
+from iobench_tools.lib.judging import pooling
 from iobench_tools.lib.kernel import hostid
 from test_design_rule import sweep
 
@@ -65,7 +65,7 @@ def test_hosts_are_pooled_by_random_effects_with_the_host_term():
     assert alike["tau"] < 0.02 < apart["tau"]
     assert apart["hi"] - apart["lo"] > 10 * (alike["hi"] - alike["lo"])
     assert links.over_hosts([(-0.2, 0.01, 8)]) is None  # one host is no spread between hosts
-    assert v1.pool([(-0.2, 0.01, 8)])["df"] == 7
+    assert pooling.pool([(-0.2, 0.01, 8)])["df"] == 7
 
 
 def test_a_host_key_is_made_short_for_a_table():

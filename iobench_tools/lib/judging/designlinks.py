@@ -3,11 +3,11 @@ group of sweeps (one host, one link) the group's own answer, the same at the lev
 the host's links allows, and whether a given design answer holds there (not beaten: no larger
 size replaces it by a direct step; not harmful: against each smaller size, in each protocol, its
 CPU's one-sided upper bound below 1 + DELTA). Across hosts: one pair's per-host estimates pooled
-by random effects over hosts, the host term (tau) stated. Series are designrule's
+by random effects over hosts, the host term (tau) stated. Series are pooling's
 ({proto: [{size: {round: cost}} per sweep]})."""
 import math
 
-from iobench_tools.lib.judging import designrule as v1
+from iobench_tools.lib.judging import pooling
 from iobench_tools.lib.judging import designrule2 as rule
 
 PROTOS = ("tcp", "tls")
@@ -26,10 +26,10 @@ def sweeps_for_bound(studies, small, large, rounds, line=rule.LINE, level=rule.A
     """Sweeps of `rounds` rounds whose pooled one-sided bound would fall below `line` at this
     pair's observed mean and spread (each sweep's within error and the between-sweep tau), or
     None when the observed mean itself is not below the line (more sweeps would not show it)."""
-    pooled = v1.pooled_pair(studies, small, large)
+    pooled = pooling.pooled_pair(studies, small, large)
     if pooled is None or pooled["log"] >= line:
         return None
-    sd = v1.per_round_sd(studies, small, large)[0]
+    sd = pooling.per_round_sd(studies, small, large)[0]
     per_sweep = math.hypot(sd / math.sqrt(rounds), pooled["tau"])
     for k in range(2, 1000):
         if pooled["log"] + rule.t_upper(level, k - 1) * per_sweep / math.sqrt(k) < line:
@@ -49,7 +49,7 @@ def holds(cpu, sizes, design, rounds, real=None):
     harms = []
     for proto in PROTOS:
         for small in (s for s in sizes if s < design):
-            p = v1.pooled_pair(cpu.get(proto, []), small, design)
+            p = pooling.pooled_pair(cpu.get(proto, []), small, design)
             if p is None:
                 continue
             upper = rule.bounds(p, rule.ALPHA)[1]
@@ -63,5 +63,5 @@ def holds(cpu, sizes, design, rounds, real=None):
 
 def over_hosts(per_host):
     """[(mean log, se, k)] of one pair on several hosts, pooled by random effects over hosts
-    (designrule.pool: DerSimonian-Laird tau^2 between hosts, HKSJ on hosts - 1 df), or None."""
-    return v1.pool([p for p in per_host if p is not None]) if len(per_host) > 1 else None
+    (pooling.pool: DerSimonian-Laird tau^2 between hosts, HKSJ on hosts - 1 df), or None."""
+    return pooling.pool([p for p in per_host if p is not None]) if len(per_host) > 1 else None

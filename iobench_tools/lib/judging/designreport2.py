@@ -5,7 +5,7 @@ scripts/design-answer --rule 2 writes it."""
 import math
 import statistics
 
-from iobench_tools.lib.judging import designrule as v1
+from iobench_tools.lib.judging import pooling
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.kernel.iobenchlib import size_label
 
@@ -89,7 +89,7 @@ def spread(real):
     for proto, crits in sorted(real.items()):
         for crit, cells in sorted(crits.items()):
             for small, large in zip(rule.REAL_SIZES, rule.REAL_SIZES[1:]):
-                logs = [v1.paired_logs(cell, small, large) for cell in cells]
+                logs = [pooling.paired_logs(cell, small, large) for cell in cells]
                 sds = [statistics.stdev(x) for x in logs if len(x) > 1]
                 if sds:
                     out.append((proto, crit, small, large, sds))

@@ -13,9 +13,9 @@ cell (mode x replicas x protocol; never pooled, the worst binds)."""
 import math
 import random
 
-from iobench_tools.lib.judging import designrule as v1
+from iobench_tools.lib.judging import pooling
 
-DELTA = v1.DELTA                  # the resolution, as v1's
+DELTA = 0.10                      # the resolution: differences under it are not acted on
 ALPHA = 0.05                      # one-sided, for each step of the sequence
 LINE = math.log(1 + DELTA)
 DRAWS = 200                       # resampled and null draws each
@@ -86,16 +86,16 @@ def conditions(cpu, real, small, large, protos):
     per cell)."""
     gains, harms = {}, []
     for proto in protos:
-        p = v1.pooled_pair(cpu.get(proto, []), small, large)
+        p = pooling.pooled_pair(cpu.get(proto, []), small, large)
         if p is not None:
             gains[(proto, "cpu")] = p
             harms.append((proto, "cpu", None, p))
         for crit, cells in (real.get(proto) or {}).items():
-            pooled = v1.pooled_pair(cells, small, large)
+            pooled = pooling.pooled_pair(cells, small, large)
             if pooled is not None:
                 gains[(proto, crit)] = pooled
             for i, cell in enumerate(cells):
-                own = v1.pool([v1.study_point(v1.paired_logs(cell, small, large))])
+                own = pooling.pool([pooling.study_point(pooling.paired_logs(cell, small, large))])
                 if own is not None:
                     harms.append((proto, crit, i, own))
     return gains, harms

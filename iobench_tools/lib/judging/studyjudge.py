@@ -4,7 +4,7 @@ one sweep's protocol, a fleet's pair, the real writer's knee, a fan-out scenario
 per-study verdict the tools print is this one; the design's answer pools a host's campaign with
 the same rule (scripts/design-answer).
 
-A study is {size: {round: cost}} per protocol (designrule's series); a size's rounds pair it with
+A study is {size: {round: cost}} per protocol (pooling's series); a size's rounds pair it with
 another's. The real server's harms are never measured in a study, so a step between two of the
 sizes it is built at (designrule2.REAL_SIZES) fails for want of them, as in a campaign."""
 import math
