@@ -4,9 +4,14 @@ processes overlap those waits on 2 cores. Round-robin over the collection order,
 because a file's tests are often alike in length (a file of 2.6 s timeouts, a file of 0.1 s
 parses), so dealing them out one by one balances the lanes. Only for suites whose tests already
 run beside each other safely (tests/e2e names its namespaces, cgroups and files by process)."""
+import os
 import re
 
 import pytest
+
+# The suites' studies share the host's measurement lock with each other (a study of one test
+# beside another's), never with a study run by hand (iobench_tools/lib/kernel/hostlock.py).
+os.environ.setdefault("IOBENCH_HOST_LOCK", "shared")
 
 
 def pytest_addoption(parser):

@@ -42,6 +42,23 @@ def source_text(window):
             "buffer its serializer has just filled")
 
 
+def quiet_host_lines(manifest, cpus):
+    """What the host spent outside the sweep's own processes during its runs (each run's
+    outside_cpu_s, under the host's measurement lock); nothing for a sweep made before it was
+    recorded."""
+    runs = [r for c in manifest.get("cells", []) for r in
+            ([*c.get("rounds", {}).values()] if c.get("rounds") else [c])
+            if r.get("status") == "ok" and "outside_cpu_s" in r]
+    if not runs:
+        return []
+    worst = max(runs, key=lambda r: r["outside_cpu_s"] / max(r.get("seconds") or 1e-9, 1e-9))
+    share = worst["outside_cpu_s"] / max(worst.get("seconds") or 1e-9, 1e-9) / cpus
+    return [f"- quiet host: outside the sweep's processes the host spent a median "
+            f"{iobenchlib.median([r['outside_cpu_s'] for r in runs]):.3f} s of CPU a run, at most "
+            f"{worst['outside_cpu_s']:.3f} s ({share:.0%} of its {cpus} CPUs over that run); "
+            f"{len(runs)} runs, the host's measurement lock held throughout"]
+
+
 def report(manifest, rows, tolerance, micro=None):
     ctx = rows[0]["context"]
     lines = [f"# Buffer-size recommendation: {manifest['name']}", ""]
@@ -58,6 +75,7 @@ def report(manifest, rows, tolerance, micro=None):
     if manifest.get("stopped"):
         lines += [f"- --repeat auto ran {manifest.get('rounds_run')} rounds and stopped at "
                   f"{manifest['stopped']}"]
+    lines += quiet_host_lines(manifest, ctx.get("cpus_online") or 1)
     lines += [""]
     pairs = manifest.get("control_pairs", [])
     measured_floors = [noisefloor.floor(o, t) for o, t in pairs]

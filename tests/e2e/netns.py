@@ -8,6 +8,8 @@ import re
 import subprocess
 import time
 
+from iobench_tools.lib.kernel import hostlock
+
 _serial = itertools.count()
 
 
@@ -38,6 +40,8 @@ class Link:
     prefixes a command so it runs in one namespace (nsenter, which keeps tracefs visible)."""
 
     def __init__(self, rate="100mbit", mtu=9001, segment_offload=True):
+        # Never beside a study run by hand: the host's measurement lock, shared, for its life.
+        self.hold = hostlock.SharedHold()
         n = next(_serial)
         tag = f"f{os.getpid() % 10000}{n}"
         self.ns = {"server": f"iob{tag}s", "client": f"iob{tag}c"}
@@ -119,3 +123,4 @@ class Link:
     def close(self):
         for ns in self.ns.values():
             sh("ip", "netns", "del", ns, check=False)
+        self.hold.release()

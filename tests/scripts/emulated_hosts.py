@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import time
 
+from iobench_tools.lib.kernel import hostlock
+
 SSHD = "/usr/sbin/sshd"
 
 
@@ -98,6 +100,7 @@ def emulated_hosts(tmp_path, count):
 """)
     namespaces = [f"iobh{tag}n{i}" for i in range(count)]
     sshds = []
+    hold = hostlock.SharedHold()  # never beside a study run by hand
     try:
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         _ip("link", "add", bridge, "type", "bridge")
@@ -140,3 +143,4 @@ def emulated_hosts(tmp_path, count):
                     os.kill(int(pid), 9)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        hold.release()

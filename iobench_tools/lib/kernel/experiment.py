@@ -22,6 +22,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 
+from iobench_tools.lib.kernel import hostlock
+
 PROGRESS = "progress.json"
 ORDERS = ("balanced", "round-robin", "shuffle", "cell")
 
@@ -150,10 +152,12 @@ class Experiment:
             if k > 1:
                 time.sleep(self.backoff_s * 2 ** (k - 2))
             t0 = time.monotonic()
+            outside = hostlock.OutsideCpu()
             try:
                 figures = self.run_one(cell, rnd, k)
                 return {"status": "ok", "figures": figures, "attempts": attempts,
-                        "seconds": round(time.monotonic() - t0, 2), "ended": round(time.time(), 6)}
+                        "seconds": round(time.monotonic() - t0, 2), "ended": round(time.time(), 6),
+                        "outside_cpu_s": round(outside.seconds(), 3)}
             except RunFailed as e:
                 attempts.append({"error": str(e), "seconds": round(time.monotonic() - t0, 2),
                                  **e.detail})
@@ -169,6 +173,10 @@ class Experiment:
     def run(self):
         """Runs what is missing; returns {cell id: {round: record}} over every round. Ctrl-C or
         SIGTERM saves what ran and exits 130 with the command that resumes."""
+        with hostlock.measurement(self.prog):
+            return self._run()
+
+    def _run(self):
         done = {k: {int(r): v for r, v in rounds.items()} for k, rounds in self.load().items()}
         kept = _ok_runs(done)
         if kept and not self.quiet:

@@ -210,6 +210,8 @@ def manifest_record(r, file=None):
         out["error"] = r["error"]
     if r.get("refused"):
         out["refused"] = True
+    if "outside_cpu_s" in r:
+        out["outside_cpu_s"] = r["outside_cpu_s"]
     return out | ({"file": file} if file else {}) | {"ended": r["ended"]}
 
 

@@ -1,0 +1,132 @@
+"""A quiet host (issue #76): one measurement at a time. A study takes the host's measurement
+lock exclusively and refuses to start beside another, naming who holds it; the test suites' link
+and fleet tests, and the studies they run, take it shared (IOBENCH_HOST_LOCK=shared, which
+scripts/test sets), so they run beside each other but never beside a study. And what the host
+spent outside the study's own processes during each run is measured (host_cpu), so a report can
+state it instead of assuming it was zero."""
+import contextlib
+import fcntl
+import os
+import sys
+import time
+
+LOCK_DIRS = ("/run/lock", "/tmp")
+NAME = "iobench-measurement.lock"
+
+
+def lock_path():
+    for d in LOCK_DIRS:
+        if os.path.isdir(d) and os.access(d, os.W_OK):
+            return os.path.join(d, NAME)
+    return os.path.join("/tmp", NAME)
+
+
+def _holder(path):
+    try:
+        with open(path) as f:
+            return f.read().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+SHARED_WAIT_S = 300  # a test suite waits this long for a study to end, then refuses
+
+
+@contextlib.contextmanager
+def measurement(prog, wait_s=None):
+    """The host's measurement lock for the body: exclusive for a study (refused at once, in one
+    line, when another study or a test suite holds it), shared under IOBENCH_HOST_LOCK=shared
+    (the suites' own runs, waiting up to SHARED_WAIT_S for a study to end), none under
+    IOBENCH_HOST_LOCK=off or =held (a study whose parent holds it: host-answer's sweeps)."""
+    mode = os.environ.get("IOBENCH_HOST_LOCK", "exclusive")
+    if mode in ("off", "held"):
+        yield None
+        return
+    if wait_s is None:
+        wait_s = SHARED_WAIT_S if mode == "shared" else 0.0
+    path = lock_path()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    shared = mode == "shared"
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    sys.exit(f"{prog}: error: another measurement holds this host "
+                             f"({_holder(path)}; {path}): two at once measure each other "
+                             "(wait for it, or IOBENCH_HOST_LOCK=off to measure anyway)")
+                time.sleep(0.2)
+        before = os.environ.get("IOBENCH_HOST_LOCK")
+        if not shared:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}, since "
+                         f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n".encode())
+            os.environ["IOBENCH_HOST_LOCK"] = "held"  # the study's own children run under it
+        yield path
+    finally:
+        if not shared:
+            if before is None:
+                os.environ.pop("IOBENCH_HOST_LOCK", None)
+            else:
+                os.environ["IOBENCH_HOST_LOCK"] = before
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def host_busy_s():
+    """Every CPU's busy time so far (user, nice, system, irq, softirq, steal; /proc/stat), s."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    ticks = [int(x) for x in fields[:8]]
+    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s():
+    """This process's CPU and its reaped children's so far, s."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+class OutsideCpu:
+    """CPU the host spent outside this process and its reaped children over a span: the host's
+    busy time less their own (tick-sampled on both sides: within a few ticks)."""
+
+    def __init__(self):
+        self.host, self.own = host_busy_s(), own_cpu_s()
+
+    def seconds(self):
+        return max(0.0, (host_busy_s() - self.host) - (own_cpu_s() - self.own))
+
+
+class SharedHold:
+    """The lock held shared for an object's life (a test's network namespaces, emulated hosts):
+    a study run by hand cannot start beside them, nor they beside it (waited for up to
+    SHARED_WAIT_S, then RuntimeError naming the holder)."""
+
+    def __init__(self):
+        self.fd = None
+        if os.environ.get("IOBENCH_HOST_LOCK", "exclusive") in ("off", "held"):
+            return
+        path = lock_path()
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        deadline = time.monotonic() + SHARED_WAIT_S
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self.fd)
+                    raise RuntimeError(f"a measurement holds this host: {_holder(path)}")
+                time.sleep(0.2)
+
+    def release(self):
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
