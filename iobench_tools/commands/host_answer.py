@@ -20,7 +20,7 @@ from iobench_tools.lib.judging import pooling
 from iobench_tools.lib.judging import designrule2 as rule
 from iobench_tools.lib.judging.designreport2 import ratio
 from iobench_tools.lib.judging import sequential as seq
-from iobench_tools.lib.kernel import axes, hostid, iobenchlib
+from iobench_tools.lib.kernel import axes, hostid, hostlock, iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import size_label
 from iobench_tools.lib.sweeps.designinputs import (cpu_series, load_sweeps, one_host, one_link,
                                                    rule_commits)
@@ -180,6 +180,12 @@ def main(argv=None):
     a = parse_args(argv)
     if a.reread:
         return reread(a)
+    # The host's measurement lock across every sweep (each runs under it, not beside another).
+    with hostlock.measurement(PROG):
+        return measure(a)
+
+
+def measure(a):
     out = a.out or os.path.join(iobenchlib.ROOT, "results", a.name)
     os.makedirs(out, exist_ok=True)
     t0, started = time.monotonic(), time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
