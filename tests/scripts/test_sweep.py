@@ -355,6 +355,31 @@ def test_a_veth_pair_left_outside_its_namespaces_does_not_stop_the_next_run():
 
 
 @needs_root
+def test_rps_own_hands_each_ends_receive_path_to_its_sides_cpu(tmp_path):
+    """--rps own: the server's veth (which receives the data) hands it to the receiver's CPU,
+    the client's (which receives the ACKs) to the sender's; read back from sysfs while the run
+    holds the namespaces."""
+    probe = tmp_path / "probe.sh"
+    probe.write_text("#!/bin/sh\nfor end in srv:s cli:c; do ip netns exec iobrps-${end%:*} "
+                     "cat /sys/class/net/iobrps-${end#*:}/queues/rx-0/rps_cpus; done > "
+                     + str(tmp_path / "seen") + "\nexec \"$IOBENCH_REAL\" \"$@\"\n")
+    probe.chmod(0o755)
+    p = subprocess.run([str(SCRIPTS / "netns-link"), "--name", "iobrps", "--rps", "own", "--",
+                        "--bytes", "1M", "-q", "--cpus", "0,1"],
+                       env=dict(os.environ, IOBENCH_BIN=str(probe), IOBENCH_REAL=BIN),
+                       capture_output=True, text=True, timeout=60)
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    assert p.returncode == 0, p.stderr
+    assert "RPS: the server's veth receives on CPU 1, the client's on CPU 0" in p.stderr
+    # The probe ran twice (server, then client): each time both namespaces' masks.
+    assert (tmp_path / "seen").read_text().split()[-2:] == ["2", "1"], (tmp_path / "seen").read_text()
+    p = subprocess.run([str(SCRIPTS / "netns-link"), "--rps", "all", "--", "--bytes", "1M"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "invalid --rps 'all' (own or off)" in p.stderr
+
+
+@needs_root
 def test_netns_delay_is_refused():
     p = subprocess.run([str(SCRIPTS / "netns-link"), "--delay", "5", "--", "--bytes", "1M"],
                        capture_output=True, text=True)
