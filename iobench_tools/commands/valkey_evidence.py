@@ -55,6 +55,11 @@ def parse_args(argv=None):
                          "carry while they sync)")
     ap.add_argument("--load-seconds", type=int, default=2,
                     help="the load's window from REPLICAOF, seconds")
+    ap.add_argument("--load-tool", default="valkey-benchmark",
+                    choices=["valkey-benchmark", "open"],
+                    help="valkey-benchmark --rps (closed loop: a stall delays the sends), or "
+                         "open: iobench load (each request's latency from its intended send "
+                         "time, the sync's window cut from its slices; plain TCP cells only)")
     ap.add_argument("--plain", action="store_true",
                     help="no iobench watch on the primary: the sync's time, the clients' "
                          "latency and the memory alone, with no instrument in the primary's "
@@ -90,6 +95,9 @@ def parse_args(argv=None):
         ap.error(f"invalid --load-rps {a.load_rps}: expected 100..100000")
     if not 1 <= a.load_seconds <= 60:
         ap.error(f"invalid --load-seconds {a.load_seconds}: expected 1..60")
+    if a.load_tool == "open" and "tls" in a.proto:
+        ap.error("--load-tool open speaks plain RESP over TCP: give --proto tcp (a TLS cell's "
+                 "primary serves its tls-port only)")
     if a.child_cpu is not None and a.child_cpu not in os.sched_getaffinity(0):
         ap.error(f"invalid --child-cpu {a.child_cpu}: expected one of this host's CPUs "
                  f"({','.join(map(str, sorted(os.sched_getaffinity(0))))})")
@@ -128,7 +136,7 @@ def run_one(a, servers, dataset, certs, tmp):
 
     def one(c, k, attempt):
         server = servers[c["build"]]
-        bench = syncload.benchmark_of(server)
+        bench = syncload.OPEN_LOOP if a.load_tool == "open" else syncload.benchmark_of(server)
         work = os.path.join(tmp, f"{c['id']}-{k}-{attempt}")
         try:
             if c["mode"] == "idle":
@@ -207,7 +215,8 @@ def main(argv=None):
            "host": host, "started": experiment.first_started(done),
            **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "where": a.where,
            "link": {"rate": a.rate, "mtu": a.mtu} if a.where == "fleet" else None,
-           "load": {"rps": a.load_rps, "seconds": a.load_seconds, "command": a.load_command}
+           "load": {"rps": a.load_rps, "seconds": a.load_seconds, "command": a.load_command,
+                    "tool": a.load_tool}
            if a.load else None,
            "sources": {"sync": "iobench watch (eBPF) on the primary and replicas: the socket "
                                "writer's writes and CPU; the sync's time from REPLICAOF to every "

@@ -13,11 +13,17 @@ while the sync streams, and the memory it takes. Two probes around one sync (rea
   buffers). With each sample, the CPU a fork child last ran on (/proc/CHILD/stat): where the
   child ran, as the kernel saw it, whatever placement was asked for.
 """
+import contextlib
+import json
 import os
 import re
 import subprocess
+import tempfile
 import threading
 import time
+
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.valkey import openload
 
 SUMMARY = re.compile(r"latency summary \(msec\):\s*\n\s*avg\s+min\s+p50\s+p95\s+p99\s+max\s*\n"
                      r"\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
@@ -72,6 +78,82 @@ class Load:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate()
+
+
+OPEN_LOOP = "iobench load"  # the load tool that is not a valkey-benchmark path
+
+
+class OpenLoad:
+    """The same load, open loop (`iobench load`, docs/load.md): each request sent at its
+    intended time whatever earlier replies did, its latency from that time, in 100 ms slices of
+    wall-clock time. result(window) reads the whole load as Load does, and the slices inside a
+    wall-clock window (the sync's: from REPLICAOF to the sync done) beside it. Plain RESP over
+    TCP: a TLS-only node is refused."""
+
+    def __init__(self, node, rps, seconds, conns=4, cpus=None, command="get"):
+        if node.proto == "tls":
+            raise LoadFailed("iobench load speaks plain RESP over TCP, and this node's port is "
+                             "TLS only: use valkey-benchmark for a TLS cell")
+        pin = ["taskset", "-c", cpus] if cpus else []
+        fd, self.path = tempfile.mkstemp(prefix="iobench-load.", suffix=".json")
+        os.close(fd)
+        self.cmd = [*node.place.prefix, *pin, iobenchlib.binary(), "load", "--connect",
+                    f"{node.ip}:{node.port}", "--rate", str(rps), "--conns", str(conns),
+                    "--duration", f"{seconds}s", "--command", command, "--json", self.path, "-q"]
+        self.seconds = seconds
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+
+    def result(self, window=None):
+        try:
+            out, _ = self.proc.communicate(timeout=self.seconds + 60)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise LoadFailed(f"iobench load ran past {self.seconds + 60} s") from None
+        try:
+            with open(self.path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            doc = None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+        if self.proc.returncode != 0 or not doc:
+            raise LoadFailed(f"iobench load exit {self.proc.returncode}: "
+                             f"{(out or '').strip().splitlines()[-1:] or ''}")
+        return open_figures(doc, window)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+def open_figures(doc, window=None):
+    """Load's figures (ms) from an `iobench load` JSON, and with a window (unix ns) the same
+    over the slices inside it: sync_p50_ms, sync_p99_ms, sync_p999_ms, sync_max_ms and
+    sync_requests."""
+    lat, req = doc["latency_us"], doc["requests"]
+    out = {"p50_ms": lat["p50"] / 1000, "p99_ms": lat["p99"] / 1000,
+           "p999_ms": lat["p999"] / 1000, "max_ms": lat["max"] / 1000,
+           "rps": req["answered"] / doc["duration_s"], "unanswered": req["unanswered"],
+           "open_loop": True}
+    if window:
+        counts = openload.window(doc, *window)
+        for q, name in ((0.5, "p50"), (0.99, "p99"), (0.999, "p999"), (1.0, "max")):
+            v = openload.quantile_us(counts, q, result=doc)
+            out[f"sync_{name}_ms"] = v / 1000 if v is not None else None
+        out["sync_requests"] = sum(counts.values())
+    return out
+
+
+def make_load(tool, node, rps, seconds, cpus=None, command="get"):
+    """valkey-benchmark (`tool` its path: closed loop, as before) or iobench load (OPEN_LOOP)."""
+    if tool == OPEN_LOOP:
+        return OpenLoad(node, rps, seconds, cpus=cpus, command=command)
+    return Load(tool, node, rps, seconds, cpus=cpus, command=command)
 
 
 def children_of(pid):
@@ -173,14 +255,17 @@ class During:
 
     def __init__(self, primary, load):
         self.memory = MemorySampler(primary)
-        self.load = (Load(load[0], primary, load[1], load[2], cpus=load[3], command=load[4])
-                     if load else None)
+        self.load = (make_load(load[0], primary, load[1], load[2], cpus=load[3],
+                               command=load[4]) if load else None)
+        self.started_ns = time.time_ns()  # REPLICAOF follows at once
 
     def stop(self):
         memory = self.memory.stop()
         out = {"memory": memory}
         if self.load:
-            out["load"] = self.load.result()  # waits out its window
+            window = (self.started_ns, time.time_ns())  # the sync's, to its end
+            out["load"] = (self.load.result(window) if isinstance(self.load, OpenLoad)
+                           else self.load.result())  # waits out its window
         return out
 
     def kill(self):
@@ -190,8 +275,9 @@ class During:
 
 
 def idle_load(benchmark, node, rps, seconds, cpus=None, command="get"):
-    """The baseline: the same load on a primary that is not syncing."""
-    return Load(benchmark, node, rps, seconds, cpus=cpus, command=command).result()
+    """The baseline: the same load on a primary that is not syncing (`benchmark`: a
+    valkey-benchmark path, or OPEN_LOOP)."""
+    return make_load(benchmark, node, rps, seconds, cpus=cpus, command=command).result()
 
 
 def benchmark_of(server):

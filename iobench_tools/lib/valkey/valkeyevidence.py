@@ -30,6 +30,9 @@ LOOP_FIGURES = [
     ("writer_pipe_reads", "writer pipe reads", 1),
     ("fast_sync_s", "fast links' sync s", 1),
     ("slow_sync_s", "slow link's sync s", 1),
+    # --load-tool open: the open-loop load's slices inside the sync's window (REPLICAOF to done).
+    ("sync_p99_ms", "client p99 ms in the sync (open loop)", 1),
+    ("sync_p999_ms", "client p99.9 ms in the sync (open loop)", 1),
 ]
 LOAD_FIGURES = [f for f in FIGURES if f[0].endswith("_ms")]
 
