@@ -55,6 +55,10 @@ def parse_args(argv=None):
                          "carry while they sync)")
     ap.add_argument("--load-seconds", type=int, default=2,
                     help="the load's window from REPLICAOF, seconds")
+    ap.check_before_run(lambda a: (
+        f"{PROG}: error: --load-tool open speaks plain RESP over TCP: give --proto tcp (a TLS "
+        "cell's primary serves its tls-port only)") if a.load_tool == "open" and "tls" in a.proto
+        else None)
     ap.add_argument("--load-tool", default="valkey-benchmark",
                     choices=["valkey-benchmark", "open"],
                     help="valkey-benchmark --rps (closed loop: a stall delays the sends), or "
@@ -95,9 +99,7 @@ def parse_args(argv=None):
         ap.error(f"invalid --load-rps {a.load_rps}: expected 100..100000")
     if not 1 <= a.load_seconds <= 60:
         ap.error(f"invalid --load-seconds {a.load_seconds}: expected 1..60")
-    if a.load_tool == "open" and "tls" in a.proto:
-        ap.error("--load-tool open speaks plain RESP over TCP: give --proto tcp (a TLS cell's "
-                 "primary serves its tls-port only)")
+
     if a.child_cpu is not None and a.child_cpu not in os.sched_getaffinity(0):
         ap.error(f"invalid --child-cpu {a.child_cpu}: expected one of this host's CPUs "
                  f"({','.join(map(str, sorted(os.sched_getaffinity(0))))})")
