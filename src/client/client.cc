@@ -205,6 +205,21 @@ void keep(SizeResults& size, const RunRecord& rec, const RunStep& step, bool fai
     size.runs.push_back(rec);
 }
 
+// Whether a size's measured runs are enough after one more (`phase_ns`: its data phase, the
+// sender's clock): --repeat auto once each side's CPU per GiB is known well enough, -t once
+// the data phases add up to the time (`phases_ns` their sum so far).
+bool measured_enough(const ClientPlan& plan, SizeResults& size, int64_t phase_ns,
+                     int64_t& phases_ns) {
+  if (plan.repeat_auto) {
+    size.repeat_auto = repeat_auto_precision(size.runs, plan.target_ci);
+    return size.repeat_auto->reached;
+  }
+  if (plan.time_s <= 0) return false;
+  phases_ns += phase_ns;
+  return static_cast<double>(phases_ns) >= plan.time_s * 1e9 &&
+         size.runs.size() >= static_cast<size_t>(ClientOptions::kTimeMinRuns);
+}
+
 Result<std::optional<tls::Context>> client_tls(const ClientPlan& p, const tls::Identity* pinned) {
   if (!p.tls) return std::optional<tls::Context>{};
   auto ctx = tls::Context::client(*p.tls, pinned);
@@ -238,19 +253,9 @@ Result<Report> run_all(const ClientPlan& plan, const ClientReach& reach, Report 
         if (!size.runs.empty() || size.counting_run) report.sizes.push_back(std::move(size));
         return report;
       }
-      // --repeat auto: once each side's CPU per GiB is known well enough, on to the counting
-      // run (if any) and the next size.
-      if (step.measured && plan.repeat_auto) {
-        size.repeat_auto = repeat_auto_precision(size.runs, plan.target_ci);
-        if (size.repeat_auto->reached) i = plan.last_measured_step;
-      }
-      // -t: once the measured runs' data phases (the sender's clock) add up to the time.
-      if (step.measured && plan.time_s > 0 && rec) {
-        phases_ns += rec->sender.probe.wall_ns;
-        if (static_cast<double>(phases_ns) >= plan.time_s * 1e9 &&
-            size.runs.size() >= static_cast<size_t>(ClientOptions::kTimeMinRuns))
-          i = plan.last_measured_step;
-      }
+      if (step.measured && measured_enough(plan, size, rec ? rec->sender.probe.wall_ns : 0,
+                                           phases_ns))
+        i = plan.last_measured_step;  // on to the counting run (if any) and the next size
     }
     report.sizes.push_back(std::move(size));
   }

@@ -72,8 +72,10 @@ nlohmann::json cpu_caches() {
     std::ifstream level(dir + "level"), type(dir + "type"), size(dir + "size");
     std::string l, t, z;
     if (!std::getline(level, l) || !std::getline(type, t) || !std::getline(size, z)) break;
-    const std::string kind = t == "Data" ? "d" : t == "Instruction" ? "i" : "";
-    out["L" + l + kind] = z;
+    std::string name = "L";
+    name += l;
+    name += t == "Data" ? "d" : t == "Instruction" ? "i" : "";
+    out[name] = z;
   }
   return out;
 }
