@@ -19,6 +19,7 @@ import json
 import os
 import sys
 
+from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import iobenchlib
 from iobench_tools.lib.kernel import resultfolder
 from iobench_tools.lib.judging import carryover
@@ -70,6 +71,8 @@ def report(manifest, rows, tolerance, micro=None):
               f"{rows[0]['runs']} measured runs per cell (medians below), where: {where}",
               f"- host: {ctx['cpu_model']}, {ctx['cpus_online']} CPUs, {ctx['kernel']}, "
               f"{ctx['libraries'].get('openssl', 'OpenSSL ?')}",
+              *([f"- cpu: {cpu}"] if (cpu := hostid.cpu_line(hostid.host_of_context(ctx)))
+                else []),
               f"- sender's source: {source_text(manifest.get('source_window'))}",
               f"- started {manifest['started']}, finished {manifest.get('finished') or 'not yet'}"]
     if manifest.get("stopped"):

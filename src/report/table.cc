@@ -393,6 +393,25 @@ std::string process_cpu_line(const std::vector<ProcessCpu>& processes) {
   return out + fmt::format(" all {:.3f} s (whole processes; -v: by phase)\n", total);
 }
 
+// -v: the host the figures are this host's of, named by what it is (a VM's model name is
+// often generic: "Intel(R) Xeon(R) Processor").
+std::string host_line(const nlohmann::json& ctx) {
+  if (!ctx.is_object() || !ctx.contains("cpu")) return "";
+  const nlohmann::json& cpu = ctx["cpu"];
+  auto text = [](const nlohmann::json& j, const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string("?");
+  };
+  std::string caches;
+  if (cpu.contains("caches") && cpu["caches"].is_object())
+    for (const auto& [level, size] : cpu["caches"].items())
+      caches += fmt::format(" {} {}", level, size.is_string() ? size.get<std::string>() : "?");
+  return fmt::format("host: {} [{} {}/{}/{}], microcode {},{}, hypervisor {}, {}, {} CPUs\n",
+                     text(ctx, "cpu_model"), text(cpu, "vendor"), text(cpu, "family"),
+                     text(cpu, "model"), text(cpu, "stepping"), text(cpu, "microcode"), caches,
+                     text(cpu, "hypervisor"), text(ctx, "kernel"),
+                     ctx.value("cpus_online", 0));
+}
+
 std::string runs_text(const ClientOptions& o) {
   if (o.time_s > 0) return fmt::format("runs until {:g} s of data per size, medians", o.time_s);
   if (o.repeat_auto)
@@ -415,6 +434,7 @@ std::string render_table(const Report& r) {
                                        name_of(o.recv_engine)),
                      r.payload_source, runs_text(o),
                      o.group() ? fmt::format(" | {} connections, totals per side", o.conns) : "");
+  if (o.verbose) out += host_line(r.context);
   if (!r.sizes.empty() && !r.sizes.front().runs.empty()) {
     const auto& first = r.sizes.front().runs.front();
     // Where the syscall figures come from: the counting run, when there is one (--syscalls auto).

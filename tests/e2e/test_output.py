@@ -14,6 +14,7 @@ def test_a_one_size_run_is_short_and_v_adds_the_context(cache_dir):
                    for l in short), short
     assert any(l.startswith("process CPU: client ") for l in short), short
     full = run("--bytes", "2M", "-v", cache=cache_dir, check=0).stdout
+    assert full.splitlines()[1].startswith("host: "), full  # what the CPU is, -v's second line
     for needle in ("sender   socket: SO_SNDBUF", "receiver placement:", "regime 16K:",
                    "softirqs 16K", "process CPU (whole processes, reaped"):
         assert needle in full, needle
