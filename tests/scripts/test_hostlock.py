@@ -22,6 +22,12 @@ HOLD = ("import sys, time; sys.path.insert(0, sys.argv[1]); "
         "    print('held', flush=True); time.sleep(float(sys.argv[2]))\n")
 
 
+@pytest.fixture(autouse=True)
+def own_lock(tmp_path, monkeypatch):
+    """This test's own lock file: the suites' lanes hold the host's shared meanwhile."""
+    monkeypatch.setenv("IOBENCH_HOST_LOCK_PATH", str(tmp_path / "measurement.lock"))
+
+
 def holder(mode, seconds=30):
     env = {**os.environ, "IOBENCH_HOST_LOCK": mode}
     p = subprocess.Popen([sys.executable, "-c", HOLD, str(ROOT), str(seconds)], env=env,

@@ -15,10 +15,20 @@ NAME = "iobench-measurement.lock"
 
 
 def lock_path():
+    """The lock of this host: one per network namespace, so the emulated hosts of the fleet
+    tests (namespaces sharing one filesystem) are hosts of their own. IOBENCH_HOST_LOCK_PATH
+    names another (the lock's own tests)."""
+    if os.environ.get("IOBENCH_HOST_LOCK_PATH"):
+        return os.environ["IOBENCH_HOST_LOCK_PATH"]
+    try:
+        net = f"-net{os.stat('/proc/self/ns/net').st_ino}"
+    except OSError:
+        net = ""
+    name = NAME.replace(".lock", f"{net}.lock")
     for d in LOCK_DIRS:
         if os.path.isdir(d) and os.access(d, os.W_OK):
-            return os.path.join(d, NAME)
-    return os.path.join("/tmp", NAME)
+            return os.path.join(d, name)
+    return os.path.join("/tmp", name)
 
 
 def _holder(path):
@@ -48,6 +58,7 @@ def measurement(prog, wait_s=None):
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     shared = mode == "shared"
     deadline = time.monotonic() + wait_s
+    before = os.environ.get("IOBENCH_HOST_LOCK")
     try:
         while True:
             try:
@@ -60,7 +71,6 @@ def measurement(prog, wait_s=None):
                              f"({_holder(path)}; {path}): two at once measure each other "
                              "(wait for it, or IOBENCH_HOST_LOCK=off to measure anyway)")
                 time.sleep(0.2)
-        before = os.environ.get("IOBENCH_HOST_LOCK")
         if not shared:
             os.ftruncate(fd, 0)
             os.write(fd, f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}, since "
@@ -68,7 +78,7 @@ def measurement(prog, wait_s=None):
             os.environ["IOBENCH_HOST_LOCK"] = "held"  # the study's own children run under it
         yield path
     finally:
-        if not shared:
+        if not shared and os.environ.get("IOBENCH_HOST_LOCK") == "held":
             if before is None:
                 os.environ.pop("IOBENCH_HOST_LOCK", None)
             else:

@@ -6,6 +6,7 @@ build runs, never flags: tests/scripts/test_runs.py holds them to it.
   ServerRun   `iobench server --listen ... [--tls-listen ...]`
   WatchRun    `iobench watch --pid ... --json OUT`
   PayloadRun  `iobench payload --bytes ... --out OUT`
+  LoadRun     `iobench load --connect HOST:PORT --rate N --json OUT -q`
 """
 from dataclasses import dataclass, field, fields, replace
 from typing import ClassVar
@@ -116,3 +117,15 @@ class PayloadRun(_Subcommand):
     out: str = None
     cache_dir: str = None
     quiet: bool = _field("-q", default=False)
+
+
+@dataclass(frozen=True)
+class LoadRun(_Subcommand):
+    SUBCOMMAND: ClassVar[str] = "load"
+    connect: str = None
+    rate: object = None
+    conns: int = None
+    duration: str = None
+    command: str = None
+    json: str = None
+    quiet: bool = _field("-q", default=True)

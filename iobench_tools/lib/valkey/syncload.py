@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 
-from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.kernel import iobenchlib, runs
 from iobench_tools.lib.valkey import openload
 
 SUMMARY = re.compile(r"latency summary \(msec\):\s*\n\s*avg\s+min\s+p50\s+p95\s+p99\s+max\s*\n"
@@ -97,9 +97,9 @@ class OpenLoad:
         pin = ["taskset", "-c", cpus] if cpus else []
         fd, self.path = tempfile.mkstemp(prefix="iobench-load.", suffix=".json")
         os.close(fd)
-        self.cmd = [*node.place.prefix, *pin, iobenchlib.binary(), "load", "--connect",
-                    f"{node.ip}:{node.port}", "--rate", str(rps), "--conns", str(conns),
-                    "--duration", f"{seconds}s", "--command", command, "--json", self.path, "-q"]
+        run = runs.LoadRun(connect=f"{node.ip}:{node.port}", rate=rps, conns=conns,
+                           duration=f"{seconds}s", command=command, json=self.path)
+        self.cmd = [*node.place.prefix, *pin, *run.argv(iobenchlib.binary())]
         self.seconds = seconds
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
