@@ -4,6 +4,7 @@ go on beside each other) and a study by hand is refused beside them; a study's o
 under its lock; each run records the CPU the host spent outside the study's processes, and a
 sweep's recommendation states it."""
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -101,3 +102,20 @@ def test_outside_cpu_is_the_hosts_busy_time_less_this_process_tree():
     # Our own 0.3 s of CPU is taken out of the host's, whatever else the host ran meanwhile
     # (within the ticks both sides are sampled in).
     assert host - outside >= 0.25, (host, outside)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+def test_another_users_lock_file_is_taken_read_only():
+    # /run/lock is world-writable: the file one user made is 0644 to the next, who still locks.
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="iobench-locks.", dir="/tmp"))
+    os.chmod(d, 0o1777)
+    path = d / "measurement.lock"
+    path.write_text("")
+    os.chmod(path, 0o644)
+    env = {**os.environ, "IOBENCH_HOST_LOCK": "exclusive", "IOBENCH_HOST_LOCK_PATH": str(path)}
+    p = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                        sys.executable, "-c", HOLD, str(ROOT), "0"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    shutil.rmtree(d, ignore_errors=True)
+    assert p.returncode == 0 and p.stdout.strip() == "held", p.stderr

@@ -31,6 +31,15 @@ def lock_path():
     return os.path.join("/tmp", name)
 
 
+def _open(path):
+    """The lock file, made readable by every user (0644), or opened read-only where another user
+    made it (flock works on either); (descriptor, writable)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644), True
+    except PermissionError:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC), False
+
+
 def _holder(path):
     try:
         with open(path) as f:
@@ -55,7 +64,7 @@ def measurement(prog, wait_s=None):
     if wait_s is None:
         wait_s = SHARED_WAIT_S if mode == "shared" else 0.0
     path = lock_path()
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd, writable = _open(path)
     shared = mode == "shared"
     deadline = time.monotonic() + wait_s
     before = os.environ.get("IOBENCH_HOST_LOCK")
@@ -72,9 +81,10 @@ def measurement(prog, wait_s=None):
                              "(wait for it, or IOBENCH_HOST_LOCK=off to measure anyway)")
                 time.sleep(0.2)
         if not shared:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}, since "
-                         f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n".encode())
+            if writable:  # who holds it, for the refusal of the next
+                os.ftruncate(fd, 0)
+                os.write(fd, f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}, since "
+                             f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n".encode())
             os.environ["IOBENCH_HOST_LOCK"] = "held"  # the study's own children run under it
         yield path
     finally:
@@ -123,7 +133,7 @@ class SharedHold:
         if os.environ.get("IOBENCH_HOST_LOCK", "exclusive") in ("off", "held"):
             return
         path = lock_path()
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.fd, _ = _open(path)
         deadline = time.monotonic() + SHARED_WAIT_S
         while True:
             try:
