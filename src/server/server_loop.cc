@@ -172,8 +172,9 @@ int serve(const std::vector<ListeningPort>& ports) {
   // back to the kernel when freed. glibc's threshold otherwise rises to the largest block freed
   // (up to 32 MiB), and the session threads' arenas then keep megabytes freed but resident that
   // no budget counts: RSS 7 -> 101 MiB under --memory-budget 64M in the 20 s server fuzz, 29
-  // MiB with this.
-  (void)mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  // MiB with this. Not for loopback's private server (serial: one client, its own), whose
+  // buffers are part of what a run measures and stay as they were.
+  if (!first.serial) (void)mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   // Opened here, on the main thread, so the counters follow every session thread (inherit).
   if (first.kernel_counters) (void)process_syscall_counter();
   // Shared by the ports' loops and the (detached) session threads: the last one out frees it.
