@@ -68,13 +68,18 @@ class LoadRun {
   Status read_replies(size_t i, int64_t now);
   void want_out(size_t i, bool on);
   std::string request();
+  // Requests still awaiting their reply, over every connection.
+  uint64_t unanswered() const {
+    uint64_t n = 0;
+    for (const Conn& conn : conns_) n += conn.intended.size();
+    return n;
+  }
 
   const LoadCommand& c_;
   Fd ep_;
   std::vector<Conn> conns_;
   int64_t t0_ = 0, wall0_ = 0, slice_ns_ = 0;
   uint64_t total_ = 0, next_ = 0, answered_ = 0, errors_ = 0, late_ = 0;
-  int64_t max_lag_ns_ = 0;
   uint64_t key_state_ = 0x9e3779b97f4a7c15ULL;
   LogLinearHistogram all_;        // from each request's intended send time: the figure
   LogLinearHistogram from_send_;  // from when it was sent: what a closed-loop tool reports
@@ -125,7 +130,6 @@ void LoadRun::schedule(int64_t now) {
     conn.out += request();
     conn.intended.push_back({due, now});
     lag_.record(static_cast<uint64_t>(std::max<int64_t>(now - due, 1)));
-    max_lag_ns_ = std::max(max_lag_ns_, now - due);
     late_ += now - due > kLateNs;
     ++next_;
   }
@@ -241,8 +245,6 @@ nlohmann::json LoadRun::json() const {
                       {"latency_us", quantiles_us(h)},
                       {"buckets", std::move(buckets)}});
   }
-  uint64_t unanswered = 0;
-  for (const Conn& conn : conns_) unanswered += conn.intended.size();
   return {
       {"tool", "iobench load"},
       {"version", IOBENCH_VERSION},
@@ -257,7 +259,7 @@ nlohmann::json LoadRun::json() const {
                      {"sub_bucket_half_count_magnitude", hdr::kSubBucketHalfCountMagnitude},
                      {"unit_magnitude", 0}}},
       {"requests", {{"scheduled", total_}, {"sent", next_}, {"answered", answered_},
-                    {"errors", errors_}, {"unanswered", unanswered}}},
+                    {"errors", errors_}, {"unanswered", unanswered()}}},
       {"send_lag_us", {{"quantiles", quantiles_us(lag_)}, {"late_1ms", late_}}},
       {"latency_us", quantiles_us(all_)},
       {"latency_from_send_us", quantiles_us(from_send_)},
@@ -278,18 +280,16 @@ nlohmann::json LoadRun::json() const {
 
 void LoadRun::print_summary() const {
   auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
-  uint64_t unanswered = 0;
-  for (const Conn& conn : conns_) unanswered += conn.intended.size();
   fmt::print("load: {} {} requests at {:g}/s over {} connections to {}: {} answered, {} errors, "
              "{} unanswered\n",
-             next_, c_.command, c_.rate, c_.conns, c_.connect, answered_, errors_, unanswered);
+             next_, c_.command, c_.rate, c_.conns, c_.connect, answered_, errors_, unanswered());
   fmt::print("latency from intended send (µs): p50 {:.1f}  p99 {:.1f}  p99.9 {:.1f}  max {:.1f}\n",
              us(all_.at_quantile(0.5)), us(all_.at_quantile(0.99)), us(all_.at_quantile(0.999)),
              us(all_.max()));
   fmt::print("from the actual send (µs): p50 {:.1f}  p99 {:.1f}; the generator's own send lag: "
              "p50 {:.1f}  max {:.1f} µs, {} requests sent over 1 ms late\n",
              us(from_send_.at_quantile(0.5)), us(from_send_.at_quantile(0.99)),
-             us(lag_.at_quantile(0.5)), us(static_cast<uint64_t>(max_lag_ns_)), late_);
+             us(lag_.at_quantile(0.5)), us(lag_.max()), late_);
 }
 
 }  // namespace

@@ -51,6 +51,19 @@ def _holder(path):
 SHARED_WAIT_S = 300  # a test suite waits this long for a study to end, then refuses
 
 
+def _take(fd, op, wait_s):
+    """flock(fd, op) within wait_s seconds (polled every 0.2 s); False when it stayed held."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def measurement(prog, wait_s=None):
     """The host's measurement lock for the body: exclusive for a study (refused at once, in one
@@ -66,20 +79,12 @@ def measurement(prog, wait_s=None):
     path = lock_path()
     fd, writable = _open(path)
     shared = mode == "shared"
-    deadline = time.monotonic() + wait_s
     before = os.environ.get("IOBENCH_HOST_LOCK")
     try:
-        while True:
-            try:
-                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    sys.exit(f"{prog}: error: another measurement holds this host "
-                             f"({_holder(path)}; {path}): two at once measure each other "
-                             "(wait for it, or IOBENCH_HOST_LOCK=off to measure anyway)")
-                time.sleep(0.2)
+        if not _take(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, wait_s):
+            sys.exit(f"{prog}: error: another measurement holds this host "
+                     f"({_holder(path)}; {path}): two at once measure each other "
+                     "(wait for it, or IOBENCH_HOST_LOCK=off to measure anyway)")
         if not shared:
             if writable:  # who holds it, for the refusal of the next
                 os.ftruncate(fd, 0)
@@ -134,16 +139,9 @@ class SharedHold:
             return
         path = lock_path()
         self.fd, _ = _open(path)
-        deadline = time.monotonic() + SHARED_WAIT_S
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(self.fd)
-                    raise RuntimeError(f"a measurement holds this host: {_holder(path)}")
-                time.sleep(0.2)
+        if not _take(self.fd, fcntl.LOCK_SH, SHARED_WAIT_S):
+            self.release()
+            raise RuntimeError(f"a measurement holds this host: {_holder(path)}")
 
     def release(self):
         if self.fd is not None:
