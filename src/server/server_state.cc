@@ -2,11 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <thread>
-
-#include "probe/probe.h"
-#include "util/size.h"
-
 namespace iobench {
 
 Result<std::shared_ptr<GroupSide>> GroupTable::get(const proto::Hello& h, uint64_t fixed_buf,
