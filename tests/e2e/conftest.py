@@ -111,8 +111,9 @@ class Server:
         # sanitizer's report, with its session hanging (and the report unseen).
         self.queue = queue.Queue()
         self.errors = []
-        threading.Thread(target=self._pump, daemon=True).start()
-        threading.Thread(target=self._pump_stderr, daemon=True).start()
+        self.pumps = [threading.Thread(target=f, daemon=True) for f in (self._pump, self._pump_stderr)]
+        for t in self.pumps:
+            t.start()
 
     def _pump(self):
         for line in self.proc.stdout:
@@ -124,7 +125,7 @@ class Server:
             self.errors.append(line)
 
     def stderr_text(self):
-        """What the server wrote to stderr so far."""
+        """What the server wrote to stderr so far (all of it once stop() has returned)."""
         return "".join(self.errors)
 
     def read_line(self, timeout=15):
@@ -145,6 +146,10 @@ class Server:
         if self.alive():
             self.proc.kill()
         self.proc.wait(timeout=10)
+        # The pipes reach end of file once the process is gone; until the pumps have read that
+        # far, a line the server wrote before it died may not be in stderr_text() yet.
+        for t in self.pumps:
+            t.join(timeout=5)
 
 
 @pytest.fixture(scope="session")
