@@ -3,7 +3,11 @@
 of each per round, interleaved; medians [min..max] of each side's CPU per GiB and the ratio.
 Ranges that overlap are parity within noise.
 
-  scripts/watch-overhead [--rounds 5] [--bytes 512M] [--buf 16k] [--cpus 0,1] [--json FILE]"""
+With --event-loop the watch also times the event loop (`iobench watch --event-loop`); give it
+--engine epoll, whose loop it times, and compare with the same command without --event-loop.
+
+  scripts/watch-overhead [--rounds 5] [--bytes 512M] [--buf 16k] [--cpus 0,1] [--engine E]
+                         [--event-loop] [--json FILE]"""
 import json
 import os
 import subprocess
@@ -21,14 +25,16 @@ IOBENCH = binary()
 def one_run(a, watched):
     """The run's sender and receiver CPU per GiB; with a watch on the client (and so on the
     server it forks) from before it starts."""
-    cmd = iobench_runs.ClientRun(buf=a.buf, bytes=a.bytes, cpus=a.cpus, json="-").argv(IOBENCH)
+    cmd = iobench_runs.ClientRun(buf=a.buf, bytes=a.bytes, cpus=a.cpus, json="-",
+                                 engine=a.engine).argv(IOBENCH)
     # The run waits for a line on stdin, so the watch attaches before its first syscall counts.
     run = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh", *cmd], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watch = None
     if watched:
         watch = subprocess.Popen(iobench_runs.WatchRun(pid=(run.pid,), until_exit=run.pid,
-                                               json=os.devnull).argv(IOBENCH),
+                                                       event_loop=a.event_loop,
+                                                       json=os.devnull).argv(IOBENCH),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # Its start line comes once the programs are attached.
         if "iobench: watching" not in watch.stderr.readline():
@@ -59,6 +65,10 @@ def main(argv=None):
     ap.add_argument("--buf", default="16k",
                     help="buffer size of every run")
     axes.add_cpus(ap, "0,1", note="iobench --cpus")
+    ap.add_argument("--engine", choices=("blocking", "epoll", "uring"),
+                    help="every run's engine (default: iobench's)")
+    ap.add_argument("--event-loop", action="store_true",
+                    help="the watch times the event loop too (iobench watch --event-loop)")
     ap.add_argument("--json", help="also write the figures here")
     axes.add_progress_out(ap)
     a = ap.parse_args(argv)
@@ -68,12 +78,16 @@ def main(argv=None):
     done, failed = experiment.run_scenario(
         "watch-overhead", cells, a.rounds,
         lambda c, rnd, attempt: {"cpu": one_run(a, c["watched"])}, out_dir=a.out,
-        identity={"bytes": a.bytes, "buf": a.buf, "cpus": a.cpus})
+        identity={"bytes": a.bytes, "buf": a.buf, "cpus": a.cpus, "engine": a.engine,
+                  "event_loop": a.event_loop})
     if failed:
         sys.exit("watch-overhead: error: " + "; ".join(failed))
     runs = {c["watched"]: [r["cpu"] for r in done.get(c["id"], [])] for c in cells}
     doc = {"command": "scripts/watch-overhead " + " ".join(sys.argv[1:]), "rounds": a.rounds}
-    print(f"{a.rounds} interleaved rounds, {a.bytes} at {a.buf}, CPUs {a.cpus}: CPU s/GiB")
+    doc.update(engine=a.engine, event_loop=a.event_loop)
+    print(f"{a.rounds} interleaved rounds, {a.bytes} at {a.buf}, CPUs {a.cpus}"
+          f"{f', engine {a.engine}' if a.engine else ''}"
+          f"{', watch --event-loop' if a.event_loop else ''}: CPU s/GiB")
     for i, side in enumerate(("sender", "receiver")):
         plain = stat([r[i] for r in runs[False]])
         watched = stat([r[i] for r in runs[True]])

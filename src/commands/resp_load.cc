@@ -30,6 +30,7 @@
 #include "report/output.h"
 #include "report/report.h"
 #include "util/histogram.h"
+#include "util/histogram_json.h"
 
 namespace iobench {
 namespace {
@@ -227,23 +228,14 @@ Status LoadRun::run() {
   }
 }
 
-nlohmann::json quantiles_us(const LogLinearHistogram& h) {
-  auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
-  return {{"count", h.count()},          {"p50", us(h.at_quantile(0.5))},
-          {"p90", us(h.at_quantile(0.9))}, {"p99", us(h.at_quantile(0.99))},
-          {"p999", us(h.at_quantile(0.999))}, {"max", us(h.max())}};
-}
-
 nlohmann::json LoadRun::json() const {
   nlohmann::json slices = nlohmann::json::array();
   for (size_t s = 0; s < slices_.size(); ++s) {
     const LogLinearHistogram& h = slices_[s];
     if (h.count() == 0) continue;
-    nlohmann::json buckets = nlohmann::json::array();
-    for (const auto& [index, n] : h.buckets()) buckets.push_back({index, n});
     slices.push_back({{"start_unix_ns", wall0_ + static_cast<int64_t>(s) * slice_ns_},
                       {"latency_us", quantiles_us(h)},
-                      {"buckets", std::move(buckets)}});
+                      {"buckets", buckets_json(h)}});
   }
   return {
       {"tool", "iobench load"},
@@ -255,9 +247,7 @@ nlohmann::json LoadRun::json() const {
       {"duration_s", c_.duration_s},
       {"slice_s", c_.slice_s},
       {"start_unix_ns", wall0_},
-      {"histogram", {{"layout", "HdrHistogram"}, {"unit", "ns"},
-                     {"sub_bucket_half_count_magnitude", hdr::kSubBucketHalfCountMagnitude},
-                     {"unit_magnitude", 0}}},
+      {"histogram", histogram_layout_json()},
       {"requests", {{"scheduled", total_}, {"sent", next_}, {"answered", answered_},
                     {"errors", errors_}, {"unanswered", unanswered()}}},
       {"send_lag_us", {{"quantiles", quantiles_us(lag_)}, {"late_1ms", late_}}},

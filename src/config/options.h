@@ -399,6 +399,8 @@ struct WatchCommand {
   double duration_s = 0;    // 0: until Ctrl-C, --until-exit or every watched process exits
   pid_t until_exit = 0;     // end when this process exits
   double interval_s = 0.1;  // /proc sampled this often (CPU, descriptor kinds)
+  bool event_loop = false;  // also time each event-loop iteration and each large write
+  int64_t large_write = 1024;  // --event-loop: a write moving at least this many bytes
   std::string json_path, csv_path;
   bool quiet = false;
 };
@@ -433,6 +435,19 @@ void describe(Self& c, Visit&& visit) {
               .real_max = 10,
               .duration = true},
         c.interval_s);
+  visit(Field{.name = "event_loop",
+              .flag = "--event-loop",
+              .help = "Also time every event-loop iteration (epoll wait to epoll wait) and "
+                      "every large write, as histograms in microseconds"},
+        c.event_loop);
+  visit(Field{.name = "large_write",
+              .flag = "--large-write",
+              .help = "With --event-loop: a write of at least this many bytes is a large one "
+                      "and marks its iteration (default 1K)",
+              .min = 1,
+              .max = int64_t{1} << 30,
+              .size = true},
+        c.large_write);
   visit(Field{.name = "json",
               .flag = "--json",
               .help = "Also write the report as JSON (-: stdout)",

@@ -27,6 +27,15 @@ std::string refusal(const char* what);
 // NOLINTBEGIN(misc-redundant-expression)
 constexpr uint8_t kLoadImm64 = BPF_LD | BPF_DW | BPF_IMM;
 constexpr uint8_t kAddImm = BPF_ALU64 | BPF_ADD | BPF_K;
+constexpr uint8_t kStW = BPF_ST | BPF_MEM | BPF_W;
+constexpr uint8_t kStDw = BPF_ST | BPF_MEM | BPF_DW;
+constexpr uint8_t kStxW = BPF_STX | BPF_MEM | BPF_W;
+constexpr uint8_t kStxDw = BPF_STX | BPF_MEM | BPF_DW;
+constexpr uint8_t kLdxW = BPF_LDX | BPF_MEM | BPF_W;
+constexpr uint8_t kLdxDw = BPF_LDX | BPF_MEM | BPF_DW;
+constexpr uint8_t kJeq = BPF_JMP | BPF_JEQ | BPF_K;
+constexpr uint8_t kJne = BPF_JMP | BPF_JNE | BPF_K;
+constexpr uint8_t kJa = BPF_JMP | BPF_JA;
 // NOLINTEND(misc-redundant-expression)
 
 // Instructions plus forward jumps to named labels.

@@ -45,6 +45,19 @@ void LogLinearHistogram::record(uint64_t value, uint64_t count) {
   min_ = std::min(min_, value);
 }
 
+LogLinearHistogram LogLinearHistogram::from_buckets(const std::map<uint32_t, uint64_t>& counts,
+                                                    uint64_t max) {
+  LogLinearHistogram h;
+  for (const auto& [index, n] : counts) {
+    if (n == 0) continue;
+    h.counts_[index] += n;
+    h.total_ += n;
+    h.min_ = std::min(h.min_, hdr::lowest_at(index));
+  }
+  h.max_ = h.total_ ? max : 0;
+  return h;
+}
+
 void LogLinearHistogram::add(const LogLinearHistogram& other) {
   for (const auto& [index, n] : other.counts_) counts_[index] += n;
   total_ += other.total_;

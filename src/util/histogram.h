@@ -27,6 +27,9 @@ uint64_t highest_at(uint32_t index);
 class LogLinearHistogram {
  public:
   void record(uint64_t value, uint64_t count = 1);
+  // A histogram counted elsewhere in this layout (the kernel's, `iobench watch --event-loop`):
+  // its counts by index and its exact maximum; the minimum is its lowest bucket's lowest value.
+  static LogLinearHistogram from_buckets(const std::map<uint32_t, uint64_t>& counts, uint64_t max);
   void add(const LogLinearHistogram& other);
   uint64_t count() const { return total_; }
   uint64_t max() const { return max_; }

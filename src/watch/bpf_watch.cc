@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "probe/bpf_asm.h"
 #include "probe/bpf_counter.h"
+#include "watch/bpf_loop_programs.h"
 #include "watch/bpf_watch_programs.h"
 
 namespace iobench {
@@ -84,10 +86,12 @@ const std::vector<std::pair<std::string, WatchKind>>& opening_syscalls() {
 }
 
 Result<std::unique_ptr<BpfWatch>> BpfWatch::open(const std::vector<pid_t>& roots,
-                                                 const std::string& tracefs) {
+                                                 const std::string& tracefs, int64_t large_write) {
   if (!pt_regs_known()) return fail("watch reads descriptors from pt_regs: known for x86_64 and aarch64");
   std::unique_ptr<BpfWatch> w(new BpfWatch);
   if (auto st = w->load(roots, tracefs); !st) return std::unexpected(st.error());
+  if (large_write > 0)
+    if (auto st = w->load_loop(large_write); !st) return std::unexpected(st.error());
   return w;
 }
 
@@ -129,20 +133,63 @@ Status BpfWatch::load(const std::vector<pid_t>& roots, const std::string& tracef
   const Maps m{watched_, calls_, io_nrs_, pending_, io_, lost_, fdkind_};
   // The fork tracepoint first: a child forked between the two would otherwise go unseen.
   if (auto st = attach_fork(tracefs); !st) return st;
-  for (const auto& [name, insns] : {std::pair{"sys_exit", exit_program(m)},
-                                    std::pair{"sys_enter", enter_program(m)}}) {
-    auto prog = bpf::load_program(BPF_PROG_TYPE_RAW_TRACEPOINT, insns);
-    if (!prog) return std::unexpected(prog.error());
-    progs_.push_back(*prog);
-    bpf_attr r{};
-    r.raw_tracepoint.name = reinterpret_cast<uint64_t>(name);
-    r.raw_tracepoint.prog_fd = static_cast<uint32_t>(*prog);
-    const int link = static_cast<int>(bpf::sys_bpf(BPF_RAW_TRACEPOINT_OPEN, r));
-    if (link < 0)
-      return fail(bpf::refusal(fmt::format("bpf(BPF_RAW_TRACEPOINT_OPEN, {})", name).c_str()));
-    links_.push_back(link);
-  }
+  if (auto st = attach_raw("sys_exit", exit_program(m)); !st) return st;
+  return attach_raw("sys_enter", enter_program(m));
+}
+
+Status BpfWatch::attach_raw(const char* tracepoint, const std::vector<bpf_insn>& insns) {
+  auto prog = bpf::load_program(BPF_PROG_TYPE_RAW_TRACEPOINT, insns);
+  if (!prog) return std::unexpected(prog.error());
+  progs_.push_back(*prog);
+  bpf_attr r{};
+  r.raw_tracepoint.name = reinterpret_cast<uint64_t>(tracepoint);
+  r.raw_tracepoint.prog_fd = static_cast<uint32_t>(*prog);
+  const int link = static_cast<int>(bpf::sys_bpf(BPF_RAW_TRACEPOINT_OPEN, r));
+  if (link < 0)
+    return fail(bpf::refusal(fmt::format("bpf(BPF_RAW_TRACEPOINT_OPEN, {})", tracepoint).c_str()));
+  links_.push_back(link);
   return {};
+}
+
+// The event loop's programs beside the watch's: the iteration ends at sys_enter (a wait) before
+// its start is taken at sys_exit, whichever order the two attach in.
+Status BpfWatch::load_loop(int64_t large_write) {
+  auto loop = bpf::create_map(BPF_MAP_TYPE_LRU_HASH, 4, 24, 16384);
+  if (!loop) return std::unexpected(loop.error());
+  loop_ = *loop;
+  auto hist = bpf::create_map(BPF_MAP_TYPE_PERCPU_ARRAY, 4, kLoopSlots * 8, kLoopClasses);
+  if (!hist) return std::unexpected(hist.error());
+  hist_ = *hist;
+  LoopCalls calls;
+  for (const char* name : {"epoll_wait", "epoll_pwait", "epoll_pwait2"})
+    if (const long nr = syscall_number(name); nr >= 0) calls.waits.push_back(nr);
+  for (const char* name : {"write", "writev", "sendto", "sendmsg"})
+    if (const long nr = syscall_number(name); nr >= 0) calls.writes.push_back(nr);
+  const LoopMaps m{watched_, loop_, hist_};
+  if (auto st = attach_raw("sys_exit", loop_exit_program(m, static_cast<int32_t>(large_write))); !st)
+    return st;
+  return attach_raw("sys_enter", loop_enter_program(m, calls));
+}
+
+void BpfWatch::read_loop(WatchCounts& c) const {
+  if (hist_ < 0) return;
+  std::vector<uint64_t> values(cpus_ * kLoopSlots);
+  for (uint32_t cls = 0; cls < kLoopClasses; ++cls) {
+    std::vector<uint64_t> sum(kLoopSlots, 0);
+    bpf_attr a{};
+    a.map_fd = static_cast<uint32_t>(hist_);
+    a.key = reinterpret_cast<uint64_t>(&cls);
+    a.value = reinterpret_cast<uint64_t>(values.data());
+    if (bpf::sys_bpf(BPF_MAP_LOOKUP_ELEM, a) == 0)
+      for (size_t cpu = 0; cpu < cpus_; ++cpu)
+        for (uint32_t i = 0; i < kLoopSlots; ++i) sum[i] += values[cpu * kLoopSlots + i];
+    uint64_t max = 0;  // the largest of the CPUs' maxima, not their sum
+    for (size_t cpu = 0; cpu < cpus_; ++cpu) max = std::max(max, values[cpu * kLoopSlots + kLoopMaxSlot]);
+    std::map<uint32_t, uint64_t> counts;
+    for (uint32_t i = 0; i < kLoopSumSlot; ++i)
+      if (sum[i]) counts[i] = sum[i];
+    c.loop.push_back({LogLinearHistogram::from_buckets(counts, max), sum[kLoopSumSlot]});
+  }
 }
 
 Status BpfWatch::attach_fork(const std::string& tracefs) {
@@ -175,7 +222,7 @@ Status BpfWatch::attach_fork(const std::string& tracefs) {
 BpfWatch::~BpfWatch() {
   for (int fd : links_) ::close(fd);
   for (int fd : progs_) ::close(fd);
-  for (int fd : {watched_, calls_, io_nrs_, pending_, io_, lost_, fdkind_})
+  for (int fd : {watched_, calls_, io_nrs_, pending_, io_, lost_, fdkind_, loop_, hist_})
     if (fd >= 0) ::close(fd);
 }
 
@@ -208,6 +255,7 @@ WatchCounts BpfWatch::read() const {
     const uint64_t n = bpf::read_percpu_sum(lost_, &slot, cpus_);
     (slot == 0 ? c.lost_calls : c.lost_io) = n;
   }
+  read_loop(c);
   return c;
 }
 

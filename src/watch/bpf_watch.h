@@ -15,6 +15,7 @@
 // kernel's traced entry path.
 #pragma once
 
+#include <linux/bpf.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "util/histogram.h"
 #include "util/result.h"
 
 namespace iobench {
@@ -41,15 +43,25 @@ struct WatchCounts {
   std::map<pid_t, pid_t> watched;   // every watched id (processes and their threads) -> its root
   uint64_t lost_calls = 0;          // counts the kernel could not store: a map was full
   uint64_t lost_io = 0;
+  // --event-loop: ns per event-loop iteration (without, with a large write), then per large
+  // write (on an event-loop thread, elsewhere), pooled over the watched threads; empty without.
+  struct LoopTimes {
+    LogLinearHistogram ns;
+    uint64_t sum_ns = 0;
+  };
+  std::vector<LoopTimes> loop;
 };
 
 class BpfWatch {
  public:
   // The syscall numbers at or above this count together in its slot.
   static constexpr uint32_t kOtherNumber = 511;
-  // Loads and attaches the programs; `tracefs` holds events/sched. The error names the refusal.
+  // Loads and attaches the programs; `tracefs` holds events/sched. With `large_write` > 0 the
+  // event loop's programs too (a write of at least that many bytes is a large one). The error
+  // names the refusal.
   static Result<std::unique_ptr<BpfWatch>> open(const std::vector<pid_t>& roots,
-                                                const std::string& tracefs);
+                                                const std::string& tracefs,
+                                                int64_t large_write = 0);
   ~BpfWatch();
   BpfWatch(const BpfWatch&) = delete;
   BpfWatch& operator=(const BpfWatch&) = delete;
@@ -64,7 +76,11 @@ class BpfWatch {
   BpfWatch() = default;
   Status load(const std::vector<pid_t>& roots, const std::string& tracefs);
   Status attach_fork(const std::string& tracefs);
+  Status attach_raw(const char* tracepoint, const std::vector<bpf_insn>& insns);
+  Status load_loop(int64_t large_write);
+  void read_loop(WatchCounts& c) const;
   int watched_ = -1, calls_ = -1, io_nrs_ = -1, pending_ = -1, io_ = -1, lost_ = -1, fdkind_ = -1;
+  int loop_ = -1, hist_ = -1;  // --event-loop's
   std::vector<int> progs_, links_;
   size_t cpus_ = 1;
 };

@@ -10,7 +10,8 @@
 namespace iobench::watch_bpf {
 namespace {
 
-using bpf::Program;
+using bpf::kJa, bpf::kJeq, bpf::kJne, bpf::kLdxDw, bpf::kLdxW, bpf::kStDw, bpf::kStW,
+    bpf::kStxDw, bpf::kStxW, bpf::Program;
 
 // Where the syscall's arguments sit in the kernel's struct pt_regs at sys_enter.
 #if defined(__x86_64__)
@@ -24,15 +25,6 @@ constexpr int32_t kArg0 = -1;
 constexpr int32_t kArg2 = -1;
 #endif
 
-constexpr uint8_t kStW = BPF_ST | BPF_MEM | BPF_W;
-constexpr uint8_t kStDw = BPF_ST | BPF_MEM | BPF_DW;
-constexpr uint8_t kStxW = BPF_STX | BPF_MEM | BPF_W;
-constexpr uint8_t kStxDw = BPF_STX | BPF_MEM | BPF_DW;
-constexpr uint8_t kLdxW = BPF_LDX | BPF_MEM | BPF_W;
-constexpr uint8_t kLdxDw = BPF_LDX | BPF_MEM | BPF_DW;
-constexpr uint8_t kJeq = BPF_JMP | BPF_JEQ | BPF_K;
-constexpr uint8_t kJne = BPF_JMP | BPF_JNE | BPF_K;
-constexpr uint8_t kJa = BPF_JMP | BPF_JA;
 
 // Per-CPU hash map[key at fp + key_off] += 1, inserting the entry at 1 when absent. A full map
 // (or a lost race to insert) counts in lost[slot].

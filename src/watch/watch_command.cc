@@ -84,6 +84,7 @@ std::string command_line(const WatchCommand& c) {
   for (pid_t p : c.pids) s += fmt::format(" --pid {}", p);
   if (c.duration_s > 0) s += fmt::format(" --duration {}", c.duration_s);
   if (c.until_exit > 0) s += fmt::format(" --until-exit {}", c.until_exit);
+  if (c.event_loop) s += fmt::format(" --event-loop --large-write {}", c.large_write);
   return s;
 }
 
@@ -98,7 +99,7 @@ int run_watch_command(const WatchCommand& c) {
   interrupt::install({SIGINT, SIGTERM});
   Samples s;
   for (pid_t p : c.pids) s.cpu[p].first = read_proc_stat(p);
-  auto w = BpfWatch::open(c.pids, find_tracefs());
+  auto w = BpfWatch::open(c.pids, find_tracefs(), c.event_loop ? c.large_write : 0);
   if (!w) {
     print_error("watch: " + w.error().message);
     return 1;
@@ -117,6 +118,8 @@ int run_watch_command(const WatchCommand& c) {
   r.sample_interval_s = c.interval_s;
   r.lost_calls = counts.lost_calls;
   r.lost_io = counts.lost_io;
+  r.loop = counts.loop;
+  r.large_write = c.event_loop ? c.large_write : 0;
   r.processes = watch_processes(counts, s.kinds, s.cpu, c.pids, sysconf(_SC_CLK_TCK));
   r.context = collect_context();
   r.command = command_line(c);

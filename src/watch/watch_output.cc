@@ -63,6 +63,7 @@ void print_watch_table(const WatchReport& r) {
       fmt::print("         log2:  {}\n", histogram_line(io));
     }
   }
+  print_loop_table(r);
   if (r.lost_calls + r.lost_io > 0)
     fmt::print("\nnot counted (the kernel's maps were full): {} calls, {} results\n", r.lost_calls,
                r.lost_io);
@@ -111,6 +112,14 @@ nlohmann::json watch_json(const WatchReport& r) {
                           "sample; a root's reaped_children_cpu_s is the growth of its cutime + "
                           "cstime (children it waited for, whole lives)",
                           r.sample_interval_s * 1e3)}};
+  if (!r.loop.empty())
+    sources["event_loop"] = fmt::format(
+        "eBPF on raw sys_enter and sys_exit, per watched thread: an iteration from an "
+        "epoll_wait/epoll_pwait/epoll_pwait2 return to that thread's next wait (CLOCK_MONOTONIC), "
+        "classed by whether it made a large write (write, writev, sendto or sendmsg moving at "
+        "least {} bytes, timed from its entry to its return); HdrHistogram's layout, exact "
+        "maxima and sums",
+        r.large_write);
   return {{"tool", "iobench"},
           {"kind", "watch"},
           {"command", r.command},
@@ -122,7 +131,8 @@ nlohmann::json watch_json(const WatchReport& r) {
             {"ended_by", r.ended_by},
             {"lost_calls", r.lost_calls},
             {"lost_results", r.lost_io},
-            {"processes", procs}}}};
+            {"processes", procs},
+            {"event_loop", loop_json(r)}}}};
 }
 
 std::string watch_csv(const WatchReport& r) {

@@ -48,6 +48,9 @@ struct WatchReport {
   double sample_interval_s = 0;
   uint64_t lost_calls = 0, lost_io = 0;
   std::vector<WatchProcess> processes;
+  // --event-loop: the four classes of watch_bpf::LoopClass, in its order (empty without).
+  std::vector<WatchCounts::LoopTimes> loop;
+  int64_t large_write = 0;
   nlohmann::json context;
   std::string command;
 };
@@ -73,6 +76,9 @@ std::vector<std::pair<int64_t, uint64_t>> top_sizes(const WatchIo& io, double sh
 std::map<uint64_t, uint64_t> size_histogram(const WatchIo& io);
 
 void print_watch_table(const WatchReport& r);
+// --event-loop's part of the table and of the JSON (watch_loop_output.cc).
+void print_loop_table(const WatchReport& r);
+nlohmann::json loop_json(const WatchReport& r);
 nlohmann::json watch_json(const WatchReport& r);
 std::string watch_csv(const WatchReport& r);
 

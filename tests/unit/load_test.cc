@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 #include <algorithm>
+#include <bit>
 
 #include "commands/resp.h"
 #include "util/histogram.h"
@@ -49,6 +50,33 @@ TEST(LogLinearHistogram, QuantilesMatchTheSortedValuesWithinABucket) {
   a.add(b);  // two halves merged: the same histogram
   EXPECT_EQ(a.buckets(), h.buckets());
   EXPECT_EQ(a.count(), h.count());
+}
+
+// The index `iobench watch --event-loop`'s kernel program computes without a count-leading-zeros
+// instruction (bpf_loop_programs.cc): bucket = floor(log2(v | 255)) - 7, index = bucket x 128 +
+// (v >> bucket). It must be HdrHistogram's, for the report to read the kernel's counts.
+TEST(LogLinearHistogram, TheKernelsIndexFormulaIsHdrHistograms) {
+  std::mt19937_64 rng(7);
+  for (int k = 0; k < 100000; ++k) {
+    const uint64_t v = (rng() >> (rng() % 64)) | 1;
+    const uint64_t m = v | 255;
+    const int log2 = 63 - std::countl_zero(m);
+    const int bucket = log2 - 7;
+    const uint64_t index = (static_cast<uint64_t>(bucket) << 7) + (v >> bucket);
+    ASSERT_EQ(index, hdr::index_of(v)) << v;
+  }
+}
+
+TEST(LogLinearHistogram, ReadBackFromBucketsWithItsExactMaximum) {
+  LogLinearHistogram h;
+  for (uint64_t v : {900ull, 2000ull, 2010ull, 8'000'000ull}) h.record(v);
+  const auto back = LogLinearHistogram::from_buckets(h.buckets(), 8'000'000);
+  EXPECT_EQ(back.count(), 4u);
+  EXPECT_EQ(back.max(), 8'000'000u);
+  EXPECT_EQ(back.at_quantile(0.5), h.at_quantile(0.5));
+  EXPECT_EQ(back.at_quantile(1.0), 8'000'000u);
+  EXPECT_LE(back.min(), 900u);
+  EXPECT_EQ(LogLinearHistogram::from_buckets({}, 5).max(), 0u);
 }
 
 TEST(Resp, CommandsAreArraysOfBulkStrings) {

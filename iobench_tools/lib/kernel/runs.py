@@ -106,6 +106,8 @@ class WatchRun(_Subcommand):
     SUBCOMMAND: ClassVar[str] = "watch"
     pid: tuple = ()              # one --pid each
     until_exit: object = None
+    event_loop: bool = False     # also the event loop's iterations and large writes, timed
+    large_write: object = None
     json: str = None
 
 
