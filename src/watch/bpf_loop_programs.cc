@@ -6,6 +6,7 @@
 #include "watch/bpf_loop_programs.h"
 
 #include "probe/bpf_asm.h"
+#include "watch/bpf_watch_programs.h"
 
 namespace iobench::watch_bpf {
 namespace {
@@ -102,13 +103,7 @@ std::vector<bpf_insn> loop_enter_program(const LoopMaps& m, const LoopCalls& cal
   p.label("write");
   p.mov_imm(BPF_REG_9, kPendingWrite);
   p.label("watched");
-  p.call(BPF_FUNC_get_current_pid_tgid);  // [fp-4] = tgid, a watched one
-  p.op(BPF_ALU64 | BPF_RSH | BPF_K, BPF_REG_0, 0, 0, 32);
-  p.op(kStxW, BPF_REG_10, BPF_REG_0, -4, 0);
-  p.load_map(BPF_REG_1, m.watched);
-  p.stack_addr(BPF_REG_2, -4);
-  p.call(BPF_FUNC_map_lookup_elem);
-  p.jump(kJeq, BPF_REG_0, 0, "out");
+  only_watched(p, m.watched);
   thread_state(p, m);
   p.mov_reg(BPF_REG_7, BPF_REG_0);
   p.op(kStxW, BPF_REG_7, BPF_REG_9, kPending, 0);

@@ -52,25 +52,25 @@ void count_in(Program& p, int map, int16_t key_off, const Maps& m, int32_t lost_
   p.label(done);
 }
 
+}  // namespace
+
 // r8 = pid_tgid; [fp-4] = tgid; leaves for "out" unless the tgid is watched.
-void only_watched(Program& p, const Maps& m) {
+void only_watched(Program& p, int watched_map) {
   p.call(BPF_FUNC_get_current_pid_tgid);
   p.mov_reg(BPF_REG_8, BPF_REG_0);
   p.op(BPF_ALU64 | BPF_RSH | BPF_K, BPF_REG_0, 0, 0, 32);
   p.op(kStxW, BPF_REG_10, BPF_REG_0, -4, 0);
-  p.load_map(BPF_REG_1, m.watched);
+  p.load_map(BPF_REG_1, watched_map);
   p.stack_addr(BPF_REG_2, -4);
   p.call(BPF_FUNC_map_lookup_elem);
   p.jump(kJeq, BPF_REG_0, 0, "out");
 }
 
-}  // namespace
-
 // raw sys_enter (ctx: struct pt_regs *regs, long nr).
 std::vector<bpf_insn> enter_program(const Maps& m) {
   Program p;
   p.mov_reg(BPF_REG_6, BPF_REG_1);
-  only_watched(p, m);
+  only_watched(p, m.watched);
   p.op(kLdxDw, BPF_REG_7, BPF_REG_6, 8, 0);  // r7 = nr, numbers past the table in its last slot
   p.jump(BPF_JMP | BPF_JLE | BPF_K, BPF_REG_7, BpfWatch::kOtherNumber, "nr_ok");
   p.mov_imm(BPF_REG_7, BpfWatch::kOtherNumber);
@@ -225,7 +225,7 @@ std::vector<bpf_insn> exit_program(const Maps& m) {
 std::vector<bpf_insn> fork_program(const Maps& m, int16_t child_pid_offset) {
   Program p;
   p.mov_reg(BPF_REG_6, BPF_REG_1);
-  only_watched(p, m);
+  only_watched(p, m.watched);
   p.op(kLdxW, BPF_REG_1, BPF_REG_0, 0, 0);  // value {the parent's root, 0, now} at fp-24
   p.op(kStxW, BPF_REG_10, BPF_REG_1, -24, 0);
   p.op(kStW, BPF_REG_10, 0, -20, 0);

@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <vector>
 
+namespace iobench::bpf {
+class Program;
+}
+
 namespace iobench::watch_bpf {
 
 // name, the argument holding the descriptor whose result we count (splice: the output). The
@@ -32,6 +36,10 @@ struct WatchedValue {
 struct Maps {
   int watched, calls, io_nrs, pending, io, lost, fdkind;
 };
+
+// r8 = pid_tgid, [fp-4] = its tgid; jumps to the program's "out" label unless that tgid is in
+// the watched map (the watch's programs and the event loop's share this entry check).
+void only_watched(bpf::Program& p, int watched_map);
 
 // Each program, its map descriptors in place; fork_program reads the child's pid at
 // `child_pid_offset` of the tracepoint's record.
