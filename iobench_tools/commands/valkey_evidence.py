@@ -42,8 +42,10 @@ def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("--builds", default="stock,series",
                     help="the baseline and the builds set beside it: stock, PR folder names, "
-                         "series, or NAME@SIZE (NAME with its REPL_CHUNK_SIZE set to SIZE: the "
-                         "harness's chunk variants)")
+                         "series, NAME@SIZE (NAME with its REPL_CHUNK_SIZE set to SIZE: the "
+                         "harness's chunk variants, one build each), or NAME~SIZE (one binary "
+                         "of NAME for every size, its chunk read at start from "
+                         "IOBENCH_REPL_CHUNK=SIZE; NAME~SIZE#K is the same again, an A/A twin)")
     ap.add_argument("--against", default="stock",
                     help="the build every other is compared with (one of --builds)")
     axes.add_proto(ap)
@@ -68,6 +70,11 @@ def parse_args(argv=None):
                     help="no iobench watch on the primary: the sync's time, the clients' "
                          "latency and the memory alone, with no instrument in the primary's "
                          "way (the writer's writes, CPU and event loop need the watch)")
+    ap.add_argument("--event-loop", action="store_true",
+                    help="iobench watch --event-loop on the primary alone: each event-loop "
+                         "pass's busy time, with a chunk written in it and without, and each "
+                         "chunk write's duration, in µs (the mechanism; take latency from "
+                         "--plain cells, never from these)")
     ap.add_argument("--no-load", dest="load", action="store_false",
                     help="no client load (and no idle cells): sync and memory figures only")
     ap.add_argument("--large-value", type=iobenchlib.size_arg, default=None,
@@ -91,10 +98,13 @@ def parse_args(argv=None):
     if bad or len(set(a.builds)) != len(a.builds) or len(a.builds) < 2:
         ap.error(f"invalid --builds '{','.join(a.builds)}': expected two or more of "
                  f"{', '.join(b for b in known if b != valkeypr.SERIES_ASAN)} "
-                 "(or NAME@SIZE), each once")
+                 "(or NAME@SIZE, NAME~SIZE, NAME~SIZE#K), each once")
     if a.against not in a.builds:
         ap.error(f"invalid --against '{a.against}': expected one of --builds "
                  f"({','.join(a.builds)})")
+    if a.event_loop and a.plain:
+        ap.error("invalid --event-loop with --plain: the event loop is timed by iobench watch, "
+                 "which --plain leaves out")
     if not 100 <= a.load_rps <= 100000:
         ap.error(f"invalid --load-rps {a.load_rps}: expected 100..100000")
     if not 1 <= a.load_seconds <= 60:
@@ -138,14 +148,15 @@ def run_one(a, servers, dataset, certs, tmp):
 
     def one(c, k, attempt):
         server = servers[c["build"]]
+        env = valkeypr.env_of(c["build"])
         bench = syncload.OPEN_LOOP if a.load_tool == "open" else syncload.benchmark_of(server)
         work = os.path.join(tmp, f"{c['id']}-{k}-{attempt}")
         try:
             if c["mode"] == "idle":
-                return idle(a, server, bench, c, certs, dataset, work, load_cpu)
+                return idle(a, server, env, bench, c, certs, dataset, work, load_cpu)
             load = ((bench, a.load_rps, a.load_seconds, load_cpu, a.load_command)
                     if a.load else None)
-            fig = realsync.real_sync(server, None, c, a, dataset, certs, work, c["id"],
+            fig = realsync.real_sync(server, env, c, a, dataset, certs, work, c["id"],
                                      during=lambda primary: syncload.During(primary, load))
         except (realsync.SyncFailed, syncload.LoadFailed) as e:
             raise experiment.RunFailed(str(e)) from None
@@ -155,12 +166,13 @@ def run_one(a, servers, dataset, certs, tmp):
     return one
 
 
-def idle(a, server, bench, c, certs, dataset, work, load_cpu):
-    """The load alone on a primary holding the same dataset, not syncing."""
+def idle(a, server, env, bench, c, certs, dataset, work, load_cpu):
+    """The load alone on a primary holding the same dataset, not syncing (`env`: the build's
+    chunk, valkeypr.env_of)."""
     fleet = a.fleet
     primary = Node(server, os.path.join(work, "primary"), c["proto"], certs,
                    fleet.primary() if fleet else Place(), realsync.primary_options(a),
-                   cpus=a.placement[0], rdb=dataset)
+                   env=env, cpus=a.placement[0], rdb=dataset)
     try:
         return syncload.idle_load(bench, primary, a.load_rps, a.load_seconds, cpus=load_cpu,
                                   command=a.load_command)
@@ -198,7 +210,10 @@ def main(argv=None):
                           "rdb": a.rdb, "where": a.where,
                           **({"large_value": a.large_value} if a.large_value else {}), "cpus": a.cpus,
                           **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}),
-                          **({"plain": True} if a.plain else {}), "load":
+                          **({"plain": True} if a.plain else {}),
+                          **({"event_loop": True} if a.event_loop else {}),
+                          **({"load_tool": a.load_tool} if a.load_tool != "valkey-benchmark"
+                             else {}), "load":
                           [a.load_rps, a.load_seconds] if a.load else None,
                           **({"load_command": a.load_command} if a.load_command != "get"
                              else {})}).run()
@@ -213,6 +228,7 @@ def main(argv=None):
            "build_trees": build_trees(servers),
            "rdb_bytes": rdb, **({"large_value_bytes": a.large_value} if a.large_value else {}),
            "rounds": a.rounds, "cpus": a.cpus, **({"plain": True} if a.plain else {}),
+           **({"event_loop": True} if a.event_loop else {}),
            # The host, so a design's reading never takes another host's harms for its own.
            "host": host, "started": experiment.first_started(done),
            **({"child_cpu": a.child_cpu} if a.child_cpu is not None else {}), "where": a.where,
@@ -230,8 +246,22 @@ def main(argv=None):
                        "event loop": "iobench watch (eBPF, raw sys_enter): the socket writer's "
                                      "epoll_wait (+ epoll_pwait) calls, one per pass of its event "
                                      "loop, its epoll_ctl calls and its reads of pipes",
-                       "latency": "valkey-benchmark's own percentile distribution (p99.9: the "
-                                  "first percentile it lists at or above 99.9%)",
+                       "latency": ("iobench load (open loop): each request's latency from "
+                                   "its intended send time, HdrHistogram-layout slices of "
+                                   "100 ms; the sync's figures from the slices inside "
+                                   "REPLICAOF..done" if a.load_tool == "open" else
+                                   "valkey-benchmark's own percentile distribution (p99.9: the "
+                                   "first percentile it lists at or above 99.9%)"),
+                       **({"loop passes": "iobench watch --event-loop on the primary alone "
+                                          "(eBPF raw tracepoints): each epoll thread's busy "
+                                          "time from a wait's return to its next wait, and "
+                                          "each write of at least 4 KiB (a chunk, not an INFO reply), timed in the kernel "
+                                          "into HdrHistogram-layout buckets"}
+                          if a.event_loop else {}),
+                       **({"chunk": "NAME~SIZE builds: one binary (NAME~env) whose "
+                                    "REPL_CHUNK_SIZE is read at start from IOBENCH_REPL_CHUNK, "
+                                    "set to SIZE in each cell's primary"}
+                          if any(valkeypr.runtime_binary(b) for b in a.builds) else {}),
                        "memory": "/proc/PID/status VmRSS and /proc/CHILD/smaps_rollup "
                                  "Private_Dirty every 20 ms; INFO memory every 100 ms",
                        "child CPU": "/proc/CHILD/stat's processor field with each memory "

@@ -400,7 +400,7 @@ struct WatchCommand {
   pid_t until_exit = 0;     // end when this process exits
   double interval_s = 0.1;  // /proc sampled this often (CPU, descriptor kinds)
   bool event_loop = false;  // also time each event-loop iteration and each large write
-  int64_t large_write = 1024;  // --event-loop: a write moving at least this many bytes
+  uint64_t large_write = 1024;  // --event-loop: a write moving at least this many bytes
   std::string json_path, csv_path;
   bool quiet = false;
 };

@@ -99,7 +99,8 @@ int run_watch_command(const WatchCommand& c) {
   interrupt::install({SIGINT, SIGTERM});
   Samples s;
   for (pid_t p : c.pids) s.cpu[p].first = read_proc_stat(p);
-  auto w = BpfWatch::open(c.pids, find_tracefs(), c.event_loop ? c.large_write : 0);
+  const auto large_write = c.event_loop ? static_cast<int64_t>(c.large_write) : 0;
+  auto w = BpfWatch::open(c.pids, find_tracefs(), large_write);
   if (!w) {
     print_error("watch: " + w.error().message);
     return 1;
@@ -119,7 +120,7 @@ int run_watch_command(const WatchCommand& c) {
   r.lost_calls = counts.lost_calls;
   r.lost_io = counts.lost_io;
   r.loop = counts.loop;
-  r.large_write = c.event_loop ? c.large_write : 0;
+  r.large_write = c.event_loop ? static_cast<int64_t>(c.large_write) : 0;
   r.processes = watch_processes(counts, s.kinds, s.cpu, c.pids, sysconf(_SC_CLK_TCK));
   r.context = collect_context();
   r.command = command_line(c);

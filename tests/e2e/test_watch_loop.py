@@ -112,9 +112,9 @@ def test_the_loop_histogram_matches_the_programs_own_clock(tmp_path):
 
 
 def test_a_larger_threshold_leaves_the_4096_byte_writes_out(tmp_path):
-    own, report = watch_loop(tmp_path, "--large-write", "5000")
+    own, report = watch_loop(tmp_path, "--large-write", "5k")  # a size, as --buf takes one
     loop = report["event_loop"]
-    assert loop["large_write_bytes"] == 5000
+    assert loop["large_write_bytes"] == 5120
     assert loop["iterations_with_large_write"]["count"] == 0
     assert loop["iterations"]["count"] == len(own["own_s"])
     assert loop["large_writes_in_loop"]["count"] == 1  # its 6001-byte report

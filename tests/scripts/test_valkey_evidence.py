@@ -156,6 +156,46 @@ def test_a_chunk_variant_is_a_harness_build_of_a_pr_that_names_the_chunk(tmp_pat
         valkeypr.set_chunk(str(tmp_path), 16384)
 
 
+def test_one_binary_runs_every_chunk_read_once_at_start(tmp_path):
+    """NAME~SIZE: one build (NAME~env) for every size, its chunk from IOBENCH_REPL_CHUNK; the
+    code the build appends to server.c, compiled here beside a main that prints the chunk."""
+    from iobench_tools.lib.valkey import valkeypr
+    assert valkeypr.split_variant("series~64k") == ("series", 65536)
+    assert valkeypr.split_variant("series~64k#2") == ("series", 65536)
+    assert valkeypr.split_variant("series~env") == ("series", None)
+    assert {valkeypr.runtime_binary(b) for b in ("series~16k", "series~64k", "series~16k#2")} == {
+        "series~env"}
+    assert valkeypr.runtime_binary("series@64k") is None and valkeypr.env_of("series@64k") is None
+    assert valkeypr.env_of("series~32k") == {"IOBENCH_REPL_CHUNK": "32768"}
+    for bad in ("series@16k#2", "series~16k#x", "series-asan~16k", "series~512"):
+        assert not valkeypr.known_build(bad), bad
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "server.h").write_text("#define A 1\n#define REPL_CHUNK_SIZE (16 * 1024)\n")
+    (src / "server.c").write_text("#include <errno.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+                                  '#include "server.h"\n')
+    valkeypr.set_runtime_chunk(str(tmp_path))
+    assert "#define REPL_CHUNK_SIZE iobench_repl_chunk" in (src / "server.h").read_text()
+    (src / "main.c").write_text('#include <stdio.h>\n#include "server.h"\n'
+                                'int main(void) { printf("%zu\\n", (size_t)REPL_CHUNK_SIZE); }\n')
+    exe = tmp_path / "chunk"
+    subprocess.run(["cc", "-Wall", "-Werror", "-o", str(exe), str(src / "server.c"),
+                    str(src / "main.c")], check=True, timeout=60)
+
+    def run(value):
+        env = dict(os.environ)
+        env.pop("IOBENCH_REPL_CHUNK", None)
+        if value is not None:
+            env["IOBENCH_REPL_CHUNK"] = value
+        return subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=10)
+    assert run(None).stdout == "16384\n"  # unset: 05's 16 KiB
+    assert run("65536").stdout == "65536\n" and run("32768").stdout == "32768\n"
+    for bad in ("64k", "", "512", "16777217", "-1", "99999999999999999999999"):
+        p = run(bad)
+        assert p.returncode == 1 and p.stdout == "", bad
+        assert p.stderr == f"invalid IOBENCH_REPL_CHUNK '{bad}': expected bytes 1024..16777216\n"
+
+
 def test_bad_input_is_refused_in_one_line():
     for args, said in ((["--builds", "series"], "invalid --builds 'series'"),
                        (["--builds", "series,series"], "invalid --builds 'series,series'"),
@@ -164,7 +204,10 @@ def test_bad_input_is_refused_in_one_line():
                        (["--builds", "stock,02-nope"], "invalid --builds 'stock,02-nope'"),
                        (["--load-rps", "5"], "invalid --load-rps 5"),
                        (["--modes", "dual,x"], "invalid --modes 'dual,x'"),
-                       (["--rate", "100mbit,fast"], "invalid --rate '100mbit,fast'")):
+                       (["--rate", "100mbit,fast"], "invalid --rate '100mbit,fast'"),
+                       (["--builds", "stock,series~16k#x"],
+                        "invalid --builds 'stock,series~16k#x'"),
+                       (["--event-loop", "--plain"], "invalid --event-loop with --plain")):
         p = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and said in p.stderr, p.stderr
         assert "Traceback" not in p.stderr
@@ -234,6 +277,50 @@ def test_the_fork_child_is_placed_apart_and_where_it_ran_is_read_from_the_kernel
     p = subprocess.run([str(SCRIPT), "--child-cpu", "999"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and "invalid --child-cpu 999" in p.stderr, p.stderr
+
+
+def test_the_event_loops_figures_are_read_from_the_watch():
+    from iobench_tools.lib.valkey.replsynclib import loop_figures
+    q = {"count": 3, "p50": 10.0, "p90": 12.0, "p99": 20.5, "p999": 30.0, "max": 31.0}
+    doc = {c: dict(q, count=i) for i, c in enumerate(("iterations_with_large_write",
+                                                       "iterations", "large_writes_in_loop",
+                                                       "large_writes_elsewhere"))}
+    fig = loop_figures(doc)
+    assert fig["loop_write_count"] == 0 and fig["loop_other_count"] == 1
+    assert fig["write_child_count"] == 3 and fig["write_in_loop_p99_us"] == 20.5
+    assert fig["loop_write_max_us"] == 31.0 and fig["loop_other_p999_us"] == 30.0
+
+
+@pytest.mark.slow
+@pytest.mark.real_server
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="iobench watch needs root (eBPF)")
+@pytest.mark.skipif(not (BUILDS / "series~env" / "valkey-benchmark").exists(),
+                    reason="Valkey 9.1.2's one-binary series~env build is not made here "
+                           "(scripts/valkey-evidence --builds series~16k,... makes it; setup "
+                           "does not)")
+def test_one_binary_at_two_chunks_writes_what_each_chunk_says(tmp_path):
+    """series~16k and series~64k: the same valkey-server, its dual channel child's writes 4
+    times fewer at 64K, and the primary's event loop timed."""
+    out = tmp_path / "out"
+    p = subprocess.run([str(SCRIPT), "--builds", "series~16k,series~64k", "--against",
+                        "series~16k", "--proto", "tcp", "--modes", "dual,diskless",
+                        "--replicas", "1", "--rounds", "1", "--rdb", "8M", "--load-seconds",
+                        "1", "--event-loop", "--iobench", BIN, "--out", str(out),
+                        "--cache-dir", str(tmp_path / "cache")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert len(set(doc["build_trees"].values())) == 1, doc["build_trees"]
+    runs = {c["id"]: c["runs"][0] for c in doc["cells"]}
+    small, large = runs["tcp-dual-n1-series~16k"], runs["tcp-dual-n1-series~64k"]
+    assert 3.5 < small["writes"] / large["writes"] < 4.5, (small["writes"], large["writes"])
+    assert small["write_child_count"] > 0 and small["loop_write_count"] == 0
+    diskless = runs["tcp-diskless-n1-series~64k"]
+    assert diskless["loop_write_count"] > 0 and diskless["loop_write_p99_us"] > 0
+    assert "replica_cpu_s_per_gib" not in diskless  # the replicas were not watched
+    assert "chunk" in doc["sources"] and "loop passes" in doc["sources"]
+    assert not servers_in("iobench-evidence-"), "a server outlived the study"
 
 
 def test_a_plain_study_has_no_watch_and_shows_only_what_it_measured(tmp_path):

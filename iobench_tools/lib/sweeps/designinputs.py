@@ -3,6 +3,7 @@ design-rule-v2.md): each sweep's CPU series and A/A twins, the real server's cel
 themselves (folders or archives), the rule page's commits, and the one host they all ran on."""
 import functools
 import os
+import re
 import subprocess
 import sys
 
@@ -47,9 +48,10 @@ def aa_series(manifest):
 
 
 def size_of_build(name):
-    """series@64k -> 65536 (valkey-evidence's build names)."""
+    """series@64k or series~64k -> 65536 (valkey-evidence's build names; an A/A twin's #K
+    ignored)."""
     try:
-        return iobenchlib.parse_size(name.rpartition("@")[2])
+        return iobenchlib.parse_size(re.split("[@~]", name.partition("#")[0])[-1])
     except ValueError:
         sys.exit(f"{PROG}: error: build '{name}' does not name a chunk (series@SIZE)")
 

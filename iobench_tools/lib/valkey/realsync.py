@@ -72,9 +72,13 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
                      fleet.replica(i + 1) if fleet else Place(), cpus=rep_cpu)
             replicas.append(r)
             set_mode("valkey", c["mode"], r)
+        # --event-loop watches the primary alone: the loop's classes pool every watched thread,
+        # and the replicas' loops are not the one a primary's clients wait on.
+        event_loop = getattr(a, "event_loop", False)
         if not getattr(a, "plain", False):
-            watch = Watch([primary.proc.pid] + [r.proc.pid for r in replicas],
-                          os.path.join(work, "watch.json"))
+            watch = Watch([primary.proc.pid] + ([] if event_loop else
+                                                [r.proc.pid for r in replicas]),
+                          os.path.join(work, "watch.json"), event_loop=event_loop)
         if trace:
             strace = Strace(primary.proc.pid, os.path.join(work, "strace.txt"))
         if during:
@@ -101,8 +105,11 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
                 break
             time.sleep(0.02)
         log = open(primary.log).read()
-        fig = (sync_figures(watch.stop(), primary.proc.pid, [r.proc.pid for r in replicas], took)
+        fig = (sync_figures(watch.stop(), primary.proc.pid,
+                            None if event_loop else [r.proc.pid for r in replicas], took)
                if watch else {"sync_s": took})
+        if watch and event_loop:
+            fig.update(watch.event_loop())
         fig["bgsaves"] = log.count("Starting BGSAVE for SYNC")
         fig["primary_sync_s"] = replsynclib.sync_span(log, len(replicas))
         if fleet:
@@ -125,7 +132,8 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
 def sync_figures(procs, primary, replicas, took):
     """The socket writer (the primary's process that wrote the most to TCP sockets: the main
     thread, or the dual-channel save child), its CPU per GiB delivered to all replicas, the
-    primary's whole CPU (threads and children), the replicas' CPU."""
+    primary's whole CPU (threads and children), the replicas' CPU (`replicas` None: not
+    watched, not given)."""
     w = SocketWriter(procs, primary)
     # The children's CPU: what the watch saw of them, or what the main process reaped of them
     # (a child ending between two samples), whichever is larger: a lower bound either way.
@@ -144,8 +152,10 @@ def sync_figures(procs, primary, replicas, took):
             # of the child's pipe (diskless), by the kernel's count (iobench watch, eBPF).
             **writer_loop_calls(w.proc),
             "primary_cpu_s_per_gib": w.per_gib(primary_cpu),
-            "replica_cpu_s_per_gib": w.per_gib(sum(p["cpu_s"] for p in procs
-                                                   if p["pid"] in replicas))}
+            # `replicas` None: they were not watched (--event-loop).
+            **({} if replicas is None else {
+                "replica_cpu_s_per_gib": w.per_gib(sum(p["cpu_s"] for p in procs
+                                                       if p["pid"] in replicas))})}
 
 
 def sync_by_link_rate(up, rates):

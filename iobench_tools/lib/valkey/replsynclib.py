@@ -239,9 +239,13 @@ def _children(pid):
 class Watch:
     """`iobench watch` on some processes, writing its report to `path`, until stop()."""
 
-    def __init__(self, pids, path):
+    def __init__(self, pids, path, event_loop=False):
         self.path = path
-        self.proc = subprocess.Popen(iobench_runs.WatchRun(pid=tuple(pids), json=path).argv(IOBENCH),
+        # A large write is 4 KiB or more: the chunks, not the INFO replies (1.5 KiB) the
+        # memory probe asks the primary for every 100 ms.
+        run = iobench_runs.WatchRun(pid=tuple(pids), json=path, event_loop=event_loop,
+                                    large_write=LARGE_WRITE if event_loop else None)
+        self.proc = subprocess.Popen(run.argv(IOBENCH),
                                      stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         if "watching" not in self.proc.stderr.readline():
@@ -255,10 +259,34 @@ class Watch:
             sys.exit(f"{PROG}: error: iobench watch: {err.strip()}")
         return iobenchjson.watch_processes(self.path)
 
+    def event_loop(self):
+        """After stop(): the event loop's figures (loop_figures) of a watch with event_loop."""
+        with open(self.path) as f:
+            return loop_figures(json.load(f)["watch"]["event_loop"])
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+LARGE_WRITE = "4k"
+# iobench watch --event-loop's classes (docs/watch.md), by the names of their figures.
+LOOP_CLASSES = (("iterations_with_large_write", "loop_write"), ("iterations", "loop_other"),
+                ("large_writes_in_loop", "write_in_loop"),
+                ("large_writes_elsewhere", "write_child"))
+
+
+def loop_figures(event_loop):
+    """{loop_write_p99_us: ..., ...}: each class's count and p50/p99/p99.9/max in µs, from
+    iobench watch's watch.event_loop (the kernel's histograms)."""
+    out = {}
+    for cls, name in LOOP_CLASSES:
+        q = event_loop[cls]
+        out[f"{name}_count"] = q["count"]
+        for k in ("p50", "p99", "p999", "max"):
+            out[f"{name}_{k}_us"] = q[k]
+    return out
 
 
 def load_dataset(node, target, cache, workdir):

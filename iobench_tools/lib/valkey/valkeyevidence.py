@@ -34,6 +34,18 @@ LOOP_FIGURES = [
     ("sync_p99_ms", "client p99 ms in the sync (open loop)", 1),
     ("sync_p999_ms", "client p99.9 ms in the sync (open loop)", 1),
 ]
+# --event-loop: the primary's event loop, timed in the kernel (iobench watch --event-loop): what a
+# request that arrives during an iteration waits at most, split by whether the iteration wrote
+# a chunk (a large write), and each chunk's write in the loop and in the save child.
+LOOP_FIGURES += [
+    ("loop_write_p50_us", "loop pass with a chunk p50 µs", 1),
+    ("loop_write_p99_us", "loop pass with a chunk p99 µs", 1),
+    ("loop_write_p999_us", "loop pass with a chunk p99.9 µs", 1),
+    ("loop_write_max_us", "loop pass with a chunk max µs", 1),
+    ("loop_other_p99_us", "loop pass without p99 µs", 1),
+    ("write_in_loop_p99_us", "chunk write in the loop p99 µs", 1),
+    ("write_child_p99_us", "chunk write in the child p99 µs", 1),
+]
 LOAD_FIGURES = [f for f in FIGURES if f[0].endswith("_ms")]
 
 
@@ -176,6 +188,11 @@ def report_md(doc):
                    "instrument sits in their way; the sync's time is from REPLICAOF to every "
                    "replica's link up, and the writer's writes, CPU and event loop are not "
                    "measured")
+    if doc.get("event_loop"):
+        out.append("- event loop (--event-loop): iobench watch --event-loop on the primary "
+                   "alone (no replica's figures); a pass's busy time bounds what it adds to a "
+                   "request that arrives during it. Traced cells: take latency from --plain "
+                   "cells")
     out.append("")
     heads = [h for _, h, _ in figures]
     for build in doc["builds"]:

@@ -213,9 +213,35 @@ SERIES = "series"
 SERIES_ASAN = "series-asan"  # the whole series built with SANITIZER=address
 
 
-# The experiment harness's own knob, never in a PR: NAME@SIZE is build NAME with its full sync
-# chunk (the REPL_CHUNK_SIZE a PR defines) rewritten to SIZE, to find the size the PR should set.
+# The experiment harness's own knobs, never in a PR: NAME@SIZE is build NAME with its full sync
+# chunk (the REPL_CHUNK_SIZE a PR defines) rewritten to SIZE, to find the size the PR should set;
+# NAME~SIZE is one measurement binary of NAME for every size (NAME~env), its chunk read once at
+# start from IOBENCH_REPL_CHUNK=SIZE, so two sizes run the same code at the same addresses
+# (Mytkowicz et al.: two builds differ in layout as well as in the constant).
 CHUNK_DEFINE = re.compile(r"^#define REPL_CHUNK_SIZE .*$", re.M)
+RUNTIME = "~"
+RUNTIME_BINARY = "env"
+CHUNK_ENV = "IOBENCH_REPL_CHUNK"
+CHUNK_RANGE = (1024, 16 << 20)
+# Read before main() (a constructor), so the fork child inherits it and nothing reads it again.
+RUNTIME_CHUNK_C = r"""
+/* iobench's measurement build (not part of any PR): REPL_CHUNK_SIZE read once at start from
+ * IOBENCH_REPL_CHUNK, so one binary runs every chunk size. */
+size_t iobench_repl_chunk = 16 * 1024;
+__attribute__((constructor)) static void iobenchReadReplChunk(void) {
+    const char *v = getenv("IOBENCH_REPL_CHUNK");
+    char *end = NULL;
+    unsigned long long n;
+    if (v == NULL) return;
+    errno = 0;
+    n = strtoull(v, &end, 10);
+    if (errno || end == v || *end != '\0' || n < %d || n > %d) {
+        fprintf(stderr, "invalid IOBENCH_REPL_CHUNK '%%s': expected bytes %d..%d\n", v);
+        exit(1);
+    }
+    iobench_repl_chunk = (size_t)n;
+}
+""" % (CHUNK_RANGE * 2)
 
 
 def build_names():
@@ -226,18 +252,38 @@ def build_names():
 
 def split_variant(build):
     """(the build, its chunk in bytes or None) of a build name: 'series@256k' -> ('series',
-    262144). PrError when the size is not one."""
-    name, at, size = build.partition("@")
-    if not at:
+    262144), 'series~64k' -> ('series', 65536), 'series~64k#2' (its A/A twin: the same binary
+    at the same size) -> ('series', 65536), 'series~env' -> ('series', None). PrError when the
+    size is not one."""
+    build, hash_, twin = build.partition("#")
+    if hash_ and (RUNTIME not in build or not twin.isdigit()):
+        raise PrError(f"invalid chunk variant '{build}#{twin}': expected NAME~SIZE#K, K a number")
+    at = "@" if "@" in build else RUNTIME
+    name, sep, size = build.partition(at)
+    if not sep:
+        return name, None
+    if at == RUNTIME and size == RUNTIME_BINARY and name != SERIES_ASAN:
         return name, None
     try:
         chunk = parse_size(size)
     except ValueError:
         chunk = 0
-    if not 1024 <= chunk <= 16 << 20 or name == SERIES_ASAN:
-        raise PrError(f"invalid chunk variant '{build}': expected NAME@SIZE, SIZE 1k..16m, "
-                      f"NAME not {SERIES_ASAN}")
+    if not CHUNK_RANGE[0] <= chunk <= CHUNK_RANGE[1] or name == SERIES_ASAN:
+        raise PrError(f"invalid chunk variant '{build}': expected NAME@SIZE or NAME~SIZE, "
+                      f"SIZE 1k..16m, NAME not {SERIES_ASAN}")
     return name, chunk
+
+
+def runtime_binary(build):
+    """The one binary a NAME~SIZE build runs (NAME~env), or None for any other build."""
+    name, sep, _ = build.partition("#")[0].partition(RUNTIME)
+    return f"{name}{RUNTIME}{RUNTIME_BINARY}" if sep and "@" not in build else None
+
+
+def env_of(build):
+    """The environment a build's server runs with: NAME~SIZE's chunk, else nothing."""
+    chunk = split_variant(build)[1]
+    return {CHUNK_ENV: str(chunk)} if runtime_binary(build) and chunk else None
 
 
 def known_build(build):
@@ -269,6 +315,21 @@ def set_chunk(tree, chunk):
         f.write(CHUNK_DEFINE.sub(f"#define REPL_CHUNK_SIZE {chunk}", text, count=1))
 
 
+def set_runtime_chunk(tree):
+    """Makes the REPL_CHUNK_SIZE a PR defines in `tree` a variable read at start
+    (RUNTIME_CHUNK_C, defined in server.c); PrError when the tree defines none."""
+    header = os.path.join(tree, "src", "server.h")
+    with open(header) as f:
+        text = f.read()
+    if not CHUNK_DEFINE.search(text):
+        raise PrError("a NAME~SIZE build needs a build whose PRs define REPL_CHUNK_SIZE")
+    with open(header, "w") as f:
+        f.write(CHUNK_DEFINE.sub("extern size_t iobench_repl_chunk;\n"
+                                 "#define REPL_CHUNK_SIZE iobench_repl_chunk", text, count=1))
+    with open(os.path.join(tree, "src", "server.c"), "a") as f:
+        f.write(RUNTIME_CHUNK_C)
+
+
 def optimization_flags():
     """OPTIMIZATION=... when IOBENCH_VALKEY_OPTIMIZATION is set (CI's -O0: half the CPU of
     -O2; a test's build, never a measurement's), else nothing."""
@@ -290,6 +351,7 @@ def build(name, timeout=3600, log=None):
     runtest, utils/), cached by the hash of what
     went into it under build/valkey-src/ and linked as build/valkey/9.1/NAME. PrError says why
     one cannot be had (the source, a patch, the build)."""
+    name = runtime_binary(name) or name
     base, chunk = split_variant(name)
     if base not in build_names():
         raise PrError(f"no build '{name}' (expected one of: {', '.join(build_names())}, "
@@ -298,6 +360,8 @@ def build(name, timeout=3600, log=None):
     h = hashlib.sha256(f"{BASE} {' '.join(make_flags(name))} valkey-unit-gtests".encode())
     if chunk:
         h.update(f" REPL_CHUNK_SIZE={chunk}".encode())
+    if runtime_binary(name):
+        h.update(f" REPL_CHUNK_SIZE={RUNTIME_CHUNK_C}".encode())
     for p in patches:
         with open(p, "rb") as f:
             h.update(f.read())
@@ -337,6 +401,8 @@ def _build_into(dest, name, patches, timeout, log):
         chunk = split_variant(name)[1]
         if chunk:
             set_chunk(tree, chunk)
+        if runtime_binary(name):
+            set_runtime_chunk(tree)
         _make(tree, [], f"the {name} build of Valkey {BASE}", name, timeout, log)
         # Valkey's GoogleTest suite (src/unit), built against this tree.
         _make(tree, ["-C", "src", "valkey-unit-gtests"],
