@@ -25,7 +25,7 @@ import tempfile
 
 from iobench_tools.lib.kernel import hostid
 from iobench_tools.lib.kernel import axes
-from iobench_tools.lib.kernel import experiment, iobenchlib
+from iobench_tools.lib.kernel import experiment, hostlock, iobenchlib
 from iobench_tools.lib.kernel.iobenchlib import ROOT
 from iobench_tools.lib.valkey import realsync, replsynclib, syncload, valkeypr
 from iobench_tools.lib.valkey import valkeyevidence as ve
@@ -205,6 +205,8 @@ def main(argv=None):
             done = experiment.Experiment(
                 PROG, a.out, todo, a.rounds, run_one(a, servers, dataset, certs, tmp),
                 seed=a.seed, retries=a.retries,
+                # Each cell on a quiet host: the last sync's RDB files written back first.
+                before_each=hostlock.settle,
                 # The host too: a run resumed on another machine is refused, never pooled.
                 identity={"servers": build_trees(servers), "host": hostid.host_key(host),
                           "rdb": a.rdb, "where": a.where,

@@ -8,6 +8,7 @@ import pathlib
 import random
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -125,3 +126,39 @@ def test_a_scenario_s_start_is_its_earliest_run_s_whatever_resumed_between():
             "b": {0: {"status": "failed", "ended": 2000.0}}, "c": {}}
     assert experiment.first_started(done) == "1970-01-01T00:16:30+00:00"
     assert experiment.first_started({"a": {}}) is None
+
+
+def test_each_attempt_waits_for_a_quiet_host_outside_its_measured_span(tmp_path):
+    calls = []
+
+    def before():
+        calls.append(time.monotonic())
+        time.sleep(0.2)  # a wait the run's seconds must not hold
+        return 0.2, len(calls) % 2 == 1
+
+    cells = [{"id": "a"}, {"id": "b"}]
+    done = experiment.Experiment("t", str(tmp_path), cells, 2, lambda c, r, k: {"x": 1},
+                                 quiet=True, before_each=before).run()
+    assert len(calls) == 4
+    recs = [rec for rounds in done.values() for rec in rounds.values()]
+    assert all(rec["settle_s"] == 0.2 and rec["seconds"] < 0.2 for rec in recs)
+    runs = experiment.figures_by_cell(done)["a"]
+    assert {r["settled_quiet"] for r in [*runs, *experiment.figures_by_cell(done)["b"]]} == {
+        True, False}
+    assert all("outside_cpu_s" in r and r["x"] == 1 for r in runs)
+
+
+def test_a_quiet_host_is_waited_for_and_a_busy_one_given_up_on():
+    from iobench_tools.lib.kernel import hostlock
+    waited, quiet = hostlock.settle(limit_s=5)
+    assert 0.5 <= waited < 6
+    spin = subprocess.Popen(["/usr/bin/python3", "-c",
+                             "import time\nend = time.monotonic() + 5\n"
+                             "while time.monotonic() < end: pass"])
+    try:
+        time.sleep(0.2)
+        waited, quiet = hostlock.settle(limit_s=1)
+        assert not quiet and 1 <= waited < 2.5
+    finally:
+        spin.kill()
+        spin.wait()

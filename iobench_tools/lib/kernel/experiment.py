@@ -115,6 +115,9 @@ class Experiment:
     resumable: bool = True  # False: out_dir is a temporary folder, removed when the run ends
     after_round: object = None  # (rounds done) -> True to stop before the next round
     on_interrupt: str = "exit"  # "exit": save, say how to resume, exit 130; "raise": save, re-raise
+    # () -> (seconds, quiet): waited out before each attempt, outside its measured span
+    # (hostlock.settle); its figures join the attempt's record.
+    before_each: object = None
 
     def path(self):
         return os.path.join(self.out_dir, PROGRESS)
@@ -151,13 +154,17 @@ class Experiment:
         for k in range(1, self.retries + 2):
             if k > 1:
                 time.sleep(self.backoff_s * 2 ** (k - 2))
+            settled = {}
+            if self.before_each:
+                waited, quiet = self.before_each()
+                settled = {"settle_s": round(waited, 2), "settled_quiet": quiet}
             t0 = time.monotonic()
             outside = hostlock.OutsideCpu()
             try:
                 figures = self.run_one(cell, rnd, k)
                 return {"status": "ok", "figures": figures, "attempts": attempts,
                         "seconds": round(time.monotonic() - t0, 2), "ended": round(time.time(), 6),
-                        "outside_cpu_s": round(outside.seconds(), 3)}
+                        "outside_cpu_s": round(outside.seconds(), 3), **settled}
             except RunFailed as e:
                 attempts.append({"error": str(e), "seconds": round(time.monotonic() - t0, 2),
                                  **e.detail})
@@ -285,9 +292,11 @@ def run_child(cmd, env=None, timeout=600, grace_s=15):
 
 def figures_by_cell(done, key="round"):
     """{cell id: [figures, ...]} of the runs that gave figures, each tagged with its round under
-    `key` (two cells of one round share the host's drift: compared paired)."""
-    return {cid: [dict(rec["figures"], **{key: rnd}) for rnd, rec in sorted(rounds.items())
-                  if rec["status"] == "ok"]
+    `key` (two cells of one round share the host's drift: compared paired), with the host's
+    CPU outside the run and the wait for a quiet host before it where they were recorded."""
+    host = ("outside_cpu_s", "settle_s", "settled_quiet")
+    return {cid: [dict(rec["figures"], **{key: rnd}, **{k: rec[k] for k in host if k in rec})
+                  for rnd, rec in sorted(rounds.items()) if rec["status"] == "ok"]
             for cid, rounds in done.items()}
 
 

@@ -128,6 +128,23 @@ class OutsideCpu:
         return max(0.0, (host_busy_s() - self.host) - (own_cpu_s() - self.own))
 
 
+def settle(limit_s=30.0, span_s=0.5, busy_share=0.05):
+    """Waits, up to `limit_s`, for a quiet host before a measurement: the dirty pages written
+    so far flushed (sync(2): a sync's RDB files, written back later by the kernel's flusher,
+    cost the next cell seconds of CPU outside its processes) and then a `span_s` in which every
+    CPU together was busy under `busy_share` of one. Returns (seconds waited, whether it was
+    quiet)."""
+    t0 = time.monotonic()
+    os.sync()
+    while True:
+        outside = OutsideCpu()
+        time.sleep(span_s)
+        if outside.seconds() < busy_share * span_s:
+            return time.monotonic() - t0, True
+        if time.monotonic() - t0 >= limit_s:
+            return time.monotonic() - t0, False
+
+
 class SharedHold:
     """The lock held shared for an object's life (a test's network namespaces, emulated hosts):
     a study run by hand cannot start beside them, nor they beside it (waited for up to

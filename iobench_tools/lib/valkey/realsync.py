@@ -117,7 +117,10 @@ def real_sync(binary, env, c, a, dataset, certs, work, label, trace=False, durin
         if strace:
             fig["strace"] = strace.stop()
         if probes:
-            fig.update(probes.stop())
+            # The open loop's sync figures over the primary's own window (fork to last replica
+            # online, its log), not REPLICAOF's: the replicas' connect time is no sync.
+            w = replsynclib.sync_window(log, len(replicas))
+            fig.update(probes.stop(window=(int(w[0] * 1e9), int(w[1] * 1e9)) if w else None))
             probes = None
         return fig
     finally:

@@ -344,13 +344,12 @@ def _log_time(parts):
         float(x) * m for x, m in zip(parts[4].split(":"), (3600, 60, 1)))
 
 
-def sync_span(text, replicas):
-    """Seconds from the primary's first "Starting BGSAVE for SYNC" to its `replicas`-th replica
-    online ("Synchronization with replica ... succeeded": a dual channel replica's main channel
-    too, at its first ACK once it has loaded the RDB; its early "Partial resynchronization
-    request ... accepted" is not the end), from its log's millisecond timestamps: the full sync
-    as the primary saw it, without the time a replica takes to connect (its cron, about a
-    second, quantises the time from REPLICAOF), or None. `text`: the log, as read."""
+def sync_window(text, replicas):
+    """(begin, end) in unix seconds: the primary's first "Starting BGSAVE for SYNC" (the fork)
+    and its `replicas`-th replica online ("Synchronization with replica ... succeeded": a dual
+    channel replica's main channel too, at its first ACK once it has loaded the RDB; its early
+    "Partial resynchronization request ... accepted" is not the end), from its log's millisecond
+    timestamps; None when the log has not both. `text`: the log, as read."""
     begin, done = None, 0
     for line in text.splitlines():
         parts = line.split()
@@ -362,8 +361,16 @@ def sync_span(text, replicas):
                 and "succeeded" in line:
             done += 1
             if done == replicas:
-                return _log_time(parts) - begin
+                return begin, _log_time(parts)
     return None
+
+
+def sync_span(text, replicas):
+    """Seconds of the primary's sync_window: the full sync as the primary saw it, without the
+    time a replica takes to connect (its cron, about a second, quantises the time from
+    REPLICAOF), or None."""
+    w = sync_window(text, replicas)
+    return w[1] - w[0] if w else None
 
 
 def log_span(log, start_at):

@@ -146,6 +146,10 @@ def open_figures(doc, window=None):
             v = openload.quantile_us(counts, q, result=doc)
             out[f"sync_{name}_ms"] = v / 1000 if v is not None else None
         out["sync_requests"] = sum(counts.values())
+        # Whether the load ran past the window's end: a load that stopped inside the sync
+        # leaves its last part unmeasured.
+        last = max((sl["start_unix_ns"] for sl in doc["slices"]), default=0)
+        out["load_outlasted_sync"] = last >= window[1]
     return out
 
 
@@ -259,12 +263,15 @@ class During:
                                command=load[4]) if load else None)
         self.started_ns = time.time_ns()  # REPLICAOF follows at once
 
-    def stop(self):
+    def stop(self, window=None):
+        """`window`: the sync's (unix ns), else from REPLICAOF to now."""
         memory = self.memory.stop()
         out = {"memory": memory}
         if self.load:
-            window = (self.started_ns, time.time_ns())  # the sync's, to its end
-            out["load"] = (self.load.result(window) if isinstance(self.load, OpenLoad)
+            how = "primary's log" if window else "REPLICAOF to done"
+            window = window or (self.started_ns, time.time_ns())
+            out["load"] = (dict(self.load.result(window), sync_window=how)
+                           if isinstance(self.load, OpenLoad)
                            else self.load.result())  # waits out its window
         return out
 

@@ -154,8 +154,39 @@ def load_coverage(doc):
     if not load or not syncs:
         return []
     covered = sum(s <= load["seconds"] for s in syncs)
-    return [f"- the load's {load['seconds']} s window outlasted the whole sync in {covered} of "
-            f"{len(syncs)} runs (the longest sync: {max(syncs):.3f} s from REPLICAOF)"]
+    out = [f"- the load's {load['seconds']} s window outlasted the whole sync in {covered} of "
+           f"{len(syncs)} runs (the longest sync: {max(syncs):.3f} s from REPLICAOF)"]
+    cut = [r for c in doc.get("cells", []) if c.get("mode") != "idle"
+           for r in c.get("runs", []) if "load_outlasted_sync" in r]
+    if cut:
+        logged = sum(r.get("sync_window") == "primary's log" for r in cut)
+        out.append(f"- the open loop's sync figures: the slices inside the primary's own window "
+                   f"(its log, from the fork to its last replica online) in {logged} of "
+                   f"{len(cut)} runs, else from REPLICAOF; the load outlasted that window in "
+                   f"{sum(bool(r['load_outlasted_sync']) for r in cut)} of {len(cut)}, and the "
+                   f"windows held {min(r['sync_requests'] for r in cut)}.."
+                   f"{max(r['sync_requests'] for r in cut)} requests")
+    return out
+
+
+def host_quiet(doc):
+    """What ran beside the study: the host's CPU outside its processes in each run (median,
+    the worst and where), and how each run waited for a quiet host first."""
+    runs = [(c["id"], r) for c in doc.get("cells", []) for r in c.get("runs", [])
+            if "outside_cpu_s" in r]
+    if not runs:
+        return []
+    worst = max(runs, key=lambda cr: cr[1]["outside_cpu_s"])
+    out = [f"- the host's CPU outside the study's processes: median "
+           f"{median([r['outside_cpu_s'] for _, r in runs]):.2f} s a run, at most "
+           f"{worst[1]['outside_cpu_s']:.2f} s ({worst[0]} round {worst[1].get('round', 0) + 1})"]
+    settled = [r for _, r in runs if "settle_s" in r]
+    if settled:
+        out[-1] += (f"; before each run the host was let settle (sync(2), then 0.5 s under 5% "
+                    f"of a CPU): median {median([r['settle_s'] for r in settled]):.2f} s, "
+                    f"quiet in {sum(bool(r['settled_quiet']) for r in settled)} of "
+                    f"{len(settled)} (else 30 s and on)")
+    return out
 
 
 def report_md(doc):
@@ -182,7 +213,7 @@ def report_md(doc):
               "buffer, every 100 ms)" if FIGURES[-1] in figures else "buffers, every 100 ms)"),
            f"- each cell: {against} → build medians, the ratio build/{against} with its 95% interval "
            "(paired round by round), and 'lower' or 'higher' where the interval excludes 1"]
-    out += load_coverage(doc)
+    out += load_coverage(doc) + host_quiet(doc)
     if doc.get("plain"):
         out.append("- plain (--plain): no iobench watch on the primary or the replicas, so no "
                    "instrument sits in their way; the sync's time is from REPLICAOF to every "
