@@ -173,10 +173,20 @@ def idle(a, server, env, bench, c, certs, dataset, work, load_cpu):
     primary = Node(server, os.path.join(work, "primary"), c["proto"], certs,
                    fleet.primary() if fleet else Place(), realsync.primary_options(a),
                    env=env, cpus=a.placement[0], rdb=dataset)
+    watch = None
     try:
-        return syncload.idle_load(bench, primary, a.load_rps, a.load_seconds, cpus=load_cpu,
-                                  command=a.load_command)
+        if a.event_loop:  # the loop's passes with no sync: what the chunk is read against
+            watch = replsynclib.Watch([primary.proc.pid], os.path.join(work, "watch.json"),
+                                      event_loop=True)
+        fig = syncload.idle_load(bench, primary, a.load_rps, a.load_seconds, cpus=load_cpu,
+                                 command=a.load_command)
+        if watch:
+            watch.stop()
+            fig.update(watch.event_loop())
+        return fig
     finally:
+        if watch:
+            watch.kill()
         primary.stop()
 
 

@@ -104,7 +104,8 @@ def comparisons(doc):
         base = runs.get(cell_id(dict(c, build=against)))
         if base is None:
             continue
-        keys = LOAD_FIGURES if c["mode"] == "idle" else figures_of(doc)
+        keys = (LOAD_FIGURES + [f for f in LOOP_FIGURES if f[0].startswith("loop_other")]
+                if c["mode"] == "idle" else figures_of(doc))
         out.append({"build": c["build"], "proto": c["proto"], "mode": c["mode"],
                     "replicas": c.get("replicas"),
                     "figures": {k: compare(base, c["runs"], k) for k, _, _ in keys}})
@@ -169,6 +170,20 @@ def load_coverage(doc):
     return out
 
 
+def load_line(load):
+    """What the clients were: valkey-benchmark's closed loop or iobench load's open one."""
+    if not load:
+        return "- no client load (--no-load)"
+    if load.get("tool") == "open":
+        return (f"- client load: iobench load --command {load.get('command', 'get')} --conns 4 "
+                f"--rate {load['rps']} for {load['seconds']} s from REPLICAOF (open loop: each "
+                "request's latency from its intended send time); idle: the same load with no sync")
+    return (f"- client load: valkey-benchmark -t {load.get('command', 'get')}"
+            f"{' -r 100000' if load.get('command') == 'set' else ''} -c 4 --rps {load['rps']} for "
+            f"{load['seconds']} s from REPLICAOF (the same build's benchmark); idle: the same "
+            "load with no sync")
+
+
 def host_quiet(doc):
     """What ran beside the study: the host's CPU outside its processes in each run (median,
     the worst and where), and how each run waited for a quiet host first."""
@@ -177,7 +192,8 @@ def host_quiet(doc):
     if not runs:
         return []
     worst = max(runs, key=lambda cr: cr[1]["outside_cpu_s"])
-    out = [f"- the host's CPU outside the study's processes: median "
+    out = [f"- the host's CPU outside the study's processes (softirq and kernel threads "
+           f"included: the network's receive path is charged there, not to a process): median "
            f"{median([r['outside_cpu_s'] for _, r in runs]):.2f} s a run, at most "
            f"{worst[1]['outside_cpu_s']:.2f} s ({worst[0]} round {worst[1].get('round', 0) + 1})"]
     settled = [r for _, r in runs if "settle_s" in r]
@@ -203,10 +219,7 @@ def report_md(doc):
            "rounds, every cell once per round in the experiment kernel's balanced order; "
            f"placement --cpus {doc['cpus']} (primary, replicas; the load runs on the replicas' "
            f"CPU){child_text(doc)}; {doc['where']}" + links_text(doc.get("link")),
-           (f"- client load: valkey-benchmark -t {load.get('command', 'get')}"
-            f"{' -r 100000' if load.get('command') == 'set' else ''} -c 4 --rps {load['rps']} for "
-            f"{load['seconds']} s from REPLICAOF (the same build's benchmark); idle: the same "
-            "load with no sync" if load else "- no client load (--no-load)"),
+           load_line(load),
            "- memory: peaks sampled every 20 ms while the sync runs (the fork child's private "
            "dirty pages from smaps_rollup; INFO memory's mem_clients_slaves for the replicas' "
            + ("output buffers and mem_total_replication_buffers for the shared replication "
