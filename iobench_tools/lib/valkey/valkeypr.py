@@ -303,29 +303,29 @@ def patches_of(build):
     return [load(n)["patch"] for n in order]
 
 
-def set_chunk(tree, chunk):
-    """Rewrites the REPL_CHUNK_SIZE a PR defines in `tree` to `chunk` bytes (the harness's chunk
-    variants); PrError when the tree defines none."""
+def _rewrite_chunk(tree, define, needs):
+    """Replaces the REPL_CHUNK_SIZE a PR defines in `tree`'s server.h by `define`; PrError
+    (`needs`) when the tree defines none."""
     path = os.path.join(tree, "src", "server.h")
     with open(path) as f:
         text = f.read()
     if not CHUNK_DEFINE.search(text):
-        raise PrError("a chunk variant needs a build whose PRs define REPL_CHUNK_SIZE")
+        raise PrError(f"{needs} needs a build whose PRs define REPL_CHUNK_SIZE")
     with open(path, "w") as f:
-        f.write(CHUNK_DEFINE.sub(f"#define REPL_CHUNK_SIZE {chunk}", text, count=1))
+        f.write(CHUNK_DEFINE.sub(define, text, count=1))
+
+
+def set_chunk(tree, chunk):
+    """Rewrites the REPL_CHUNK_SIZE a PR defines in `tree` to `chunk` bytes (the harness's chunk
+    variants); PrError when the tree defines none."""
+    _rewrite_chunk(tree, f"#define REPL_CHUNK_SIZE {chunk}", "a chunk variant")
 
 
 def set_runtime_chunk(tree):
     """Makes the REPL_CHUNK_SIZE a PR defines in `tree` a variable read at start
     (RUNTIME_CHUNK_C, defined in server.c); PrError when the tree defines none."""
-    header = os.path.join(tree, "src", "server.h")
-    with open(header) as f:
-        text = f.read()
-    if not CHUNK_DEFINE.search(text):
-        raise PrError("a NAME~SIZE build needs a build whose PRs define REPL_CHUNK_SIZE")
-    with open(header, "w") as f:
-        f.write(CHUNK_DEFINE.sub("extern size_t iobench_repl_chunk;\n"
-                                 "#define REPL_CHUNK_SIZE iobench_repl_chunk", text, count=1))
+    _rewrite_chunk(tree, "extern size_t iobench_repl_chunk;\n"
+                         "#define REPL_CHUNK_SIZE iobench_repl_chunk", "a NAME~SIZE build")
     with open(os.path.join(tree, "src", "server.c"), "a") as f:
         f.write(RUNTIME_CHUNK_C)
 
