@@ -4,8 +4,8 @@ whether a 32K or 64K chunk keeps the clients' p99 during a full sync within 10% 
 condition, after the A/A twin and the idle cells are shown to cover 1; or, with --power, the
 rounds a campaign needs for that, from a pilot's spread.
 
-  scripts/chunk-question RESULTS.json [--sizes series~32k,series~64k] [--baseline series~16k]
-                         [--twin series~16k#2] [--power] [--out FILE]
+  scripts/chunk-question RESULTS.json [--larger series~32k,series~64k] [--baseline series~16k]
+                         [--twin series~16k#2] [--power] [--report FILE]
 
 Every bound is a median's order statistic at 1 - 0.05/K (K: conditions x sizes), so one
 hiccup round moves it by one rank, not by its size."""
@@ -21,7 +21,7 @@ PROG = "chunk-question"
 def parse_args(argv=None):
     ap = iobenchlib.command_parser(__doc__)
     ap.add_argument("results", metavar="RESULTS.json", help="a valkey-evidence results.json")
-    ap.add_argument("--sizes", default="series~32k,series~64k",
+    ap.add_argument("--larger", default="series~32k,series~64k",
                     help="the builds judged against --baseline, smallest first")
     ap.add_argument("--baseline", default="series~16k", help="the build they are judged against")
     ap.add_argument("--twin", default="series~16k#2", help="the baseline's A/A twin")
@@ -29,9 +29,10 @@ def parse_args(argv=None):
                     help="read RESULTS.json as a pilot: each condition's per-round spread and the "
                          "chance that a campaign of N rounds passes every condition at a true "
                          "ratio of 1.00 and 1.05")
-    ap.add_argument("--out", default=None, help="write the report here too (default: print it)")
+    ap.add_argument("--report", default=None, metavar="FILE",
+                    help="write the report to this file too (default: print it only)")
     a = ap.parse_args(argv)
-    a.sizes = a.sizes.split(",")
+    a.sizes = a.larger.split(",")
     try:
         with open(a.results) as f:
             a.doc = json.load(f)
@@ -104,8 +105,8 @@ def power_lines(r, k):
 def main(argv=None):
     a = parse_args(argv)
     text = report(a)
-    if a.out:
-        with open(a.out, "w") as f:
+    if a.report:
+        with open(a.report, "w") as f:
             f.write(text)
     sys.stdout.write(text)
     return 0

@@ -233,7 +233,7 @@ def main(argv=None):
         fail("interrupted (every server stopped)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    runs = experiment.figures_by_cell(done)
+    runs = experiment.figures_by_cell(done, with_host=True)
     doc = {"tool": "iobench", "kind": "valkey-evidence", "base": "9.1.2",
            "command": iobenchlib.recorded_command(PROG), "builds": a.builds,
            **({"against": a.against} if a.against != "stock" else {}),

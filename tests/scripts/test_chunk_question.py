@@ -93,6 +93,6 @@ def test_the_command_reports_and_refuses_bad_input(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "**Answer**: series~64k" in p.stdout and "## Power" in p.stdout
     for args, said in (([str(tmp_path / "none.json")], "invalid RESULTS.json"),
-                       ([str(path), "--sizes", "series~128k"], "invalid builds series~128k")):
+                       ([str(path), "--larger", "series~128k"], "invalid builds series~128k")):
         p = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and said in p.stderr and "Traceback" not in p.stderr, p.stderr

@@ -11,6 +11,7 @@ K the number of judgements the answer rests on (conditions x sizes): the answer 
 Gates read first: in every condition the A/A twin's interval and, for every size, the idle
 cell's interval (the chunk does no work there) must cover 1. A gate that fails voids the
 reading: the instrument does not resolve a harm of the size asked."""
+import functools
 import math
 import random
 
@@ -28,15 +29,19 @@ def binom_cdf(k, n):
     return sum(math.comb(n, i) for i in range(0, k + 1)) / 2 ** n
 
 
+@functools.lru_cache(maxsize=None)
+def _bound_rank(n, level):
+    """The smallest k with P(Binom(n, 1/2) <= k - 1) >= level, or None: the k-th smallest of n
+    values lies above the median with that confidence (and the k-th largest below it)."""
+    return next((k for k in range(1, n + 1) if binom_cdf(k - 1, n) >= level), None)
+
+
 def median_bounds(values, level):
     """(low, high): the order statistics that hold the median with `level` confidence each side
     alone (one-sided at `level`), or None for a side too few values cannot bound."""
     x = sorted(values)
-    n = len(x)
-    # high = x[k-1] with the smallest k such that P(Binom(n, 1/2) <= k - 1) >= level.
-    high = next((x[k - 1] for k in range(1, n + 1) if binom_cdf(k - 1, n) >= level), None)
-    low = next((x[n - k] for k in range(1, n + 1) if binom_cdf(k - 1, n) >= level), None)
-    return low, high
+    k = _bound_rank(len(x), level)
+    return (x[len(x) - k], x[k - 1]) if k else (None, None)
 
 
 def paired_logs(doc, cell_of, base_of, figure):

@@ -290,11 +290,12 @@ def run_child(cmd, env=None, timeout=600, grace_s=15):
     return subprocess.CompletedProcess(cmd, child.returncode, out, err)
 
 
-def figures_by_cell(done, key="round"):
+def figures_by_cell(done, key="round", with_host=False):
     """{cell id: [figures, ...]} of the runs that gave figures, each tagged with its round under
-    `key` (two cells of one round share the host's drift: compared paired), with the host's
-    CPU outside the run and the wait for a quiet host before it where they were recorded."""
-    host = ("outside_cpu_s", "settle_s", "settled_quiet")
+    `key` (two cells of one round share the host's drift: compared paired); `with_host`: with
+    the host's CPU outside the run and the wait for a quiet host before it where they were
+    recorded (for figures that are one dict of named values, not keyed by size)."""
+    host = ("outside_cpu_s", "settle_s", "settled_quiet") if with_host else ()
     return {cid: [dict(rec["figures"], **{key: rnd}, **{k: rec[k] for k in host if k in rec})
                   for rnd, rec in sorted(rounds.items()) if rec["status"] == "ok"]
             for cid, rounds in done.items()}

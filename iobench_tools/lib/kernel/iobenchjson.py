@@ -283,3 +283,10 @@ def watch_processes(path):
     """`iobench watch --json`'s per-process figures: {pid: {...}} as it wrote them."""
     with open(path) as f:
         return json.load(f)["watch"]["processes"]
+
+
+def watch_event_loop(path):
+    """`iobench watch --event-loop --json`'s event loop (watch.event_loop: each class's count,
+    quantiles in µs and buckets), or None without --event-loop."""
+    with open(path) as f:
+        return json.load(f)["watch"]["event_loop"]

@@ -3,7 +3,6 @@ where a server runs (loopback or an emulated link), one Valkey/Redis server proc
 TLS, loading iobench's replication stream into a primary, and reading an `iobench watch` report
 of a sync: who wrote the replication sockets, how, and at what CPU."""
 import fcntl
-import json
 import os
 import re
 import signal
@@ -261,8 +260,7 @@ class Watch:
 
     def event_loop(self):
         """After stop(): the event loop's figures (loop_figures) of a watch with event_loop."""
-        with open(self.path) as f:
-            return loop_figures(json.load(f)["watch"]["event_loop"])
+        return loop_figures(iobenchjson.watch_event_loop(self.path))
 
     def kill(self):
         if self.proc.poll() is None:
