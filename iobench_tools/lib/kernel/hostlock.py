@@ -133,7 +133,10 @@ def settle(limit_s=30.0, span_s=0.5, busy_share=0.05):
     so far flushed (sync(2): a sync's RDB files, written back later by the kernel's flusher,
     cost the next cell seconds of CPU outside its processes) and then a `span_s` in which every
     CPU together was busy under `busy_share` of one. Returns (seconds waited, whether it was
-    quiet)."""
+    quiet). Under IOBENCH_HOST_LOCK=shared (the test suites: the host is theirs, never quiet) or
+    =off (measuring anyway) it waits for nothing: (0.0, False)."""
+    if os.environ.get("IOBENCH_HOST_LOCK") in ("shared", "off"):
+        return 0.0, False
     t0 = time.monotonic()
     os.sync()
     while True:
