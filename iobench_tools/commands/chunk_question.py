@@ -55,7 +55,13 @@ def judgement_row(j, what):
     sd = f"{j['sd']:.3f}" if j.get("sd") is not None else "-"
     return (f"| {what} | {j['rounds']} | {fmt(j.get('ratio'))} | {fmt(j.get('low'))} .. "
             f"{fmt(j.get('high'))} | {sd} | {j['verdict']}"
-            + (f" | {'covers 1' if j['ok'] else 'does not cover 1'}" if "ok" in j else "") + " |")
+            + (f" | {gate_text(j)}" if "ok" in j else "") + " |")
+
+
+def gate_text(j):
+    if j["ok"]:
+        return "covers 1"
+    return "no bound yet" if j.get("low") is None and j.get("high") is None else "does not cover 1"
 
 
 def report(a):

@@ -51,7 +51,7 @@ def paired_logs(doc, cell_of, base_of, figure):
         return {r["round"]: r.get(figure) for r in (c or {}).get("runs", [])}
     a, b = by_round(base_of), by_round(cell_of)
     return [math.log(b[k] / a[k]) for k in sorted(set(a) & set(b))
-            if a[k] and b[k] and a[k] > 0 and b[k] > 0]
+            if a[k] and b[k] and a[k] > 0 and b[k] > 0]  # None or 0: no figure
 
 
 def judge(logs, level):
@@ -63,7 +63,9 @@ def judge(logs, level):
            "low": math.exp(low) if low is not None else None,
            "high": math.exp(high) if high is not None else None,
            "sd": _sd(logs)}
-    if high is not None and high < math.log(1 + DELTA):
+    if low is None and high is None:
+        out["verdict"] = "too few rounds to bound"
+    elif high is not None and high < math.log(1 + DELTA):
         out["verdict"] = "within 10%"
     elif low is not None and low > math.log(1 + DELTA):
         out["verdict"] = "harm above 10%"
