@@ -78,15 +78,17 @@ def chain(name):
     return out
 
 
-def split_patch(text):
+def split_patch(text, with_test=()):
     """(change, test): the commit's file diffs that are not tests, and those that are; each a
-    patch `patch -p1` applies (the commit message stays with the change)."""
+    patch `patch -p1` applies (the commit message stays with the change). `with_test`: files of
+    the change that go with the test, as a constant's definition the test names (pr.json's
+    test.with_test: the test alone must compile, and fail by what the change does)."""
     parts = re.split(r"(?m)^(?=diff --git )", text)
     head, files = parts[0], parts[1:]
     change, test = [head], []
     for diff in files:
         path = re.match(r"diff --git a/(\S+)", diff).group(1)
-        (test if path.startswith(TEST_DIRS) else change).append(diff)
+        (test if path.startswith(TEST_DIRS) or path in with_test else change).append(diff)
     return "".join(change), "".join(test)
 
 
@@ -151,7 +153,8 @@ def prepare(tree, name, with_change=True):
     the PRs it needs and only `name`'s test (to see the test fail without the change)."""
     patches = commits(load(n)["patch"] for n in chain(name))
     if not with_change:
-        patches[-1] = (split_patch(patches[-1][0])[1], f"{name}'s test")
+        with_test = load(name)["test"].get("with_test", ())
+        patches[-1] = (split_patch(patches[-1][0], with_test)[1], f"{name}'s test")
     patched_tree(tree, patches)
 
 
