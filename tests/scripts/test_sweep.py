@@ -355,6 +355,33 @@ def test_a_veth_pair_left_outside_its_namespaces_does_not_stop_the_next_run():
 
 
 @needs_root
+@pytest.mark.skipif(not shutil.which("ethtool"), reason="no ethtool (scripts/setup installs it)")
+def test_napi_own_runs_each_ends_receive_thread_on_its_sides_cpu(tmp_path):
+    """--napi own: each veth receives through a NAPI kernel thread, the server's (the data) on
+    the receiver's CPU, the client's (the ACKs) on the sender's; read back from the threads'
+    affinity while the run holds the link."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    probe = tmp_path / "probe.sh"
+    probe.write_text("#!/bin/sh\nfor d in s c; do pid=$(ps -eo pid=,comm= | awk -v d=napi/iobnap-$d- "
+                     "'index($2, d) == 1 {print $1}'); taskset -pc $pid | sed 's/.*: //'; done > "
+                     + str(tmp_path / "seen") + "\nexec \"$IOBENCH_REAL\" \"$@\"\n")
+    probe.chmod(0o755)
+    p = subprocess.run([str(SCRIPTS / "netns-link"), "--name", "iobnap", "--napi", "own", "--",
+                        "--bytes", "4M", "-q", "--cpus", "0,1"],
+                       env=dict(os.environ, IOBENCH_BIN=str(probe), IOBENCH_REAL=BIN),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "threaded NAPI: the server's veth receives on CPU 1, the client's on CPU 0" in p.stderr
+    assert (tmp_path / "seen").read_text().split()[-2:] == ["1", "0"], (tmp_path / "seen").read_text()
+    for args, said in [(["--napi", "all"], "invalid --napi 'all' (own or off)"),
+                       (["--napi", "own"], "--napi own needs the client's --cpus")]:
+        p = subprocess.run([str(SCRIPTS / "netns-link"), *args, "--", "--bytes", "1M"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and said in p.stderr, p.stderr
+
+
+@needs_root
 def test_rps_own_hands_each_ends_receive_path_to_its_sides_cpu(tmp_path):
     """--rps own: the server's veth (which receives the data) hands it to the receiver's CPU,
     the client's (which receives the ACKs) to the sender's; read back from sysfs while the run
