@@ -354,6 +354,21 @@ def test_a_veth_pair_left_outside_its_namespaces_does_not_stop_the_next_run():
     assert "iobstl" not in netns_list()
 
 
+def run_link_with_probe(tmp_path, look, link_args, nbytes="1M"):
+    """scripts/netns-link with `link_args`, its iobench a shell probe that first writes what
+    the `look` commands print (while the run holds the link) to a file: the link's stderr, and
+    what the probe saw (it runs for the server, then for the client)."""
+    probe = tmp_path / "probe.sh"
+    probe.write_text(f"#!/bin/sh\n{{ {look}; }} > {tmp_path / 'seen'}\nexec \"$IOBENCH_REAL\" \"$@\"\n")
+    probe.chmod(0o755)
+    p = subprocess.run([str(SCRIPTS / "netns-link"), *link_args, "--", "--bytes", nbytes, "-q",
+                        "--cpus", "0,1"],
+                       env=dict(os.environ, IOBENCH_BIN=str(probe), IOBENCH_REAL=BIN),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stderr, (tmp_path / "seen").read_text().split()
+
+
 @needs_root
 @pytest.mark.skipif(not shutil.which("ethtool"), reason="no ethtool (scripts/setup installs it)")
 def test_napi_own_runs_each_ends_receive_thread_on_its_sides_cpu(tmp_path):
@@ -362,18 +377,12 @@ def test_napi_own_runs_each_ends_receive_thread_on_its_sides_cpu(tmp_path):
     affinity while the run holds the link."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs")
-    probe = tmp_path / "probe.sh"
-    probe.write_text("#!/bin/sh\nfor d in s c; do pid=$(ps -eo pid=,comm= | awk -v d=napi/iobnap-$d- "
-                     "'index($2, d) == 1 {print $1}'); taskset -pc $pid | sed 's/.*: //'; done > "
-                     + str(tmp_path / "seen") + "\nexec \"$IOBENCH_REAL\" \"$@\"\n")
-    probe.chmod(0o755)
-    p = subprocess.run([str(SCRIPTS / "netns-link"), "--name", "iobnap", "--napi", "own", "--",
-                        "--bytes", "4M", "-q", "--cpus", "0,1"],
-                       env=dict(os.environ, IOBENCH_BIN=str(probe), IOBENCH_REAL=BIN),
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert "threaded NAPI: the server's veth receives on CPU 1, the client's on CPU 0" in p.stderr
-    assert (tmp_path / "seen").read_text().split()[-2:] == ["1", "0"], (tmp_path / "seen").read_text()
+    err, seen = run_link_with_probe(
+        tmp_path, "for d in s c; do pid=$(ps -eo pid=,comm= | awk -v d=napi/iobnap-$d- "
+                  "'index($2, d) == 1 {print $1}'); taskset -pc $pid | sed 's/.*: //'; done",
+        ["--name", "iobnap", "--napi", "own"], nbytes="4M")
+    assert "threaded NAPI: the server's veth receives on CPU 1, the client's on CPU 0" in err
+    assert seen[-2:] == ["1", "0"], seen
     for args, said in [(["--napi", "all"], "invalid --napi 'all' (own or off)"),
                        (["--napi", "own"], "--napi own needs the client's --cpus")]:
         p = subprocess.run([str(SCRIPTS / "netns-link"), *args, "--", "--bytes", "1M"],
@@ -386,21 +395,15 @@ def test_rps_own_hands_each_ends_receive_path_to_its_sides_cpu(tmp_path):
     """--rps own: the server's veth (which receives the data) hands it to the receiver's CPU,
     the client's (which receives the ACKs) to the sender's; read back from sysfs while the run
     holds the namespaces."""
-    probe = tmp_path / "probe.sh"
-    probe.write_text("#!/bin/sh\nfor end in srv:s cli:c; do ip netns exec iobrps-${end%:*} "
-                     "cat /sys/class/net/iobrps-${end#*:}/queues/rx-0/rps_cpus; done > "
-                     + str(tmp_path / "seen") + "\nexec \"$IOBENCH_REAL\" \"$@\"\n")
-    probe.chmod(0o755)
-    p = subprocess.run([str(SCRIPTS / "netns-link"), "--name", "iobrps", "--rps", "own", "--",
-                        "--bytes", "1M", "-q", "--cpus", "0,1"],
-                       env=dict(os.environ, IOBENCH_BIN=str(probe), IOBENCH_REAL=BIN),
-                       capture_output=True, text=True, timeout=60)
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs")
-    assert p.returncode == 0, p.stderr
-    assert "RPS: the server's veth receives on CPU 1, the client's on CPU 0" in p.stderr
+    err, seen = run_link_with_probe(
+        tmp_path, "for end in srv:s cli:c; do ip netns exec iobrps-${end%:*} "
+                  "cat /sys/class/net/iobrps-${end#*:}/queues/rx-0/rps_cpus; done",
+        ["--name", "iobrps", "--rps", "own"])
+    assert "RPS: the server's veth receives on CPU 1, the client's on CPU 0" in err
     # The probe ran twice (server, then client): each time both namespaces' masks.
-    assert (tmp_path / "seen").read_text().split()[-2:] == ["2", "1"], (tmp_path / "seen").read_text()
+    assert seen[-2:] == ["2", "1"], seen
     p = subprocess.run([str(SCRIPTS / "netns-link"), "--rps", "all", "--", "--bytes", "1M"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "invalid --rps 'all' (own or off)" in p.stderr
