@@ -37,3 +37,31 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = kept
+
+
+# CI's time is CPU (2 cores busy from setup to the last tier): each lane's log lists its ten
+# costliest tests by CPU, its own and every child's it reaped (a script's servers, a build), beside
+# --durations' wall times, so a test that waits and one that computes are told apart.
+_cpu = {}
+
+
+def _cpu_seconds():
+    import resource
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    start = _cpu_seconds()
+    yield
+    _cpu[item.nodeid] = _cpu_seconds() - start
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _cpu:
+        return
+    total = sum(_cpu.values())
+    terminalreporter.write_sep("=", f"ten costliest tests by CPU (of {total:.1f} CPU-s in all)")
+    for nodeid, cpu in sorted(_cpu.items(), key=lambda kv: -kv[1])[:10]:
+        terminalreporter.write_line(f"{cpu:8.2f} CPU-s  {nodeid}")
