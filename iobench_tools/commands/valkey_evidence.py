@@ -135,7 +135,7 @@ def builds(a):
     for name in a.builds:
         print(f"{PROG}: build {name} (cached after the first time)", file=sys.stderr, flush=True)
         try:
-            out[name] = os.path.join(valkeypr.build(name), "valkey-server")
+            out[name] = os.path.join(valkeypr.build(name, unit_tests=False), "valkey-server")
         except valkeypr.PrError as e:
             fail(f"build {name}: {e}")
         if a.load and not syncload.benchmark_of(out[name]):

@@ -246,3 +246,48 @@ def test_a_record_from_before_loop_protos_reads_as_one_tcp_loop():
     assert not valkey_pr.loops_good(new)  # one protocol's run missed a pass
     doc = {"command": "scripts/valkey-pr", "prs": [old], "series_applies": True}
     assert "its own tests 3 times in a row over TCP" in valkey_pr.report_md(doc)
+
+
+def test_a_study_build_leaves_the_unit_suite_out_and_keeps_its_tree(tmp_path, monkeypatch):
+    """valkeypr.build(unit_tests=False), valkey-evidence's: no GoogleTest suite (two thirds of a
+    build's CPU), a tree of its own; an existing tree is reused, the lean one first, so a
+    study's tree does not change when a full build appears beside it."""
+    made = []
+
+    def fake_build(dest, name, patches, timeout, log, unit_tests=True):
+        os.makedirs(dest)
+        for binary in ["valkey-server"] + (["valkey-unit-gtests"] if unit_tests else []):
+            path = os.path.join(dest, binary)
+            Path(path).write_text("#!/bin/sh\n")
+            os.chmod(path, 0o755)
+        made.append((os.path.basename(dest), unit_tests))
+
+    monkeypatch.setattr(valkeypr, "ROOT", str(tmp_path))
+    monkeypatch.setattr(valkeypr, "BUILDS", str(tmp_path / "builds"))
+    monkeypatch.setattr(valkeypr, "_build_into", fake_build)
+    tree = lambda link: os.path.basename(os.path.realpath(link))  # noqa: E731
+    # Only a full tree: a study takes it, nothing is built.
+    full = valkeypr.build("stock")
+    assert made == [(tree(full), True)]
+    assert tree(valkeypr.build("stock", unit_tests=False)) == tree(full) and len(made) == 1
+    # A lean tree, once made, is the study's from then on; the full one stays the suite's.
+    shutil.rmtree(tmp_path / "build")
+    lean = tree(valkeypr.build("stock", unit_tests=False))
+    assert made[-1] == (lean, False)
+    assert not (tmp_path / "build" / "valkey-src" / lean / "valkey-unit-gtests").exists()
+    full = tree(valkeypr.build("stock"))
+    assert made[-1] == (full, True) and full != lean
+    assert tree(valkeypr.build("stock", unit_tests=False)) == lean and len(made) == 3
+
+
+def test_cis_allocator_is_in_the_flags_and_the_cache_key(monkeypatch):
+    monkeypatch.delenv("IOBENCH_VALKEY_MALLOC", raising=False)
+    monkeypatch.delenv("IOBENCH_VALKEY_OPTIMIZATION", raising=False)
+    assert valkeypr.make_flags("stock") == ["BUILD_TLS=yes"]  # Valkey's jemalloc, as it ships
+    jemalloc = valkeypr.tree_dir("stock", [], False)
+    monkeypatch.setenv("IOBENCH_VALKEY_MALLOC", "libc")
+    assert valkeypr.make_flags("stock") == ["BUILD_TLS=yes", "MALLOC=libc"]
+    assert valkeypr.tree_dir("stock", [], False) != jemalloc
+    monkeypatch.setenv("IOBENCH_VALKEY_MALLOC", "tcmalloc")
+    with pytest.raises(valkeypr.PrError, match="invalid IOBENCH_VALKEY_MALLOC 'tcmalloc'"):
+        valkeypr.make_flags("stock")

@@ -340,38 +340,47 @@ def optimization_flags():
     return [f"OPTIMIZATION={opt}"] if opt else []
 
 
+def malloc_flags():
+    """MALLOC=... when IOBENCH_VALKEY_MALLOC is set (CI's libc: jemalloc's own build is 102 of a
+    9.1.2 build's 155 CPU-s at -O0; a test's build, never a measurement's, which keeps Valkey's
+    jemalloc as it ships), else nothing."""
+    malloc = os.environ.get("IOBENCH_VALKEY_MALLOC")
+    if malloc and malloc not in ("libc", "jemalloc"):
+        raise PrError(f"invalid IOBENCH_VALKEY_MALLOC '{malloc}': expected libc or jemalloc")
+    return [f"MALLOC={malloc}"] if malloc else []
+
+
 def make_flags(build):
     """The make variables of a build: TLS always; AddressSanitizer for series-asan; CI's
-    optimization level (optimization_flags). They are part of the build's cache key."""
+    optimization level and allocator (optimization_flags, malloc_flags). They are part of the
+    build's cache key."""
     return ["BUILD_TLS=yes", *(["SANITIZER=address"] if build == SERIES_ASAN else []),
-            *optimization_flags()]
+            *optimization_flags(), *malloc_flags()]
 
 
-def build(name, timeout=3600, log=None):
+def build(name, timeout=3600, log=None, unit_tests=True):
     """Valkey 9.1.2 built with TLS (Valkey's own allocator, as it ships; series-asan with
-    AddressSanitizer), stock or with a PR's chain or the whole series applied: the folder holding its valkey-server, valkey-cli,
-    valkey-benchmark, valkey-unit-gtests (its GoogleTest suite) and its own Tcl suite (tests/,
-    runtest, utils/), cached by the hash of what
-    went into it under build/valkey-src/ and linked as build/valkey/9.1/NAME. PrError says why
-    one cannot be had (the source, a patch, the build)."""
+    AddressSanitizer), stock or with a PR's chain or the whole series applied: the folder holding
+    its valkey-server, valkey-cli, valkey-benchmark, valkey-unit-gtests (its GoogleTest suite)
+    and its own Tcl suite (tests/, runtest, utils/), cached by the hash of what went into it
+    under build/valkey-src/ and linked as build/valkey/9.1/NAME. unit_tests=False (a study,
+    which runs the servers only) leaves out the GoogleTest suite, two thirds of a build's CPU
+    (632 CPU-s for two -O0 builds with it in a fresh clone's CI); an existing tree is reused
+    either way, the one without the suite first, so a study's tree does not change under it.
+    PrError says why one cannot be had (the source, a patch, the build)."""
     name = runtime_binary(name) or name
     base, chunk = split_variant(name)
     if base not in build_names():
         raise PrError(f"no build '{name}' (expected one of: {', '.join(build_names())}, "
                       f"or NAME@SIZE)")
     patches = patches_of(name)
-    h = hashlib.sha256(f"{BASE} {' '.join(make_flags(name))} valkey-unit-gtests".encode())
-    if chunk:
-        h.update(f" REPL_CHUNK_SIZE={chunk}".encode())
-    if runtime_binary(name):
-        h.update(f" REPL_CHUNK_SIZE={RUNTIME_CHUNK_C}".encode())
-    for p in patches:
-        with open(p, "rb") as f:
-            h.update(f.read())
-    dest = os.path.join(ROOT, "build", "valkey-src", f"{BASE}-{name}-{h.hexdigest()[:12]}")
+    full, lean = (tree_dir(name, patches, suite) for suite in (True, False))
+    have = [d for d in ((full,) if unit_tests else (lean, full))
+            if os.access(os.path.join(d, "valkey-server"), os.X_OK)]
+    dest = have[0] if have else (full if unit_tests else lean)
+    if not have:
+        _build_into(dest, name, patches, timeout, log, unit_tests)
     link = os.path.join(BUILDS, name)
-    if not os.access(os.path.join(dest, "valkey-server"), os.X_OK):
-        _build_into(dest, name, patches, timeout, log)
     os.makedirs(BUILDS, exist_ok=True)
     tmp_link = link + ".new"
     if os.path.lexists(tmp_link):
@@ -379,6 +388,22 @@ def build(name, timeout=3600, log=None):
     os.symlink(os.path.relpath(dest, BUILDS), tmp_link)
     os.replace(tmp_link, link)
     return link
+
+
+def tree_dir(name, patches, unit_tests):
+    """build/valkey-src/9.1.2-NAME-HASH, HASH of the flags, the chunk, the patches and whether
+    the GoogleTest suite is in it (the tree of a build without it is another tree)."""
+    base, chunk = split_variant(name)
+    suite = " valkey-unit-gtests" if unit_tests else ""
+    h = hashlib.sha256(f"{BASE} {' '.join(make_flags(name))}{suite}".encode())
+    if chunk:
+        h.update(f" REPL_CHUNK_SIZE={chunk}".encode())
+    if runtime_binary(name):
+        h.update(f" REPL_CHUNK_SIZE={RUNTIME_CHUNK_C}".encode())
+    for p in patches:
+        with open(p, "rb") as f:
+            h.update(f.read())
+    return os.path.join(ROOT, "build", "valkey-src", f"{BASE}-{name}-{h.hexdigest()[:12]}")
 
 
 def _make(tree, args, what, name, timeout, log):
@@ -396,7 +421,7 @@ def _make(tree, args, what, name, timeout, log):
         raise PrError(f"{what} failed (make exit {p.returncode})")
 
 
-def _build_into(dest, name, patches, timeout, log):
+def _build_into(dest, name, patches, timeout, log, unit_tests=True):
     work = tempfile.mkdtemp(prefix="valkey-build-")
     try:
         tree = os.path.join(work, "tree")
@@ -407,15 +432,17 @@ def _build_into(dest, name, patches, timeout, log):
         if runtime_binary(name):
             set_runtime_chunk(tree)
         _make(tree, [], f"the {name} build of Valkey {BASE}", name, timeout, log)
-        # Valkey's GoogleTest suite (src/unit), built against this tree.
-        _make(tree, ["-C", "src", "valkey-unit-gtests"],
-              f"the {name} build of Valkey {BASE}'s unit tests (libgtest-dev, libgmock-dev?)",
-              name, timeout, log)
+        binaries = ["valkey-server", "valkey-cli", "valkey-benchmark"]
+        if unit_tests:
+            # Valkey's GoogleTest suite (src/unit), built against this tree.
+            _make(tree, ["-C", "src", "valkey-unit-gtests"],
+                  f"the {name} build of Valkey {BASE}'s unit tests (libgtest-dev, libgmock-dev?)",
+                  name, timeout, log)
+            binaries.append(os.path.join("unit", "valkey-unit-gtests"))
         staged = dest + ".new"
         shutil.rmtree(staged, ignore_errors=True)
         os.makedirs(staged)
-        for binary in ("valkey-server", "valkey-cli", "valkey-benchmark",
-                       os.path.join("unit", "valkey-unit-gtests")):
+        for binary in binaries:
             shutil.copy2(os.path.join(tree, "src", binary), staged)
         copy_suite(tree, staged)
         shutil.rmtree(dest, ignore_errors=True)
