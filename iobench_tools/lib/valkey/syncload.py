@@ -141,9 +141,9 @@ def open_figures(doc, window=None):
            "rps": req["answered"] / doc["duration_s"], "unanswered": req["unanswered"],
            "open_loop": True}
     if window:
-        counts = openload.window(doc, *window)
+        counts, top = openload.window(doc, *window), openload.window_max_us(doc, *window)
         for q, name in ((0.5, "p50"), (0.99, "p99"), (0.999, "p999"), (1.0, "max")):
-            v = openload.quantile_us(counts, q, result=doc)
+            v = openload.quantile_us(counts, q, result=doc, max_us=top)
             out[f"sync_{name}_ms"] = v / 1000 if v is not None else None
         out["sync_requests"] = sum(counts.values())
         # Whether the load ran past the window's end: a load that stopped inside the sync
