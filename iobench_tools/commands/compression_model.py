@@ -47,8 +47,11 @@ def cells_of(a):
     return out
 
 
-def paired_ratios(num, den):
-    return [x / y for x, y in zip(num, den) if y]
+def paired_ratios(num, den, key="cpu_s_per_gib"):
+    """num's figure over den's, of the two runs of each round (a round that failed in either
+    arm is left out of the pair, never paired with the next round's run)."""
+    by_round = {r["round"]: r[key] for r in den}
+    return [r[key] / by_round[r["round"]] for r in num if by_round.get(r["round"])]
 
 
 def summarize(a, done):
@@ -63,8 +66,8 @@ def summarize(a, done):
                 row[k] = {"cpu_s_per_gib": stat(cpu[k]),
                           "writes_per_gib": stat([r["writes_per_gib"] for r in arm[k]]),
                           "records_per_gib": stat([r["records_per_gib"] for r in arm[k]])}
-            row["ratio_04_stock"] = stat(paired_ratios(cpu["04"], cpu["stock"]))
-            row["ratio_aa"] = stat(paired_ratios(cpu["04#2"], cpu["04"]))
+            row["ratio_04_stock"] = stat(paired_ratios(arm["04"], arm["stock"]))
+            row["ratio_aa"] = stat(paired_ratios(arm["04#2"], arm["04"]))
             rows.append(row)
     return rows
 

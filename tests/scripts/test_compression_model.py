@@ -62,3 +62,11 @@ def test_bad_input_is_one_line_naming_it(args, said):
     p = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and said in p.stderr.strip().splitlines()[-1]
+
+
+def test_a_round_failed_in_one_arm_is_left_out_of_its_pairs():
+    stock = [{"round": 1, "cpu_s_per_gib": 2.0}, {"round": 3, "cpu_s_per_gib": 4.0}]
+    whole = [{"round": 1, "cpu_s_per_gib": 1.0}, {"round": 2, "cpu_s_per_gib": 9.0},
+             {"round": 3, "cpu_s_per_gib": 3.0}]
+    # By position the second pair would be round 2's 9.0 over round 3's 4.0.
+    assert cm.paired_ratios(whole, stock) == [0.5, 0.75]
