@@ -249,7 +249,7 @@ def test_a_record_from_before_loop_protos_reads_as_one_tcp_loop():
 
 
 def test_a_study_build_leaves_the_unit_suite_out_and_keeps_its_tree(tmp_path, monkeypatch):
-    """valkeypr.build(unit_tests=False), valkey-evidence's: no GoogleTest suite (two thirds of a
+    """valkeypr.build(unit_tests=False), valkey-evidence's: no GoogleTest suite (about half a
     build's CPU), a tree of its own; an existing tree is reused, the lean one first, so a
     study's tree does not change when a full build appears beside it."""
     made = []

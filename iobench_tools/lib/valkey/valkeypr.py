@@ -364,8 +364,8 @@ def build(name, timeout=3600, log=None, unit_tests=True):
     its valkey-server, valkey-cli, valkey-benchmark, valkey-unit-gtests (its GoogleTest suite)
     and its own Tcl suite (tests/, runtest, utils/), cached by the hash of what went into it
     under build/valkey-src/ and linked as build/valkey/9.1/NAME. unit_tests=False (a study,
-    which runs the servers only) leaves out the GoogleTest suite, two thirds of a build's CPU
-    (632 CPU-s for two -O0 builds with it in a fresh clone's CI); an existing tree is reused
+    which runs the servers only) leaves out the GoogleTest suite, about half a build's CPU
+    (two -O0 builds with it took 632 CPU-s in a fresh clone's CI); an existing tree is reused
     either way, the one without the suite first, so a study's tree does not change under it.
     PrError says why one cannot be had (the source, a patch, the build)."""
     name = runtime_binary(name) or name
@@ -393,7 +393,7 @@ def build(name, timeout=3600, log=None, unit_tests=True):
 def tree_dir(name, patches, unit_tests):
     """build/valkey-src/9.1.2-NAME-HASH, HASH of the flags, the chunk, the patches and whether
     the GoogleTest suite is in it (the tree of a build without it is another tree)."""
-    base, chunk = split_variant(name)
+    chunk = split_variant(name)[1]
     suite = " valkey-unit-gtests" if unit_tests else ""
     h = hashlib.sha256(f"{BASE} {' '.join(make_flags(name))}{suite}".encode())
     if chunk:
