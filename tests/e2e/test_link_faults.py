@@ -3,7 +3,8 @@ network breaks: it goes silent, a reset arrives, the server's host vanishes, an 
 opens. In every engine, each side gives up by its own timeout (its error says "timed out"; the
 contract's --timeout + 1 s of its last byte held in every quiet run, GIVE_UP_S is a hang guard),
 the client reports what it measured up to the failure (PARTIAL, "partial": true, the error), and
-the server logs it and serves the next client. Skipped, with the reason, where namespaces are not allowed."""
+the server logs it and serves the next client. Skipped, with the reason, where namespaces are not
+allowed."""
 import json
 import os
 import selectors
@@ -59,7 +60,7 @@ def start(link, cache_dir, certs, proto, extra):
 
 def gave_up(client, fault_at, deadline_s=60):
     """(seconds from the fault to the client's error line, stdout, stderr): when it gave up, not
-    when its process was reaped (a loaded CI's exit and teardown added 0.3 s past the bound once)."""
+    when its process was reaped (a loaded CI's exit and teardown: 0.3 s past the bound once)."""
     bufs, said_at = {client.stdout: [], client.stderr: []}, None
     end = time.monotonic() + deadline_s
     with selectors.DefaultSelector() as sel:
