@@ -61,6 +61,11 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_terminal_summary(terminalreporter):
     if not _cpu:
         return
+    # Every test's, where scripts/test asks (build/test-logs/LANE.cpu.tsv): summed over the
+    # lanes and tiers, a file's cost shows where no single lane's ten do.
+    if path := os.environ.get("IOBENCH_TEST_CPU_LOG"):
+        with open(path, "w") as out:
+            out.writelines(f"{cpu:.2f}\t{nodeid}\n" for nodeid, cpu in _cpu.items())
     total = sum(_cpu.values())
     terminalreporter.write_sep("=", f"ten costliest tests by CPU (of {total:.1f} CPU-s in all)")
     for nodeid, cpu in sorted(_cpu.items(), key=lambda kv: -kv[1])[:10]:

@@ -1,6 +1,9 @@
 """tests/conftest.py's --lane K/N, with which scripts/test runs one suite as pytest processes side
 by side: the lanes of a suite are disjoint, together they are the whole suite, each is within
-one test of the others, and a bad K/N is refused in one line."""
+one test of the others, and a bad K/N is refused in one line; the e2e lanes share the payloads
+they build, whole."""
+import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +16,7 @@ pytestmark = pytest.mark.apart
 
 TESTS = Path(__file__).resolve().parents[1]
 SUITE = "e2e/test_link_faults.py"  # parametrized: about 40 tests, collected without running any
+BIN = os.environ.get("IOBENCH_BIN", str(TESTS.parent / "build" / "release" / "iobench"))
 
 
 def collected(*args):
@@ -43,3 +47,35 @@ def test_a_bad_lane_is_refused_in_one_line(bad):
     assert p.returncode == 4, p.stdout + p.stderr  # pytest's usage error
     errors = [line for line in p.stderr.splitlines() if line.startswith("ERROR:")]
     assert errors == [f"ERROR: invalid --lane '{bad}' (expected K/N with 1 <= K <= N)"], p.stderr
+
+
+def e2e_conftest():
+    spec = importlib.util.spec_from_file_location("e2e_conftest", TESTS / "e2e" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lanes_share_only_whole_payloads_and_iobench_reads_them_as_its_own(tmp_path):
+    share = e2e_conftest().share_payloads
+    built, lane = tmp_path / "built", tmp_path / "lane"
+    built.mkdir(mode=0o700)
+    lane.mkdir(mode=0o700)
+    subprocess.run([BIN, "payload", "--bytes", "1M", "--cache-dir", built, "-o", os.devnull, "-q"],
+                   check=True, timeout=60)
+    (built / "resp-v2-seed1-l3-2048.zst.tmp.99").write_bytes(b"half")  # another lane's, mid-copy
+    (lane / "resp-v2-seed9-l3-4096.zst").write_bytes(b"mine")
+    (built / "resp-v2-seed9-l3-4096.zst").write_bytes(b"theirs")
+    share(built, lane)
+    assert sorted(f.name for f in lane.iterdir()) == ["resp-v2-seed1-l3-1048576.zst",
+                                                      "resp-v2-seed9-l3-4096.zst"]
+    assert (lane / "resp-v2-seed9-l3-4096.zst").read_bytes() == b"mine", "a lane's own replaced"
+    copied = lane / "resp-v2-seed1-l3-1048576.zst"
+    assert copied.read_bytes() == (built / copied.name).read_bytes()
+    # iobench takes the copy as its cache's own: read, not built again (a build renames a new file
+    # in, a new inode).
+    inode = copied.stat().st_ino
+    p = subprocess.run([BIN, "payload", "--bytes", "1M", "--cache-dir", lane, "-o", os.devnull,
+                        "-q"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert copied.stat().st_ino == inode
