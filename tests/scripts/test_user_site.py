@@ -4,6 +4,7 @@ install --user` puts a NumPy 2 beside Debian's matplotlib), breaks a plain /usr/
 matplotlib, and neither a script (scripts/sweep, scripts/plot), setup's check nor pytest notice
 it: they run with the user site off."""
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -71,3 +72,35 @@ def test_setups_check_names_the_import_error_it_met(tmp_path):
     assert p.returncode == 1
     assert "cannot import matplotlib and pytest" in p.stderr and "ModuleNotFoundError" in p.stderr, \
         p.stderr
+
+
+def foreign_python3():
+    """The caller's PATH (scripts/test puts the distribution's python3 first and keeps the one
+    it was given in IOBENCH_CALLER_PATH) and the python3 it finds there, when that one is not the
+    distribution's (pyenv's, conda's, a vendor's), else None."""
+    path = os.environ.get("IOBENCH_CALLER_PATH", os.environ["PATH"])
+    found = shutil.which("python3", path=path)
+    if found and os.path.realpath(found) != os.path.realpath(PYTHON):
+        return path, found
+    return path, None
+
+
+@pytest.mark.skipif(foreign_python3()[1] is None,
+                    reason="the PATH's python3 is the distribution's: no other one to start under")
+def test_a_script_started_by_another_python3_runs_itself_under_the_distributions(tmp_path):
+    # The scripts start as `env python3`. One without matplotlib (pyenv's here) hands the run to
+    # /usr/bin/python3, which has it: plot gets past its import to its own error on an empty
+    # folder; not the missing module's, as it says when it cannot hand over.
+    path, found = foreign_python3()
+    env = {k: v for k, v in os.environ.items() if k != "IOBENCH_PY_REEXEC"}
+    env["PATH"] = path
+    lacks = subprocess.run([found, "-c", "import matplotlib"], env=env, capture_output=True)
+    if lacks.returncode == 0:
+        pytest.skip(f"{found} has matplotlib: nothing to hand over")
+    p = subprocess.run([str(SCRIPTS / "plot"), str(tmp_path)], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 1 and "is not a sweep" in p.stderr, p.stderr
+    p = subprocess.run([str(SCRIPTS / "plot"), str(tmp_path)], env=dict(env, IOBENCH_PY_REEXEC="1"),
+                       capture_output=True, text=True, timeout=60)
+    # Not handed over, the same run stops at the import: the case above was the hand-over's.
+    assert "Python module 'matplotlib' is missing for" in p.stderr, p.stderr
