@@ -115,6 +115,7 @@ def emulated_hosts(tmp_path, count):
   LogLevel ERROR
 """)
     namespaces = [f"iobh{tag}n{i}" for i in range(count)]
+    fresh_root = _fresh_root(keys)  # one empty ~/.bashrc for every host's sshd
     sshds = []
     hold = hostlock.SharedHold()  # never beside a study run by hand
     try:
@@ -136,7 +137,7 @@ def emulated_hosts(tmp_path, count):
             _ip("-n", ns, "link", "set", there, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
             sshds.append(subprocess.Popen(
-                ["nsenter", f"--net=/run/netns/{ns}", *_fresh_root(keys), SSHD, "-D", "-e",
+                ["nsenter", f"--net=/run/netns/{ns}", *fresh_root, SSHD, "-D", "-e",
                  "-f", str(_sshd_config(keys, address, str(i)))],
                 stderr=subprocess.PIPE, text=True))
         for sshd, address in zip(sshds, addresses):
