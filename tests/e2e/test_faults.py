@@ -2,6 +2,7 @@
 any client and serves the next one."""
 import os
 import random
+import re
 import signal
 import socket
 import struct
@@ -83,8 +84,21 @@ def start_slow_client(server, cache_dir, *extra):
         assert time.monotonic() < deadline, "client never connected"
         assert p.poll() is None, p.communicate()
         time.sleep(0.01)
-    time.sleep(0.2)  # into the data phase
+    # Into the data phase: its bytes on the wire, not a fixed sleep (a loaded CI's server had not
+    # answered the HELLO of a --reverse run 0.2 s after the connect, and the kill came first).
+    deadline = time.monotonic() + 30
+    while moved_bytes(server.port) < 256 * 1024:
+        assert time.monotonic() < deadline, "no data phase within 30 s"
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.01)
     return p
+
+
+def moved_bytes(port):
+    """Bytes the connections to `port` carried either way (ss: bytes_acked + bytes_received)."""
+    out = subprocess.run(["ss", "-Htni", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True).stdout
+    return sum(int(n) for n in re.findall(r"bytes_(?:acked|received):(\d+)", out))
 
 
 @pytest.mark.parametrize("reverse", [False, True])
