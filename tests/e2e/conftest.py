@@ -165,6 +165,22 @@ class Server:
     def alive(self):
         return self.proc.poll() is None
 
+    def moved_bytes(self):
+        """Bytes its connections carried either way so far (ss: bytes_acked + bytes_received)."""
+        out = subprocess.run(["ss", "-Htni", "state", "established", f"( sport = :{self.port} )"],
+                             capture_output=True, text=True).stdout
+        return sum(int(n) for n in re.findall(r"bytes_(?:acked|received):(\d+)", out))
+
+    def wait_for_data_phase(self, client, at_least=256 << 10, within=30):
+        """Until `client` (a Popen) is surely streaming: `at_least` bytes on its connection.
+        A fixed sleep is not that: a loaded CI's server had not answered a HELLO 0.2 s after
+        the connect, and a kill meant for the data phase came before it."""
+        deadline = time.monotonic() + within
+        while self.moved_bytes() < at_least:
+            assert client.poll() is None, client.communicate()
+            assert time.monotonic() < deadline, f"no data phase within {within} s"
+            time.sleep(0.01)
+
     def stop(self):
         if self.alive():
             self.proc.kill()

@@ -2,7 +2,6 @@
 any client and serves the next one."""
 import os
 import random
-import re
 import signal
 import socket
 import struct
@@ -67,38 +66,14 @@ def test_port_already_in_use(server):
     assert "Address already in use" in p.stderr and server.addr in p.stderr
 
 
-def established(port):
-    out = subprocess.run(["ss", "-Htn", "state", "established", f"( sport = :{port} )"],
-                         capture_output=True, text=True).stdout
-    return out.strip() != ""
-
-
 def start_slow_client(server, cache_dir, *extra):
-    """A client moving 64 MiB in 64-byte writes (about a million syscalls), connected."""
+    """A client moving 64 MiB in 64-byte writes (about a million syscalls), in its data phase."""
     run("payload", "--bytes", "64M", "--out", os.devnull, cache=cache_dir, check=0)
     p = subprocess.Popen([BIN, "client", "--connect", server.addr, "--bytes", "64M", "--buf", "64",
                           "--cache-dir", cache_dir, "--timeout", "5", *extra],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 10
-    while not established(server.port):
-        assert time.monotonic() < deadline, "client never connected"
-        assert p.poll() is None, p.communicate()
-        time.sleep(0.01)
-    # Into the data phase: its bytes on the wire, not a fixed sleep (a loaded CI's server had not
-    # answered the HELLO of a --reverse run 0.2 s after the connect, and the kill came first).
-    deadline = time.monotonic() + 30
-    while moved_bytes(server.port) < 256 * 1024:
-        assert time.monotonic() < deadline, "no data phase within 30 s"
-        assert p.poll() is None, p.communicate()
-        time.sleep(0.01)
+    server.wait_for_data_phase(p)
     return p
-
-
-def moved_bytes(port):
-    """Bytes the connections to `port` carried either way (ss: bytes_acked + bytes_received)."""
-    out = subprocess.run(["ss", "-Htni", "state", "established", f"( sport = :{port} )"],
-                         capture_output=True, text=True).stdout
-    return sum(int(n) for n in re.findall(r"bytes_(?:acked|received):(\d+)", out))
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -132,12 +107,12 @@ def test_client_killed_mid_transfer_server_serves_next(server, cache_dir):
 def test_silent_client_does_not_block_the_next(server, cache_dir):
     silent = socket.create_connection(("127.0.0.1", server.port))
     try:
-        t0 = time.monotonic()
         # --syscalls off: one session (auto adds a counting run, a session of its own).
         run("client", "--connect", server.addr, "--bytes", "1M", "-q", "--syscalls", "off",
             cache=cache_dir, check=0)
-        # Sessions are concurrent: the valid client is served while the silent one waits.
-        assert time.monotonic() - t0 < 1
+        # Sessions are concurrent: the valid client is served while the silent one waits, so its
+        # line comes first (served behind the silent one, it would follow the 1 s cut). The
+        # order, not a time: a loaded CI's TSan client can take a second of its own.
         assert "ok:" in server.read_line()
         assert "no hello within 1 s" in server.read_line()
     finally:

@@ -347,8 +347,7 @@ def test_tls_engines_fail_cleanly_when_the_client_dies(tls_server, certs, cache_
     client = subprocess.Popen([BIN, *map(str, args), "--bytes", "64M", "--buf", "64",
                                "--cache-dir", cache_dir], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)  # handshake done, into the data phase
-    assert client.poll() is None, client.communicate()
+    tls_server.wait_for_data_phase(client)  # handshake done, into the data phase
     client.kill()
     client.wait()
     line = tls_server.read_line()
