@@ -16,8 +16,9 @@ pytestmark = [pytest.mark.concurrency]
 MiB = 1 << 20
 
 
-def wait_for_data_phase(proc_pid, timeout=20):
-    """Until the client's data phase has surely begun: wait for its first 4 MiB written."""
+def wait_for_loopback_data_phase(proc_pid, timeout=20):
+    """Until a loopback run's data phase has surely begun: its first 4 MiB written (/proc/PID/io:
+    a loopback run has no Server of the tests' to ask, as Server.wait_for_data_phase does)."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         try:
@@ -40,7 +41,7 @@ def test_ctrl_c_prints_a_partial_report_and_exits_130(cache_dir, tmp_path):
     p = subprocess.Popen([BIN, "--bytes", "64M", "--buf", "64", "--json", str(out),
                           "--csv", str(csv_out), "--cache-dir", cache_dir], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    assert wait_for_data_phase(p.pid), "the data phase never started"
+    assert wait_for_loopback_data_phase(p.pid), "the data phase never started"
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=30)
     assert p.returncode == 130, stderr
@@ -72,7 +73,7 @@ def test_sigterm_aborts_sessions_and_exits_cleanly(cache_dir):
         c = subprocess.Popen([BIN, "client", "--connect", s.addr, "--bytes", "64M", "--buf", "64",
                               "--cache-dir", cache_dir], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        assert wait_for_data_phase(c.pid)
+        s.wait_for_data_phase(c, at_least=4 * MiB)
         t0 = time.monotonic()
         s.proc.send_signal(signal.SIGTERM)
         assert s.proc.wait(timeout=10) == 0
