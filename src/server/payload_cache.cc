@@ -140,12 +140,16 @@ Result<std::shared_ptr<const Payload>> PayloadCache::run(Build& b, const Report&
     if (!built) return std::unexpected(built.error());
     payload = std::move(*built);
   }
-  // The bytes stay taken for as long as the payload lives, in the cache or in a session.
-  return std::shared_ptr<const Payload>(
-      new Payload(std::move(*payload)),
-      [hold = std::make_shared<MemoryBudget::Hold>(std::move(*taken))](const Payload* gone) {
-        delete gone;
-      });
+  // The bytes stay taken for as long as the payload lives, in the cache or in a session, and
+  // are given back in the deleter's call: the deleter object itself lives until the control
+  // block dies, which waits for the cache's weak reference in live_ (a hold captured by value
+  // kept a freed payload's bytes taken until the next session's look).
+  auto held = std::make_shared<MemoryBudget::Hold>(std::move(*taken));
+  return std::shared_ptr<const Payload>(new Payload(std::move(*payload)),
+                                        [held](const Payload* gone) {
+                                          delete gone;
+                                          *held = MemoryBudget::Hold{};
+                                        });
 }
 
 void PayloadCache::finish(const std::shared_ptr<Build>& b,
