@@ -33,6 +33,12 @@ struct ServerOptions {
   int max_zstd_level = 9;
   uint32_t max_builds = 0;
   double max_build_time_s = 60;
+  // The most any one session may last from its ACK, whatever its bytes at --min-rate allow: a
+  // payload held by a reader just above the rate ends in bounded time (0: no bound).
+  double max_session_time_s = 600;
+  // IORING_SETUP_SQPOLL for a client's uring server side: a kernel thread that spins a core
+  // for the session's whole allowance, so refused unless the operator allows it.
+  bool allow_sqpoll = false;
   std::string cache_dir;
   uint64_t cache_max = PayloadSpec{}.cache_max;
   bool quiet = false;
@@ -155,6 +161,19 @@ void describe(Self& o, Visit&& visit) {
               .real_max = 86400,
               .value_name = "SECONDS"},
         o.max_build_time_s);
+  visit(Field{.name = "max_session_time_s",
+              .flag = "--max-session-time",
+              .help = "Seconds one session may last from its start, however slowly it is "
+                      "allowed to move its bytes (default 600; 0: no bound beyond --min-rate's)",
+              .real_min = 0,
+              .real_max = 86400,
+              .value_name = "SECONDS"},
+        o.max_session_time_s);
+  visit(Field{.name = "allow_sqpoll",
+              .flag = "--allow-sqpoll",
+              .help = "Let clients ask for --sqpoll on this server's io_uring side (a kernel "
+                      "thread spinning a core for the whole session; refused by default)"},
+        o.allow_sqpoll);
   visit(Field{.name = "auth_token",
               .flag = "--auth-token",
               .help = "Refuse clients without this token, or @FILE to read it from FILE's first "

@@ -57,6 +57,10 @@ Status validate_hello(const proto::Hello& h, const ServerOptions& o) {
   if (tls && *engine == EngineKind::kUring && *io != tls::TlsIo::kBio)
     return fail("engine uring over TLS needs the TLS I/O model bio");
   if (h.tuning.fixed_buffers && tls) return fail("fixed buffers need proto tcp");
+  if (h.tuning.sqpoll && !o.allow_sqpoll)
+    return fail(
+        "--sqpoll refused: its kernel thread would spin one of this server's cores for the "
+        "whole session (the server allows it with --allow-sqpoll)");
   if (auto st = check_fields(h, false); !st) return st;  // bounds in the field list
   if (auto st = check_cpu_usable(static_cast<int>(h.cpu), "server"); !st)
     return fail("--cpus: " + st.error().message);
@@ -411,9 +415,9 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   if (auto st = send_message(*s.stream, proto::Ack{IOBENCH_VERSION}); !st)
     return s.log("failed: " + st.error().message);
   const ServerOptions& o = cfg.options;
-  SessionDeadlines::Ticket deadline = state.deadlines.watch(
-      s.fd, {session_allowance_s(hello.bytes, o.min_rate, o.idle_timeout_s), o.min_rate,
-             o.idle_timeout_s});
+  SessionDeadlines::Ticket deadline =
+      state.deadlines.watch(s.fd, session_bound(hello.bytes, o.min_rate, o.idle_timeout_s,
+                                                o.max_session_time_s));
   if (auto st = set_io_timeout(s.fd, cfg.options.idle_timeout_s); !st)
     return s.log("failed: " + st.error().message);
   const std::unique_ptr<Stream> stalling = server_fault(*s.stream, hello.conn_index);
@@ -421,9 +425,7 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
                                      p.group.get(), hello.conn_index);
   // The bound is on this connection's bytes: not on the wait for its group's slower ones.
   if (const auto cut = deadline.release())
-    return s.log(fmt::format("failed: slower than --min-rate {}/s after --idle-timeout {} s: {} "
-                             "({} of {} moved in all)",
-                             format_bytes_human(o.min_rate), o.idle_timeout_s, *cut,
+    return s.log(fmt::format("failed: cut: {} ({} of {} moved in all)", *cut,
                              format_bytes_human(ended.session.mine.io.bytes),
                              format_bytes_human(hello.bytes)));
   // Every connection of a group gets the server side's figures once the last one has ended.

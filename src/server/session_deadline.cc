@@ -33,6 +33,21 @@ double session_allowance_s(uint64_t bytes, uint64_t min_rate, double grace_s) {
   return grace_s + static_cast<double>(bytes) / static_cast<double>(min_rate);
 }
 
+SessionDeadlines::Bound session_bound(uint64_t bytes, uint64_t min_rate, double grace_s,
+                                      double max_session_s) {
+  SessionDeadlines::Bound b{session_allowance_s(bytes, min_rate, grace_s), min_rate, grace_s, {}, {}};
+  b.rate_why = fmt::format("slower than --min-rate {}/s after --idle-timeout {} s",
+                           format_bytes_human(min_rate), grace_s);
+  b.whole_why = fmt::format(
+      "its whole-time allowance, {:.0f} s (--idle-timeout {} s, then its {} at --min-rate {}/s)",
+      b.whole_s, grace_s, format_bytes_human(bytes), format_bytes_human(min_rate));
+  if (max_session_s > 0 && max_session_s < b.whole_s) {
+    b.whole_s = max_session_s;
+    b.whole_why = fmt::format("--max-session-time {} s", max_session_s);
+  }
+  return b;
+}
+
 SessionDeadlines::SessionDeadlines() = default;
 
 SessionDeadlines::~SessionDeadlines() {
@@ -59,7 +74,8 @@ SessionDeadlines::Ticket SessionDeadlines::watch(int fd, const Bound& b) {
   const int64_t now = monotonic_ns();
   const auto grace = static_cast<int64_t>(b.grace_s * 1e9);
   Entry e{fd, whole ? now + static_cast<int64_t>(b.whole_s * 1e9) : INT64_MAX,
-          rate ? now + grace : INT64_MAX, grace, rate ? b.min_rate : 0, {}, now, {}};
+          rate ? now + grace : INT64_MAX, grace, rate ? b.min_rate : 0, {}, now, {},
+          b.whole_why, b.rate_why};
   if (rate) e.samples.push_back({now, *now_bytes});
   const uint64_t id = next_id_++;
   entries_.emplace(id, std::move(e));
@@ -69,7 +85,7 @@ SessionDeadlines::Ticket SessionDeadlines::watch(int fd, const Bound& b) {
 
 int64_t SessionDeadlines::check(Entry& e, int64_t now) {
   if (now >= e.deadline_ns) {
-    e.cut = "its whole-time allowance (--idle-timeout, then its bytes at that rate)";
+    e.cut = e.whole_why.empty() ? "its whole-time allowance" : e.whole_why;
     return INT64_MAX;
   }
   if (!e.min_rate) return e.deadline_ns;
@@ -91,7 +107,8 @@ int64_t SessionDeadlines::check(Entry& e, int64_t now) {
     // fires within a window (a link gone silent mid-window reads as slow over that window
     // until then). A trickle moves between some looks, and is cut at the next of those.
     if (moving && static_cast<double>(moved) < need) {
-      e.cut = fmt::format("moved {} in its last {:.1f} s", format_bytes_human(moved),
+      e.cut = fmt::format("{}{}moved {} in its last {:.1f} s", e.rate_why,
+                          e.rate_why.empty() ? "" : ": ", format_bytes_human(moved),
                           static_cast<double>(span) / 1e9);
       return INT64_MAX;
     }

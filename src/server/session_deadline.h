@@ -54,6 +54,8 @@ class SessionDeadlines {
     double whole_s = 0;
     uint64_t min_rate = 0;
     double grace_s = 0;
+    std::string whole_why;  // the log's words for a cut at whole_s ("--max-session-time 600 s")
+    std::string rate_why;   // and before the rate's figures ("slower than --min-rate 128 KiB/s")
   };
   Ticket watch(int fd, const Bound& bound);
 
@@ -71,6 +73,7 @@ class SessionDeadlines {
     std::deque<Sample> samples;  // the last window's progress (rate-watched sessions)
     int64_t due_ns;              // when the watchdog looks at it next
     std::string cut;             // why it was cut (empty: not cut)
+    std::string whole_why, rate_why;
   };
   void run();
   // The next time `e` must be looked at, after checking it at `now` (cut when due).
@@ -84,5 +87,10 @@ class SessionDeadlines {
   bool stop_ = false;
   std::thread watchdog_;  // started by the first watch()
 };
+
+// A session's bound under the server's options: the whole time its bytes at `min_rate` allow
+// after `grace_s`, or `max_session_s` when that is sooner (0: no such bound), and the rate.
+SessionDeadlines::Bound session_bound(uint64_t bytes, uint64_t min_rate, double grace_s,
+                                      double max_session_s);
 
 }  // namespace iobench

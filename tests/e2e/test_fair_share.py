@@ -1,6 +1,10 @@
 """No client can take what others need (issue #88, docs/hardening.md "Bounds on a shared host"):
 a freed payload's budget given back at once, not when a later session looks in the cache."""
-from conftest import Server, run
+import socket
+import time
+
+from conftest import Server, hello_frame, run
+from test_server_budget import ACK, read_reply
 
 MiB = 1 << 20
 
@@ -26,5 +30,60 @@ def test_a_freed_payload_gives_its_budget_back(cache_dir, tmp_path):
         refused = [(seed, p.stderr.strip()) for seed, p in zip(seeds, outcomes) if p.returncode]
         assert not refused, refused
         assert s.alive()
+    finally:
+        s.stop()
+
+
+def test_a_reader_just_above_min_rate_ends_at_max_session_time(cache_dir):
+    # Before #88 the only whole bound was grace + bytes / --min-rate: a reader of 64 MiB at 160
+    # KiB/s against --min-rate 128K could hold its payload for 8,222 s of a 1 GiB request.
+    s = Server("--min-rate", "64K", "--idle-timeout", "1", "--max-session-time", "3",
+               cache=cache_dir)
+    sock = None
+    try:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", s.port))
+        sock.sendall(hello_frame(client_sends=False, nbytes=64 * MiB))
+        kind, body = read_reply(sock)
+        assert kind == ACK, body
+        t0, ended = time.monotonic(), None
+        while time.monotonic() - t0 < 20:  # 128 KiB/s: twice the rate, for 128 MiB / 64K s
+            try:
+                if not sock.recv(32 * 1024):
+                    ended = time.monotonic() - t0
+                    break
+            except OSError:
+                ended = time.monotonic() - t0
+                break
+            time.sleep(0.25)
+        line = s.read_line()
+        print(f"cut after {ended} s: {line.strip()}")
+        assert ended is not None and 2.5 <= ended <= 6, ended
+        assert "cut: --max-session-time 3 s" in line, line
+        assert run("client", "--connect", s.addr, "--bytes", "8M", "-q", cache=cache_dir,
+                   timeout=60).returncode == 0
+    finally:
+        if sock:
+            sock.close()
+        s.stop()
+
+
+def test_sqpoll_is_refused_unless_the_server_allows_it(cache_dir):
+    # Before #88 a client's --sqpoll kept the server's iou-sqp thread at 99% of a core for its
+    # whole allowance.
+    args = ("--bytes", "8M", "--engine", "uring", "--sqpoll", "-q")
+    s = Server(cache=cache_dir)
+    try:
+        p = run("client", "--connect", s.addr, *args, cache=cache_dir, timeout=60)
+        assert p.returncode != 0 and "--sqpoll refused" in p.stderr, (p.returncode, p.stderr)
+        assert "--allow-sqpoll" in p.stderr
+    finally:
+        s.stop()
+    s = Server("--allow-sqpoll", cache=cache_dir)
+    try:
+        p = run("client", "--connect", s.addr, *args, cache=cache_dir, timeout=60)
+        assert p.returncode == 0, p.stderr
     finally:
         s.stop()
