@@ -190,7 +190,7 @@ ClientPlan plan_client(const ClientOptions& o) {
     p.loopback = plan_loopback(o, c);
   else
     p.servers = o.servers;
-  p.access = {o.timeout_s, o.hello_timeout_s, o.auth_token, o.quiet};
+  p.access = {o.timeout_s, o.hello_timeout_s, o.build_timeout_s, o.auth_token, o.quiet};
   if (o.proto == Proto::kTls) {
     p.tls = o.tls;
     p.tls->io = c.client.tls_io;

@@ -69,6 +69,7 @@ struct SizePlan {
 struct ClientAccess {
   double timeout_s = 30;
   double hello_timeout_s = 10;
+  double build_timeout_s = 300;  // the HELLO to the ACK, PROGRESS or not
   std::string auth_token;  // proven to a server that asks (never sent)
   bool quiet = false;
 };

@@ -89,7 +89,11 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& re
   hello.group_id = group_id;  // the run's identity, drawn when it starts: not a plan
   client_slow_handshake_step();
   if (auto st = send_message(stream, hello); !st) return std::unexpected(st.error());
-  auto reply = recv_message(stream);
+  // The ACK comes by --build-timeout however the server reports or drips its frames.
+  const int64_t ack_deadline =
+      monotonic_ns() + static_cast<int64_t>(access.build_timeout_s * 1e9);
+  auto reply = recv_message(
+      stream, std::min(ack_deadline, monotonic_ns() + static_cast<int64_t>(hello_timeout_s * 1e9)));
   if (reply && std::holds_alternative<proto::Challenge>(*reply)) {
     // The server requires the token: its proof for this nonce goes back, the token never does.
     if (access.auth_token.empty())
@@ -99,7 +103,7 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& re
     if (!auth) return fail(fmt::format("the token's proof for server {}: {}", server.str(),
                                        auth.error().message));
     if (auto st = send_message(stream, *auth); !st) return std::unexpected(st.error());
-    reply = recv_message(stream);
+    reply = recv_message(stream, ack_deadline);
   }
   if (!reply) return fail(first_answer_error(server, reply.error(), hello_timeout_s));
   if (auto st = set_io_timeout(cs.fd.get(), access.timeout_s); !st) return std::unexpected(st.error());
@@ -110,7 +114,11 @@ Result<ClientSession> open_session(const ClientPlan& plan, const ClientReach& re
     while (reply && std::holds_alternative<proto::Progress>(*reply)) {
       const auto& p = std::get<proto::Progress>(*reply);
       shown.update(p.done_bytes, p.total_bytes, static_cast<double>(p.elapsed_ns) / 1e9);
-      reply = recv_message(stream);
+      if (monotonic_ns() > ack_deadline)
+        return fail(fmt::format("server {} reported progress but sent no ACK within "
+                                "--build-timeout {} s of the HELLO",
+                                server.str(), access.build_timeout_s));
+      reply = recv_message(stream, ack_deadline);
     }
   }
   if (!reply)

@@ -22,7 +22,7 @@ namespace {
 constexpr int kMaxDepth = 16;
 
 // One reply at `at`: its end, or 0 when incomplete; sets malformed/error.
-size_t frame_at(std::string_view buf, size_t at, int depth, RespReply& r) {
+size_t frame_at(std::string_view buf, size_t at, int depth, RespReply& r, uint64_t max_bytes) {
   if (depth > kMaxDepth) {
     r.malformed = true;
     return 0;
@@ -51,6 +51,10 @@ size_t frame_at(std::string_view buf, size_t at, int depth, RespReply& r) {
         return 0;
       }
       if (n == -1) return next;  // a null bulk string or array
+      if (static_cast<uint64_t>(n) > max_bytes) {  // every element is a byte at least
+        r.too_large = static_cast<uint64_t>(n);
+        return 0;
+      }
       if (kind == '$' || kind == '=') {
         const size_t want = next + static_cast<size_t>(n) + 2;
         return buf.size() >= want ? want : 0;
@@ -58,7 +62,7 @@ size_t frame_at(std::string_view buf, size_t at, int depth, RespReply& r) {
       size_t pos = next;
       const long long items = kind == '%' ? 2 * n : n;
       for (long long i = 0; i < items; ++i) {
-        pos = frame_at(buf, pos, depth + 1, r);
+        pos = frame_at(buf, pos, depth + 1, r, max_bytes);
         if (pos == 0) return 0;
       }
       return pos;
@@ -71,11 +75,11 @@ size_t frame_at(std::string_view buf, size_t at, int depth, RespReply& r) {
 
 }  // namespace
 
-RespReply frame_resp_reply(std::string_view buf) {
+RespReply frame_resp_reply(std::string_view buf, uint64_t max_bytes) {
   RespReply r;
   if (buf.empty()) return r;
-  r.length = frame_at(buf, 0, 0, r);
-  if (r.malformed) r.length = 0;
+  r.length = frame_at(buf, 0, 0, r, max_bytes);
+  if (r.malformed || r.too_large) r.length = 0;
   return r;
 }
 

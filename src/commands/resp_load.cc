@@ -171,9 +171,20 @@ Status LoadRun::read_replies(size_t i, int64_t now) {
   }
   size_t at = 0;
   for (;;) {
-    const RespReply r = frame_resp_reply(std::string_view(conn.in).substr(at));
+    const RespReply r = frame_resp_reply(std::string_view(conn.in).substr(at), c_.max_reply);
     if (r.malformed) return fail(fmt::format("connection {}: a reply that is not RESP", i));
-    if (r.length == 0) break;
+    if (r.too_large)
+      return fail(fmt::format("connection {}: the server announced a reply of {} (bytes or "
+                              "elements), above --max-reply {}",
+                              i, r.too_large, format_bytes_human(c_.max_reply)));
+    if (r.length == 0) {
+      if (conn.in.size() - at > c_.max_reply)
+        return fail(fmt::format("connection {}: {} of one reply received and not yet complete, "
+                                "above --max-reply {}",
+                                i, format_bytes_human(conn.in.size() - at),
+                                format_bytes_human(c_.max_reply)));
+      break;
+    }
     if (conn.intended.empty())
       return fail(fmt::format("connection {}: a reply to no request", i));
     const auto [due, queued] = conn.intended.front();

@@ -18,6 +18,9 @@ struct LoadCommand {
   uint32_t keyspace = 100000;  // SET's keys (valkey-benchmark's -r)
   double slice_s = 0.1;      // the histograms' time slices, by intended send time
   double drain_s = 5;        // after the last send, how long replies are waited for
+  // A reply (declared or buffered) larger than this is refused: a server cannot make the load
+  // hold what it says it will send.
+  uint64_t max_reply = 1 << 20;
   std::string json_path;     // "-": stdout
   bool quiet = false;
 };
@@ -70,6 +73,14 @@ void describe(Self& c, Visit&& visit) {
               .min = 1,
               .max = 1 << 20},
         c.value_size);
+  visit(Field{.name = "max_reply",
+              .flag = "--max-reply",
+              .help = "Largest reply accepted, declared or received (default 1M: a GET of a "
+                      "--value-size key is far less); a larger one ends the run with an error",
+              .min = 64,
+              .max = int64_t{1} << 32,
+              .size = true},
+        c.max_reply);
   visit(Field{.name = "keyspace",
               .flag = "--keyspace",
               .help = "SET's distinct keys (default 100000)",

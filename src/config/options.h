@@ -122,6 +122,8 @@ struct ClientOptions {
   std::vector<HostPort> servers;
   double timeout_s = 30;
   double hello_timeout_s = 10;  // from connecting to the server's first answer (ACK or PROGRESS)
+  // From the HELLO to the ACK, however often the server reports its build (PROGRESS).
+  double build_timeout_s = 300;
   tls::TlsOptions tls;          // used with proto "tls"
   SyscallsMode syscalls = SyscallsMode::kAuto;
   EngineTuning tuning;  // both sides' engines: trigger mode, queue depth, zero-copy, ...
@@ -215,6 +217,15 @@ void describe(Self& o, Visit&& visit) {
               .above_min = true,
               .value_name = "SECONDS"},
         o.hello_timeout_s);
+  visit(Field{.name = "build_timeout_s",
+              .flag = "--build-timeout",
+              .help = "Seconds from the HELLO to the server's ACK while it builds the payload, "
+                      "however often it reports progress (default 300)",
+              .real_min = 0,
+              .real_max = 86400,
+              .above_min = true,
+              .value_name = "SECONDS"},
+        o.build_timeout_s);
   visit(Field{.name = "conns",
               .flag = "--conns",
               .help = "Connections at once, each streaming --bytes (default 1)",

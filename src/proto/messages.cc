@@ -7,6 +7,7 @@
 
 #include "proto/codec.h"
 #include "proto/fields.h"
+#include "util/escape.h"
 
 namespace iobench::proto {
 namespace {
@@ -44,6 +45,24 @@ struct Encoder {
   }
   template <Described T>
   void operator()(const Field&, const T& v) {
+    describe(v, *this);
+  }
+};
+
+// Escapes every string of a message in place, walking its field list (escape_printable).
+struct Escaper {
+  template <typename T>
+  void operator()(const Field&, T&) {}  // numbers and enums (a name from a fixed table)
+  void operator()(const Field&, std::string& v) { v = escape_for_log(v); }
+  void operator()(const Field&, Pairs& v) {
+    for (auto& pair : v) pair.first = escape_for_log(pair.first);
+  }
+  template <Described T>
+  void operator()(const Field&, std::vector<T>& v) {
+    for (T& one : v) describe(one, *this);
+  }
+  template <Described T>
+  void operator()(const Field&, T& v) {
     describe(v, *this);
   }
 };
@@ -260,6 +279,21 @@ Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> bod
       return decode_as<Auth>(body);
   }
   return fail("unknown message type");
+}
+
+void escape_printable(Message& m) {
+  std::visit(
+      [](auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        // The HELLO and AUTH are re-encoded for the token's proof, the CHALLENGE's nonce signed
+        // as sent: a byte changed would be a proof refused, never a line forged.
+        if constexpr (!std::is_same_v<T, Hello> && !std::is_same_v<T, Auth> &&
+                      !std::is_same_v<T, Challenge>) {
+          Escaper e;
+          describe(v, e);
+        }
+      },
+      m);
 }
 
 const char* type_name(Type t) {

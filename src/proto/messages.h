@@ -247,6 +247,12 @@ std::vector<std::byte> encode(const Message& m);
 Result<FrameHeader> decode_header(std::span<const std::byte> header);
 Result<Message> decode_body(const FrameHeader& h, std::span<const std::byte> body);
 
+// Every string the peer sent in `m` (an ERROR's text, a RESULT's error, engine and TLS names)
+// escaped as the server's log escapes a client's (util/escape.h): a peer can neither forge a
+// line nor reach the terminal with ESC or OSC sequences. Not the HELLO, AUTH or CHALLENGE,
+// whose bytes the token's proof covers.
+void escape_printable(Message& m);
+
 const char* type_name(const Message& m);
 const char* type_name(Type t);
 

@@ -11,6 +11,7 @@
 #include "config/server_options.h"
 #include "payload/window_cache.h"
 #include "proto/messages.h"
+#include "util/escape.h"
 #include "util/memory_budget.h"
 #include "server/payload_cache.h"
 #include "server/preauth.h"
@@ -67,9 +68,6 @@ class Fd;
 void log_line(const ServerConfig& cfg, const std::string& peer, const std::string& text);
 // The same line whatever --quiet says: what the server refused, counted (the pre-auth gate).
 void log_line_always(const std::string& peer, const std::string& text);
-// `text` with every control byte (newline, carriage return, ESC...) and backslash escaped as
-// \n, \r, \xHH, \\: what the client sent can never make a line of its own.
-std::string escape_for_log(std::string_view text);
 // The gate's summary of what it cut and refused, when due (PreAuthGate::summary_due): under
 // --quiet, or when some events went unlogged one by one.
 void log_preauth_summary(const ServerConfig& cfg, ServerState& state);

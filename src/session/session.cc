@@ -291,16 +291,34 @@ Status send_message(Stream& s, const proto::Message& m) {
 namespace {
 
 // One frame whose header decode_header bounds and `accept` takes; its body read only then.
+// A frame begun must end within the socket's read timeout of its first byte (and by the
+// caller's deadline, if that is sooner): a peer dripping a byte every few seconds, each inside SO_RCVTIMEO, would
+// otherwise hold this side past its --timeout for as long as it dripped.
+int64_t frame_deadline(int fd) {
+  timeval tv{};
+  socklen_t len = sizeof tv;
+  if (fd < 0 || ::getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) != 0) return 0;
+  const int64_t ns = tv.tv_sec * 1'000'000'000LL + tv.tv_usec * 1000LL;
+  return ns > 0 ? monotonic_ns() + ns : 0;
+}
+
 template <typename Accept>
 Result<proto::Message> recv_accepted(Stream& s, int64_t deadline_ns, Accept&& accept) {
   std::array<std::byte, proto::kHeaderBytes> header{};
-  if (auto st = read_exact(s, header, deadline_ns); !st) return std::unexpected(st.error());
+  if (auto st = read_exact(s, std::span(header).first(1), deadline_ns); !st)
+    return std::unexpected(st.error());
+  if (const int64_t frame = frame_deadline(s.fd()); frame && (!deadline_ns || frame < deadline_ns))
+    deadline_ns = frame;
+  if (auto st = read_exact(s, std::span(header).subspan(1), deadline_ns); !st)
+    return std::unexpected(st.error());
   auto h = proto::decode_header(header);
   if (!h) return std::unexpected(h.error());
   if (Status st = accept(*h); !st) return std::unexpected(st.error());
   std::vector<std::byte> body(h->body_bytes);  // bounded by decode_header (and `accept`)
   if (auto st = read_exact(s, body, deadline_ns); !st) return std::unexpected(st.error());
-  return proto::decode_body(*h, body);
+  auto m = proto::decode_body(*h, body);
+  if (m) proto::escape_printable(*m);  // the peer's strings reach this side's output
+  return m;
 }
 
 }  // namespace

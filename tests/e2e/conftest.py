@@ -81,8 +81,8 @@ def pack_fields(message, values):
     body = b""
     for f in fields:
         v = values.get(f["name"], f["default"])
-        if f["type"] == "str":
-            body += struct.pack("<H", len(v)) + v.encode()
+        if f["type"] == "str":  # the length in bytes, not characters
+            body += struct.pack("<H", len(v.encode())) + v.encode()
         elif f["type"] == "pairs":  # (name, count) list: u16 count, then str + u64 each
             body += struct.pack("<H", len(v)) + b"".join(
                 struct.pack("<H", len(k)) + k.encode() + struct.pack("<Q", n) for k, n in v)

@@ -103,5 +103,14 @@ TEST(Resp, RepliesAreFramedWholeOrNotAtAll) {
   EXPECT_TRUE(frame_resp_reply(deep + ":1\r\n").malformed);  // nesting past 16: refused
 }
 
+TEST(Resp, ALengthPastTheBoundIsRefusedAtItsHeader) {
+  EXPECT_EQ(frame_resp_reply("$9223372036854775000\r\n", 1 << 20).too_large,
+            9223372036854775000ull);
+  EXPECT_EQ(frame_resp_reply("$9223372036854775000\r\n", 1 << 20).length, 0u);
+  EXPECT_EQ(frame_resp_reply("*2\r\n$2000\r\n", 1024).too_large, 2000u);  // nested too
+  EXPECT_EQ(frame_resp_reply("$3\r\nabc\r\n", 3).too_large, 0u);
+  EXPECT_EQ(frame_resp_reply("$3\r\nabc\r\n", 3).length, 9u);
+}
+
 }  // namespace
 }  // namespace iobench
