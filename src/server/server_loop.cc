@@ -16,6 +16,7 @@
 
 #include "net/address.h"
 #include "net/interrupt.h"
+#include "net/local_peer.h"
 #include "net/socket.h"
 #include "net/systemd_sockets.h"
 #include "probe/syscall_counter.h"
@@ -59,11 +60,12 @@ class AcceptBackoff {
   uint64_t failures_ = 0;
 };
 
-// The peer's network block (--source-block-v4/-v6): what the pre-auth gate counts connections
-// by, so a flood rotating addresses within one block is one source.
-std::string source_of(const std::string& peer, const ServerOptions& o) {
-  return network_block(peer, static_cast<int>(o.source_block_v4),
-                       static_cast<int>(o.source_block_v6));
+// What the pre-auth gate counts connections by: a local peer's UID (one user on this host is
+// one source however many loopback addresses it opens from), else the peer's network block
+// (--source-block-v4/-v6), so a flood rotating addresses within one block is one source.
+std::string source_of(int fd, const std::string& peer, const ServerOptions& o) {
+  return client_key(fd, peer, static_cast<int>(o.source_block_v4),
+                    static_cast<int>(o.source_block_v6));
 }
 
 // One session's handler, and the one place its failures end: an exception (an allocation or a
@@ -111,7 +113,7 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
     // are still ending (slow on a loaded host), a newcomer from a source holding nothing here
     // gets a handler up to three times the handlers (the gate then cuts the busiest source's,
     // as ever); otherwise the new one is closed at once.
-    const std::string source = source_of(peer, cfg.options);
+    const std::string source = source_of(fd->get(), peer, cfg.options);
     const uint32_t busy = state->sessions.load();
     const bool room =
         busy < max_threads ||

@@ -1,5 +1,7 @@
 """Shared fixtures for the end-to-end tests: the iobench binary, a private payload cache and a
 long-lived `iobench server` on an ephemeral loopback port."""
+import contextlib
+import ctypes
 import functools
 import json
 import os
@@ -105,6 +107,24 @@ def hello_frame(version=None, client_sends=True, nbytes=1 << 20, send_buf=16384,
     n = len(body) if body_len is None else body_len
     version = proto_version() if version is None else version
     return b"IOBC" + struct.pack("<HHI", version, 1, n) + body
+
+
+# Another local user, as the server sees a loopback peer (by its socket's owner, sock_diag):
+# a local peer is one source per UID, not per address (issue #88), so an attack from this host
+# is another user's sockets beside the valid client's root ones.
+OTHER_UID = 65534
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@contextlib.contextmanager
+def sockets_owned_by(uid=OTHER_UID):
+    """Sockets made by this thread inside the block belong to `uid` (the thread's fsuid, which
+    sets a socket's owner; Linux keeps it per thread, so other threads are untouched)."""
+    previous = _libc.setfsuid(uid)
+    try:
+        yield
+    finally:
+        _libc.setfsuid(previous)
 
 
 class Server:

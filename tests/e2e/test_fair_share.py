@@ -3,6 +3,8 @@ a freed payload's budget given back at once, not when a later session looks in t
 import socket
 import time
 
+import pytest
+
 from conftest import Server, hello_frame, run
 from test_server_budget import ACK, read_reply
 
@@ -85,5 +87,33 @@ def test_sqpoll_is_refused_unless_the_server_allows_it(cache_dir):
     try:
         p = run("client", "--connect", s.addr, *args, cache=cache_dir, timeout=60)
         assert p.returncode == 0, p.stderr
+    finally:
+        s.stop()
+
+
+def test_a_counting_session_waits_for_no_connection_before_its_hello(cache_dir):
+    # Before #88 a session counting syscalls waited (up to 1 s) while any other handler lived,
+    # so one silent connection added 1 s to every counting run (0.036 -> 1.109 s median): five
+    # runs, five seconds. Now only sessions past their ACK are let finish.
+    s = Server("--handshake-timeout", "60", cache=cache_dir)
+    args = ("client", "--connect", None, "--bytes", "1M", "--repeat", "5", "--syscalls", "bpf",
+            "-q")
+    try:
+        def timed():
+            t0 = time.monotonic()
+            p = run(*[s.addr if a is None else a for a in args], cache=cache_dir, timeout=120)
+            return p, time.monotonic() - t0
+        p, alone = timed()
+        if p.returncode != 0 and "bpf" in p.stderr:
+            pytest.skip(f"no eBPF syscall counter here: {p.stderr.strip()[-200:]}")
+        assert p.returncode == 0, p.stderr
+        silent = socket.create_connection(("127.0.0.1", s.port))
+        try:
+            p, beside = timed()
+        finally:
+            silent.close()
+        print(f"5 counting runs: {alone:.2f} s alone, {beside:.2f} s beside a silent connection")
+        assert p.returncode == 0, p.stderr
+        assert beside < alone + 2.5, (alone, beside)  # before: + 5 s (1 s a counting run)
     finally:
         s.stop()

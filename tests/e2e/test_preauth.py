@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import BIN, Server, hello_frame, run
+from conftest import BIN, Server, hello_frame, run, sockets_owned_by
 from netns import Link, why_unavailable
 
 pytestmark = [pytest.mark.concurrency]
@@ -39,9 +39,10 @@ class Drips:
 
     def __init__(self, port, data, count, every_s=0.5):
         self.data, self.every_s = data, every_s
-        self.socks = [socket.create_connection(("127.0.0.1", port), timeout=5,
-                                               source_address=("127.0.1.2", 0))
-                      for _ in range(count)]
+        with sockets_owned_by():  # another local user's: the server counts a local peer by UID
+            self.socks = [socket.create_connection(("127.0.0.1", port), timeout=5,
+                                                   source_address=("127.0.1.2", 0))
+                          for _ in range(count)]
         self.opened = time.monotonic()
         self.cut_at = [None] * count
         self.stopping = threading.Event()
