@@ -198,6 +198,12 @@ Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketOptio
   return fail(fmt::format("cannot connect to {}: {}", where.str(), last));
 }
 
+void cut_with_reset(int fd) {
+  const linger reset{1, 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  ::shutdown(fd, SHUT_RDWR);
+}
+
 Result<Fd> accept_client(int listen_fd, std::string& peer) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;

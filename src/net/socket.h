@@ -109,6 +109,10 @@ Result<Fd> listen_on(const HostPort& where);
 Result<Fd> connect_to(const HostPort& where, double timeout_s, const SocketOptions& req);
 // Blocks until a client arrives; EINTR is returned as an error so a signal can stop a server.
 Result<Fd> accept_client(int listen_fd, std::string& peer);
+// Ends a session from another thread: a reset (SO_LINGER 0), so the kernel drops what the peer
+// left queued rather than trickling it out, and a shutdown, so every blocked call on it
+// returns at once; the handler that owns `fd` closes it and logs why.
+void cut_with_reset(int fd);
 
 Status apply_socket_options(int fd, const SocketOptions& req);
 // TCP_NOTSENT_LOWAT: the socket reports writable (and a blocking write returns) only while less

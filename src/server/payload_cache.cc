@@ -100,7 +100,7 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
 Result<std::shared_ptr<const Payload>> PayloadCache::run(Build& b, const Report& report) {
   const PayloadSpec& spec = b.spec;
   auto taken = budget_.take(spec.bytes);
-  if (!taken) return fail(budget_full(budget_, spec.bytes, ""));
+  if (!taken) return fail(budget_full(budget_, spec.bytes, ""), ErrorKind::kFull);
   std::optional<Payload> payload = load_cached_payload(spec);
   if (!payload) {
     BuildOptions options;
@@ -111,7 +111,8 @@ Result<std::shared_ptr<const Payload>> PayloadCache::run(Build& b, const Report&
     if (!work)
       return fail(budget_full(budget_, spec.bytes + working,
                               fmt::format(" with its build's {} of zstd contexts and chunks",
-                                          format_bytes_human(working))));
+                                          format_bytes_human(working))),
+                  ErrorKind::kFull);
     bool too_long = false;
     int64_t last = b.start_ns;
     options.progress = [&](uint64_t done, uint64_t total) {

@@ -28,6 +28,7 @@
 #include "proto/fields.h"
 #include "server/server.h"
 #include "server/server_state.h"
+#include "net/local_peer.h"
 #include "server/session_memory.h"
 #include "server/session_slot.h"
 #include "session/group.h"
@@ -148,6 +149,7 @@ Result<std::unique_ptr<Stream>> open_stream(int fd, const ServerConfig& cfg) {
 struct ServerSession {
   const ServerConfig& cfg;
   std::string peer;
+  std::string client;  // what fair shares count it as (client_key)
   int fd;
   std::unique_ptr<Stream> stream;
   int64_t hello_deadline_ns = 0;  // the HELLO's, and the AUTH's: --handshake-timeout from greet
@@ -299,6 +301,22 @@ Result<Prepared> prepare(const proto::Hello& h, ServerSession& s, ServerState& s
   return p;
 }
 
+// prepare(), and when the server's memory is full, once more after a client past its share of
+// the budget made room (its newest sessions cut, their memory given back as their handlers
+// end: waited for as a full slot is, at most SessionSlot::kSlotWaitNs).
+Result<Prepared> prepare_fairly(const proto::Hello& h, ServerSession& s, ServerState& state) {
+  auto p = prepare(h, s, state);
+  if (p || p.error().kind != ErrorKind::kFull) return p;
+  if (state.shares.make_room(s.client, ClientShares::Resource::kMemory, state.memory.limit()) == 0)
+    return p;
+  const int64_t until = monotonic_ns() + SessionSlot::kSlotWaitNs;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    p = prepare(h, s, state);
+  } while (!p && p.error().kind == ErrorKind::kFull && monotonic_ns() < until);
+  return p;
+}
+
 // The kernel counters see every thread of this process. A counting session (one connection)
 // lets the threads of sessions that just ended finish first — the previous session's thread
 // may still be reading its client's last message, logging and closing — so their syscalls do
@@ -370,11 +388,14 @@ struct Admitted {
   SessionSlot slot;
 };
 
-// Authorise, then a session slot (the sessions already authenticated against --max-conns).
+// Authorise, then a session slot (the sessions already authenticated against --max-conns):
+// when none is free, a client past its share of them makes room first (ClientShares).
 Result<SessionSlot> authorise_and_claim(const proto::Hello& h, ServerSession& s,
                                         ServerState& state) {
   if (auto st = authorise(h, s); !st) return std::unexpected(st.error());
   const uint32_t max = s.cfg.options.max_conns;
+  if (state.authenticated.load() >= max)
+    state.shares.make_room(s.client, ClientShares::Resource::kSlots, max);
   if (auto slot = SessionSlot::claim(state.authenticated, max, s.hello_deadline_ns))
     return std::move(*slot);
   return fail(fmt::format("server busy: {} sessions at once (--max-conns {})",
@@ -417,14 +438,20 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   PreAuthGate::Ticket ticket = std::move(gate_ticket);
   interrupt::Registration on_signal(fd.get());  // SIGTERM aborts the session at once
   const ResetIfStopping reset_if_stopping{fd.get()};
-  ServerSession s{cfg, peer, fd.get(), nullptr};
+  const ServerOptions& opts = cfg.options;
+  ServerSession s{cfg, peer,
+                  client_key(fd.get(), peer, static_cast<int>(opts.source_block_v4),
+                             static_cast<int>(opts.source_block_v6)),
+                  fd.get(), nullptr};
   const std::optional<Admitted> admitted = admit(s, ticket, state);
   if (!admitted) return;
   const proto::Hello& hello = admitted->hello;
   test_throw_bad_alloc("handler");
-  auto prepared = prepare(hello, s, state);
+  ClientShares::Member member = state.shares.join(s.client, s.fd);
+  auto prepared = prepare_fairly(hello, s, state);
   if (!prepared) return s.reject(prepared.error().message);
   Prepared& p = *prepared;
+  member.holds(p.memory.bytes(), p.payload.get(), p.payload ? p.payload->bytes().size() : 0);
   let_ended_sessions_finish(p.plan.data, state);
   if (auto st = send_message(*s.stream, proto::Ack{IOBENCH_VERSION}); !st)
     return s.log("failed: " + st.error().message);
@@ -439,7 +466,9 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   const SideOutcome ended = run_side(stalling ? *stalling : *s.stream, *s.stream, *p.engine, p.plan,
                                      p.group.get(), hello.conn_index);
   // The bound is on this connection's bytes: not on the wait for its group's slower ones.
-  if (const auto cut = deadline.release())
+  auto cut = deadline.release();
+  if (auto made_room = member.leave(); !cut) cut = std::move(made_room);
+  if (cut)
     return s.log(fmt::format("failed: cut: {} ({} of {} moved in all)", *cut,
                              format_bytes_human(ended.session.mine.io.bytes),
                              format_bytes_human(hello.bytes)));

@@ -13,6 +13,7 @@
 #include "proto/messages.h"
 #include "util/escape.h"
 #include "util/memory_budget.h"
+#include "server/client_shares.h"
 #include "server/payload_cache.h"
 #include "server/preauth.h"
 #include "server/session_deadline.h"
@@ -49,6 +50,7 @@ struct ServerState {
   // `memory` until the last of them ends.
   WindowCache windows{&memory, false};
   SessionDeadlines deadlines;  // --min-rate: each session's whole-time bound
+  ClientShares shares;         // no client past its share of slots or memory while others wait
   GroupTable groups;
   // The pre-auth deadline and cap; none when clients are served one at a time on the accepting
   // thread (loopback: its own client only, and the process must stay single-threaded).

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "net/socket.h"
 #include "net/tcp_segments.h"
 #include "probe/probe.h"
 #include "util/size.h"
@@ -16,15 +17,6 @@ namespace iobench {
 namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
-
-// Closed with a reset: the kernel drops what the slow peer left queued rather than trickling it
-// out after the session has ended. Every blocked call on it returns at once; the handler logs
-// why.
-void cut_socket(int fd) {
-  const linger reset{1, 0};
-  (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-  ::shutdown(fd, SHUT_RDWR);
-}
 
 }  // namespace
 
@@ -126,7 +118,7 @@ void SessionDeadlines::run() {
       if (!e.cut.empty()) continue;
       if (e.due_ns <= now) {
         e.due_ns = check(e, now);
-        if (!e.cut.empty()) cut_socket(e.fd);
+        if (!e.cut.empty()) cut_with_reset(e.fd);
       }
       if (e.cut.empty()) next = std::min(next, e.due_ns);
     }

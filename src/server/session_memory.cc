@@ -43,7 +43,8 @@ Result<MemoryBudget::Hold> take_session_memory(const SessionMemory& m, const Ser
   return fail(fmt::format("server's memory full: sessions hold {} of its --memory-budget {}, this "
                           "session needs {} (try again when a session ends)",
                           format_bytes_human(budget.held()), format_bytes_human(budget.limit()),
-                          format_bytes_human(m.total())));
+                          format_bytes_human(m.total())),
+              ErrorKind::kFull);
 }
 
 }  // namespace iobench

@@ -17,6 +17,7 @@ enum class ErrorKind {
   kTimedOut,  // no progress within the time allowed
   kNotPeer,   // the peer speaks another protocol
   kRefused,   // the peer's credentials were refused (a wrong or missing token)
+  kFull,      // a shared resource (the server's memory budget) had no room for the request
 };
 
 struct Error {

@@ -1,11 +1,12 @@
 """No client can take what others need (issue #88, docs/hardening.md "Bounds on a shared host"):
 a freed payload's budget given back at once, not when a later session looks in the cache."""
 import socket
+import subprocess
 import time
 
 import pytest
 
-from conftest import Server, hello_frame, run
+from conftest import Server, hello_frame, run, sockets_owned_by
 from test_server_budget import ACK, read_reply
 
 MiB = 1 << 20
@@ -116,4 +117,91 @@ def test_a_counting_session_waits_for_no_connection_before_its_hello(cache_dir):
         assert p.returncode == 0, p.stderr
         assert beside < alone + 2.5, (alone, beside)  # before: + 5 s (1 s a counting run)
     finally:
+        s.stop()
+
+
+def squat(port, seed, nbytes=8 * MiB):
+    """Another local user's --reverse session of `nbytes` that reads nothing: the socket once
+    the server has ACKed it (its slot and payload held), or None and the server's reason."""
+    with sockets_owned_by():
+        sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(hello_frame(client_sends=False, nbytes=nbytes, fields={"seed": seed}))
+    kind, body = read_reply(sock)
+    if kind == ACK:
+        return sock, ""
+    sock.close()
+    return None, body[2:].decode(errors="replace")
+
+
+def fair_share_cuts(server, n, most=50):
+    """The server's next `n` lines that cut a session over its fair share (each read within
+    15 s; at most `most` lines read)."""
+    cuts = []
+    for _ in range(most):
+        if len(cuts) == n:
+            return cuts
+        line = server.read_line()
+        if "fair share" in line:
+            cuts.append(line)
+    return cuts
+
+
+def test_a_client_holding_every_slot_makes_room_for_another(cache_dir):
+    # Before #88 four sessions of one user held all of --max-conns 4 until --min-rate or the
+    # idle timeout cut them, and every other client was "server busy" meanwhile.
+    s = Server("--max-conns", "4", "--idle-timeout", "60", "--min-rate", "0", cache=cache_dir)
+    squatters = []
+    try:
+        for i in range(4):
+            sock, why = squat(s.port, 1)
+            assert sock, why
+            squatters.append(sock)
+        t0 = time.monotonic()
+        p = run("client", "--connect", s.addr, "--bytes", "8M", "-q", cache=cache_dir, timeout=60)
+        took = time.monotonic() - t0
+        assert p.returncode == 0, p.stderr
+        lines = fair_share_cuts(s, 2)
+        print(f"served in {took:.2f} s beside 4 squatting sessions; {lines[0].strip()}")
+        # Two clients: a share of 2 slots each, so two of the squatter's four were cut, and
+        # its other two kept (both still open).
+        assert all("uid 65534 (this host) held" in l and "(share 2 session(s) among 2 clients)"
+                   in l and "uid 0 (this host) waited" in l for l in lines), lines
+        out = subprocess.run(["ss", "-Htn", "state", "established", f"( sport = :{s.port} )"],
+                             capture_output=True, text=True).stdout
+        assert len(out.splitlines()) == 2, out
+    finally:
+        for q in squatters:
+            q.close()
+        s.stop()
+
+
+def test_a_client_holding_the_budget_makes_room_for_another(cache_dir, tmp_path):
+    # Before #88 two slow readers of one user (1 GiB and the rest of the package's 1280M) held
+    # the budget for hours: 0 of 30 valid runs served. Here two 8 MiB payloads fill a 20M
+    # budget; a client of another user with a new seed is served, the squatter cut to its share.
+    for seed in (400, 401, 402):
+        run("payload", "--seed", seed, "--bytes", "8M", "-o", tmp_path / "p.zst", "-q",
+            cache=cache_dir, check=0)
+    s = Server("--memory-budget", "20M", "--idle-timeout", "60", "--min-rate", "0",
+               cache=cache_dir)
+    squatters = []
+    try:
+        for seed in (400, 401):
+            sock, why = squat(s.port, seed)
+            assert sock, why
+            squatters.append(sock)
+        sock, why = squat(s.port, 403)
+        assert sock is None and "memory full" in why, why  # full: alone, it may hold it all
+        p = run("client", "--connect", s.addr, "--bytes", "8M", "--reverse", "--seed", "402",
+                "-q", cache=cache_dir, timeout=60)
+        assert p.returncode == 0, p.stderr
+        (line,) = fair_share_cuts(s, 1)
+        print(line.strip())
+        assert "uid 65534 (this host) held" in line and "of this server's 20.0 MiB" in line, line
+    finally:
+        for q in squatters:
+            q.close()
         s.stop()
