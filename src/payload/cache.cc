@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,24 @@ bool orphaned_temp(const std::string& name) {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<uint64_t> g_writes_in_flight{0};
+}  // namespace
+
+CacheWrite CacheWrite::reserve(uint64_t bytes, uint64_t max) {
+  if (bytes == 0) return CacheWrite(0);
+  for (uint64_t n = g_writes_in_flight.load();;) {
+    if (bytes > max || n > max - bytes) return CacheWrite(0);
+    if (g_writes_in_flight.compare_exchange_weak(n, n + bytes)) return CacheWrite(bytes);
+  }
+}
+
+CacheWrite::~CacheWrite() {
+  if (bytes_) g_writes_in_flight -= bytes_;
+}
+
+uint64_t CacheWrite::in_flight() { return g_writes_in_flight.load(); }
 
 uint64_t total_bytes(const std::vector<CacheEntry>& entries) {
   uint64_t total = 0;

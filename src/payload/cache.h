@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/result.h"
@@ -39,6 +40,26 @@ Result<int> open_cache_dir(const std::string& dir);
 // O_NOFOLLOW: a planted file or link of its name is removed, never written through), renamed
 // into place (a link at `name` is replaced, its target untouched).
 Status write_cache_file(int dirfd, const std::string& name, std::span<const std::byte> bytes);
+
+// Bytes of this process's cache files being written, counted against --cache-max until their
+// write ends (a reservation for each): what is on disk plus what is in flight stays inside it.
+class CacheWrite {
+ public:
+  // Room for `bytes` beside the writes in flight, inside `max`; an empty reservation (false)
+  // when they would pass it.
+  static CacheWrite reserve(uint64_t bytes, uint64_t max);
+  CacheWrite(CacheWrite&& o) noexcept : bytes_(std::exchange(o.bytes_, 0)) {}
+  CacheWrite& operator=(CacheWrite&&) = delete;
+  CacheWrite(const CacheWrite&) = delete;
+  ~CacheWrite();
+  explicit operator bool() const { return bytes_ != 0; }
+  // Every write in flight, this one included.
+  static uint64_t in_flight();
+
+ private:
+  explicit CacheWrite(uint64_t bytes) : bytes_(bytes) {}
+  uint64_t bytes_ = 0;
+};
 
 // Payload files of the cache (*.zst), most recently used first. A missing directory is empty.
 Result<std::vector<CacheEntry>> list_cache(const std::string& dir);

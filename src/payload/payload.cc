@@ -185,9 +185,17 @@ Result<Payload> load_payload(const PayloadSpec& spec, const BuildOptions& option
   auto built = build_payload(spec, options);
   if (!built) return built;
   if (spec.bytes > spec.cache_max) return built;  // never cached: above the cache's bound
+  // The files being written count in --cache-max beside the files written: room is made for
+  // all of them before this one is, and a payload that cannot have room beside the others in
+  // flight is not cached (before, eight builds' temporary files stood 7.9 GiB on disk against
+  // 6 GiB).
+  const CacheWrite room = CacheWrite::reserve(spec.bytes, spec.cache_max);
+  if (!room) return built;
+  evict_cache(dir, spec.cache_max - CacheWrite::in_flight(), *path);
   built->cache_path = *path;
   // Written then renamed, so a concurrent reader never sees a half-written payload; an
-  // unwritable cache costs time, not correctness.
+  // unwritable cache (a full disk: ENOSPC) costs time, not correctness, and leaves no
+  // temporary file.
   if (write_cache_file(held.fd, name, built->data)) evict_cache(dir, spec.cache_max, *path);
   return built;
 }

@@ -322,24 +322,32 @@ Result<Prepared> prepare_fairly(const proto::Hello& h, ServerSession& s, ServerS
 // may still be reading its client's last message, logging and closing — so their syscalls do
 // not land in this window. Bounded: a truly concurrent client is not waited for (it shows in
 // the counts, as any other thread of the process would). Before the ACK, so outside the clocks.
-// Only sessions past their ACK are waited for: one silent connection before its HELLO added 1 s
-// to every counting run (0.036 -> 1.109 s median), and any client could hold one open.
+// Only sessions past their data phase are waited for: one silent connection before its HELLO
+// added 1 s to every counting run (0.036 -> 1.109 s median), and so would any long session
+// (a slow reader) that any client can hold open.
 void let_ended_sessions_finish(const DataPhase& d, const ServerState& state) {
   if (!d.kernel_syscalls) return;
-  for (int i = 0; i < 1000 && state.acked.load() > 0; ++i)
+  for (int i = 0; i < 1000 && state.ending.load() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-// A session past its ACK, counted in ServerState::acked until its handler returns.
-class AckedSession {
+// A session from the end of its data phase to its handler's return, counted in
+// ServerState::ending (started by the data phase's data_done).
+class EndingSession {
  public:
-  explicit AckedSession(std::atomic<uint32_t>& n) : n_(n) { ++n_; }
-  AckedSession(const AckedSession&) = delete;
-  AckedSession& operator=(const AckedSession&) = delete;
-  ~AckedSession() { --n_; }
+  explicit EndingSession(std::atomic<uint32_t>& n) : n_(n) {}
+  EndingSession(const EndingSession&) = delete;
+  EndingSession& operator=(const EndingSession&) = delete;
+  ~EndingSession() {
+    if (started_) --n_;
+  }
+  void start() {
+    if (!std::exchange(started_, true)) ++n_;
+  }
 
  private:
   std::atomic<uint32_t>& n_;
+  bool started_ = false;
 };
 
 // Log: one line saying how the session ended.
@@ -455,7 +463,8 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   let_ended_sessions_finish(p.plan.data, state);
   if (auto st = send_message(*s.stream, proto::Ack{IOBENCH_VERSION}); !st)
     return s.log("failed: " + st.error().message);
-  const AckedSession acked{state.acked};
+  EndingSession ending{state.ending};
+  p.plan.data.data_done = [&ending] { ending.start(); };
   const ServerOptions& o = cfg.options;
   SessionDeadlines::Ticket deadline =
       state.deadlines.watch(s.fd, session_bound(hello.bytes, o.min_rate, o.idle_timeout_s,
@@ -465,6 +474,7 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   const std::unique_ptr<Stream> stalling = server_fault(*s.stream, hello.conn_index);
   const SideOutcome ended = run_side(stalling ? *stalling : *s.stream, *s.stream, *p.engine, p.plan,
                                      p.group.get(), hello.conn_index);
+  ending.start();  // also when the data phase failed before its data_done
   // The bound is on this connection's bytes: not on the wait for its group's slower ones.
   auto cut = deadline.release();
   if (auto made_room = member.leave(); !cut) cut = std::move(made_room);

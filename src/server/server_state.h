@@ -57,9 +57,10 @@ struct ServerState {
   std::unique_ptr<PreAuthGate> preauth;
   std::atomic<uint32_t> sessions{0};       // handler threads alive
   std::atomic<uint32_t> authenticated{0};  // sessions past authorise(): what --max-conns bounds
-  // Sessions past their ACK whose handler has not returned: what a counting session lets
-  // finish (a connection still before its HELLO is not one, however long it stays silent).
-  std::atomic<uint32_t> acked{0};
+  // Sessions past their data phase whose handler has not returned: what a counting session
+  // lets finish (a connection before its HELLO is not one, however long it stays silent, nor
+  // a session still streaming, however long it takes).
+  std::atomic<uint32_t> ending{0};
   // Handler threads that ended after a stop signal (each counted before it leaves `sessions`).
   std::atomic<uint32_t> ended_stopping{0};
   // Handlers that ended on an exception (contained: their session closed, the server served on).

@@ -101,7 +101,10 @@ SideOutcome run_side(Stream& data_stream, const Stream& transport, Engine& engin
   if (group) {
     member = group->join(conn_index);
     d.follow = member.get();
-    d.data_done = [&member] { member.reset(); };
+    d.data_done = [&member, outer = plan.data.data_done] {
+      member.reset();
+      if (outer) outer();
+    };
   }
   SideOutcome out;
   out.session = run_data_phase(data_stream, engine, d, describe_transport(transport));

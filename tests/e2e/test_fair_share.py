@@ -113,9 +113,18 @@ def test_a_counting_session_waits_for_no_connection_before_its_hello(cache_dir):
             p, beside = timed()
         finally:
             silent.close()
-        print(f"5 counting runs: {alone:.2f} s alone, {beside:.2f} s beside a silent connection")
+        assert p.returncode == 0, p.stderr
+        squatter, why = squat(s.port, 1)  # a session in its data phase, reading nothing
+        assert squatter, why
+        try:
+            p, streaming = timed()
+        finally:
+            squatter.close()
+        print(f"5 counting runs: {alone:.2f} s alone, {beside:.2f} s beside a silent connection, "
+              f"{streaming:.2f} s beside a session that reads nothing")
         assert p.returncode == 0, p.stderr
         assert beside < alone + 2.5, (alone, beside)  # before: + 5 s (1 s a counting run)
+        assert streaming < alone + 2.5, (alone, streaming)
     finally:
         s.stop()
 
@@ -205,3 +214,23 @@ def test_a_client_holding_the_budget_makes_room_for_another(cache_dir, tmp_path)
         for q in squatters:
             q.close()
         s.stop()
+
+
+def test_a_full_disk_is_named_and_leaves_nothing_half_written(tmp_path):
+    # A 1 MiB tmpfs: the payload's cache file and its --out cannot fit.
+    disk = tmp_path / "tiny"
+    disk.mkdir()
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+                       capture_output=True, text=True)
+    if m.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {m.stderr.strip()}")
+    try:
+        p = run("payload", "--bytes", "4M", "--seed", "9", "-o", disk / "out.zst",
+                "--cache-dir", disk / "cache")
+        print(p.stderr.strip())
+        assert p.returncode == 1 and "No space left on device" in p.stderr, p.stderr
+        assert f"'{disk / 'out.zst'}'" in p.stderr
+        left = [f.name for f in disk.rglob("*") if f.is_file()]
+        assert left == [], left  # no temporary file, no half payload
+    finally:
+        subprocess.run(["umount", str(disk)])
