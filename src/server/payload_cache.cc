@@ -29,7 +29,7 @@ std::string budget_full(const MemoryBudget& budget, uint64_t need, const std::st
 
 PayloadCache::Step PayloadCache::look(const PayloadSpec& spec,
                                       std::shared_ptr<const Payload>& found,
-                                      std::shared_ptr<Build>& build) {
+                                      std::shared_ptr<Build>& build, uint64_t& ticket) {
   if (last_ && same_payload(spec, last_spec_)) {
     found = last_;
     return Step::kFound;
@@ -47,7 +47,18 @@ PayloadCache::Step PayloadCache::look(const PayloadSpec& spec,
     }
   const unsigned most = limits_.builds ? limits_.builds
                                        : std::max(1u, std::thread::hardware_concurrency());
-  if (building_.size() >= most) return Step::kFull;
+  const bool my_turn = queued_.empty() || queued_.front() == ticket;
+  if (building_.size() >= most || !my_turn) {
+    if (ticket == 0) {
+      ticket = next_ticket_++;
+      queued_.push_back(ticket);
+    }
+    return Step::kFull;
+  }
+  if (ticket != 0) {
+    queued_.pop_front();
+    ticket = 0;
+  }
   // The spare kept for a next run goes before a new payload is taken (freed unless a session
   // streams it), as one spare, not two, is what the budget was sized for.
   last_.reset();
@@ -58,19 +69,36 @@ PayloadCache::Step PayloadCache::look(const PayloadSpec& spec,
   return Step::kBuild;
 }
 
+size_t PayloadCache::queue_length() {
+  std::lock_guard lock(mu_);
+  return queued_.size();
+}
+
+void PayloadCache::leave_queue(uint64_t ticket) {
+  if (ticket == 0) return;
+  std::lock_guard lock(mu_);
+  std::erase(queued_, ticket);
+}
+
 Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec,
                                                          const Report& report) {
   // Polled, not a condition variable's timed wait: GCC 12's TSan does not intercept the clocked
   // waits, and a waiter reports progress twice a second anyway.
   const int64_t asked_ns = monotonic_ns();
   auto next_report = std::chrono::steady_clock::now() + kReportEvery;
+  uint64_t ticket = 0;  // this session's place in the queue for a build place, once it waits
+  struct Leave {
+    PayloadCache& cache;
+    uint64_t& ticket;
+    ~Leave() { cache.leave_queue(ticket); }  // however this ends: found, refused, client gone
+  } leave{*this, ticket};
   for (;;) {
     std::shared_ptr<const Payload> found;
     std::shared_ptr<Build> build;
     Step step;
     {
       std::lock_guard lock(mu_);
-      step = look(spec, found, build);
+      step = look(spec, found, build, ticket);
     }
     if (step == Step::kFound) return found;
     if (step == Step::kBuild) {
@@ -92,7 +120,20 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
                   : proto::Progress{0, spec.bytes, monotonic_ns() - asked_ns};
         if (!report(p)) return fail("the client went away while the payload was built");
       }
-      if (!build) break;  // look again for a free place
+      if (!build) {
+        // The wait for a place is bounded as a build is: a session behind back-to-back builds
+        // is told so before its client's own timeouts, not starved (210 s seen). A second more
+        // than a build's bound: behind one build that runs its whole --max-build-time, the
+        // place still comes in time.
+        const double waited_s = static_cast<double>(monotonic_ns() - asked_ns) / 1e9;
+        if (limits_.build_s > 0 && waited_s > limits_.build_s + 1)
+          return fail(fmt::format(
+              "no payload build place within --max-build-time {} s + 1 s (every place taken, "
+              "{} session(s) waiting for one, this one included): try again, or ask for a "
+              "payload in use",
+              limits_.build_s, queue_length()));
+        break;  // look again for a free place
+      }
     }
   }
 }

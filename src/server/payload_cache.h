@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -52,8 +53,12 @@ class PayloadCache {
   };
   enum class Step { kFound, kWait, kBuild, kFull };
   // Under mu_: the payload in memory, the build to wait for, or whether this session may build.
+  // Places are granted in arrival order: a session that found none takes a `ticket` (queued_)
+  // and builds only when a place is free and its ticket is the first.
   Step look(const PayloadSpec& spec, std::shared_ptr<const Payload>& found,
-            std::shared_ptr<Build>& build);
+            std::shared_ptr<Build>& build, uint64_t& ticket);
+  void leave_queue(uint64_t ticket);
+  size_t queue_length();
   Result<std::shared_ptr<const Payload>> run(Build& b, const Report& report);
   void finish(const std::shared_ptr<Build>& b, Result<std::shared_ptr<const Payload>> result);
 
@@ -64,6 +69,8 @@ class PayloadCache {
   PayloadSpec last_spec_;
   std::vector<Live> live_;  // every payload a session still streams
   std::vector<std::shared_ptr<Build>> building_;
+  std::deque<uint64_t> queued_;  // tickets waiting for a build place, first come first
+  uint64_t next_ticket_ = 1;
 };
 
 }  // namespace iobench
