@@ -19,7 +19,6 @@ them are; --json writes the figures and the host.
   scripts/fair-share-attack [--tries 40] [--budget 256M] [--within 2] [--need 0.95]
                             [--json FILE] [--iobench PATH]
 """
-import argparse
 import collections
 import json
 import os
@@ -33,7 +32,8 @@ import threading
 import time
 from pathlib import Path
 
-from iobench_tools.lib.kernel.iobenchlib import ROOT, binary, require_binary
+from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
 
 E2E = Path(ROOT) / "tests" / "e2e"
 MiB = 1 << 20
@@ -158,19 +158,20 @@ def valid_client(iobench, addr, tls, reverse, certs, token, cache):
 
 def main(argv=None):
     global C, AP, PA
-    ap = argparse.ArgumentParser(prog="fair-share-attack", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tries", type=int, default=40)
-    ap.add_argument("--budget", default="256M")
-    ap.add_argument("--within", type=float, default=2.0)
-    ap.add_argument("--need", type=float, default=0.95)
-    ap.add_argument("--json")
-    ap.add_argument("--iobench")
+    ap = iobenchlib.command_parser(__doc__, prog="fair-share-attack")
+    ap.add_argument("--tries", type=int, default=40, help="valid client runs, one a second")
+    ap.add_argument("--budget", default="256M",
+                    help="the server's --memory-budget in place of the package's 1280M")
+    ap.add_argument("--within", type=float, default=2.0, help="seconds a try may take")
+    ap.add_argument("--need", type=float, default=0.95, help="share of tries served to pass")
+    ap.add_argument("--json", help="write the figures here")
+    iobenchlib.add_binary_option(ap)
     a = ap.parse_args(argv)
     if a.tries < 1:
-        ap.error(f"invalid --tries '{a.tries}' (at least 1)")
+        sys.exit(f"fair-share-attack: error: invalid --tries '{a.tries}' (at least 1)")
     if os.geteuid() != 0:
-        raise SystemExit("fair-share-attack: error: needs root (the attackers are uid 65534)")
-    iobench = require_binary("fair-share-attack", a.iobench or binary())
+        sys.exit("fair-share-attack: error: needs root (the attackers are uid 65534's sockets)")
+    iobench = require_binary("fair-share-attack", a.iobench)
     os.environ["IOBENCH_BIN"] = iobench
     C, AP, PA = helpers()
     args, _ = PA.package_args()
