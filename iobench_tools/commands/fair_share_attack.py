@@ -1,8 +1,10 @@
 """The package server under every attack of issue #88 at once, and how often a valid client is
-served within 2 s. The server runs with packaging/default/iobench's own arguments (TCP and TLS,
-the token from a file; --memory-budget replaced by --budget to keep the squatters' payloads
-small on a small host), and another local user (uid 65534: a local peer is one client per UID)
-runs, all at once:
+served within 2 s.
+
+The server runs with packaging/default/iobench's own arguments (TCP and TLS, the token from a
+file; --memory-budget replaced by --budget to keep the squatters' payloads small on a small
+host), and another local user (uid 65534: a local peer is one client per UID) runs, all at
+once:
 
   - two squatters: authenticated --reverse sessions of new seeds, each 45% of the budget,
     reading 160 KiB/s (above --min-rate 128K), reconnecting when cut;
@@ -24,7 +26,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,9 @@ MiB = 1 << 20
 def helpers():
     """The e2e tests' frame builders and token proof (tests/e2e): one implementation of the
     wire protocol in Python, not a second one here."""
+    if not (E2E / "conftest.py").is_file():
+        sys.exit("fair-share-attack: error: needs a checkout: it drives the attacks with the "
+                 f"e2e tests' helpers ({E2E} is not there)")
     sys.path.insert(0, str(E2E))
     # Imported while this process can read its own library: the attackers' threads run as
     # uid 65534 for their sockets, and a lazy import then fails (getaddrinfo's idna codec).
@@ -209,8 +213,9 @@ def main(argv=None):
             tls, reverse = i % 2 == 1, i % 4 >= 2  # tcp, tls, tcp --reverse, tls --reverse
             ok, took, why = valid_client(iobench, srv.tls_addr if tls else srv.addr, tls,
                                          reverse, certs, token, str(cache))
-            tries.append({"tls": tls, "reverse": reverse, "ok": ok, "seconds": round(took, 3),
-                          "error": why})
+            tries.append({"proto": "tls" if tls else "tcp",
+                          "direction": "reverse" if reverse else "send", "ok": ok,
+                          "seconds": round(took, 3), "error": why})
             print(f"try {i + 1}/{a.tries} {'tls' if tls else 'tcp'}{' -R' if reverse else ''}: "
                   f"{'served' if ok else 'failed'} in {took:.2f} s{'' if ok else ': ' + why}",
                   flush=True)
@@ -224,9 +229,9 @@ def main(argv=None):
     secs = [t["seconds"] for t in tries]
     doc = {"host": host(), "server_args": server_args, "tries": len(tries),
            "served_within": a.within, "served": len(served), "rate": round(rate, 3),
-           "seconds": {"median": statistics.median(secs), "max": max(secs)},
-           "by_proto": {p: sum(t["ok"] and t["seconds"] <= a.within for t in tries
-                               if t["tls"] == (p == "tls")) for p in ("tcp", "tls")},
+           "seconds": iobenchlib.stat(secs),
+           "by_proto": {p: sum(t in served for t in tries if t["proto"] == p)
+                        for p in ("tcp", "tls")},
            "attacks": {t.name: t.count for t in attacks},
            "outcomes": {t.name: dict(t.outcomes.most_common(5)) for t in attacks},
            "runs": tries,

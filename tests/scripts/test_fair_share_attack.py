@@ -24,7 +24,7 @@ def test_a_short_attack_run_serves_its_valid_clients(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     doc = json.loads(out.read_text())
     assert doc["tries"] == 4 and doc["served"] == 4, doc["runs"]
-    assert {r["tls"] for r in doc["runs"]} == {False, True}
+    assert {r["proto"] for r in doc["runs"]} == {"tcp", "tls"}
     assert doc["host"]["cpu"] and doc["host"]["kernel"]
     # Every attack ran and was answered: the sqpoll asks refused by name.
     assert all(n > 0 for n in doc["attacks"].values()), doc["attacks"]
