@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from iobench_tools.lib.kernel import iobenchlib
+from iobench_tools.lib.kernel import runs as iobench_runs
 from iobench_tools.lib.kernel.iobenchlib import ROOT, require_binary
 
 E2E = Path(ROOT) / "tests" / "e2e"
@@ -151,12 +152,13 @@ def seeds(start):
 
 
 def valid_client(iobench, addr, tls, reverse, certs, token, cache):
-    args = [iobench, "client", "--connect", addr, "--bytes", "1M", "-q", "--cache-dir", cache,
-            "--auth-token", f"@{token}", "--timeout", "10", *(["--reverse"] if reverse else [])]
-    if tls:
-        args += ["--proto", "tls", "--tls-ca", str(certs / "ca.crt")]
-    t0 = time.monotonic()
-    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    args = iobench_runs.ClientRun(
+        connect=addr, bytes="1M", cache_dir=cache, timeout="10", reverse=reverse,
+        proto="tls" if tls else None, tls_ca=str(certs / "ca.crt") if tls else None,
+        json=None).argv(iobench)
+    t0 = time.monotonic()  # the token from its file, by the environment: never in argv
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, IOBENCH_AUTH_TOKEN=f"@{token}"))
     return p.returncode == 0, time.monotonic() - t0, p.stderr.strip()[-200:]
 
 
@@ -187,11 +189,9 @@ def main(argv=None):
     token.chmod(0o600)
     cache = work / "cache"
     cache.mkdir(mode=0o700)
-    server_args = PA.here(args, certs)
-    at = server_args.index("--memory-budget")
-    server_args[at + 1] = a.budget
+    server_args = iobench_runs.set_option(PA.here(args, certs), "memory_budget", a.budget)
     budget = int(PA.as_bytes(a.budget))
-    srv = C.Server(*server_args, "--quiet", cache=str(cache),
+    srv = C.Server(*iobench_runs.set_option(server_args, "quiet", True), cache=str(cache),
                    env={"IOBENCH_AUTH_TOKEN": f"@{token}"})
     blocks = [f"127.{1 + i // 250}.{i % 250}.1" for i in range(3000)]
     attacks = []
@@ -215,7 +215,7 @@ def main(argv=None):
                                          reverse, certs, token, str(cache))
             tries.append({"proto": "tls" if tls else "tcp",
                           "direction": "reverse" if reverse else "send", "ok": ok,
-                          "seconds": round(took, 3), "error": why})
+                          "seconds": round(took, 3), "error": why.replace(str(work), "WORK")})
             print(f"try {i + 1}/{a.tries} {'tls' if tls else 'tcp'}{' -R' if reverse else ''}: "
                   f"{'served' if ok else 'failed'} in {took:.2f} s{'' if ok else ': ' + why}",
                   flush=True)
@@ -227,7 +227,8 @@ def main(argv=None):
     served = [t for t in tries if t["ok"] and t["seconds"] <= a.within]
     rate = len(served) / len(tries)
     secs = [t["seconds"] for t in tries]
-    doc = {"host": host(), "server_args": server_args, "tries": len(tries),
+    shown_args = [v.replace(str(work), "WORK") for v in server_args]  # no path of this host
+    doc = {"host": host(), "server_args": shown_args, "tries": len(tries),
            "served_within": a.within, "served": len(served), "rate": round(rate, 3),
            "seconds": iobenchlib.stat(secs),
            "by_proto": {p: sum(t in served for t in tries if t["proto"] == p)

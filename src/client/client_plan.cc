@@ -167,6 +167,8 @@ LoopbackPlan plan_loopback(const ClientOptions& o, const Choices& c) {
   cfg.options.memory_budget = UINT64_MAX;
   cfg.options.session_memory = UINT64_MAX;
   cfg.options.min_rate = 0;
+  cfg.options.max_session_time_s = 0;  // no watchdog thread: the serial server stays one thread
+  cfg.options.allow_sqpoll = true;     // its own client's choice, on its own cores
   cfg.log = o.verbose;
   cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);
   // One connection at a time (each run, the counting run): served on the server's one thread.

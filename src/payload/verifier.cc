@@ -59,6 +59,7 @@ void Verifier::reset() {
   in_window_ = 0;
   if (state_->dctx) ZSTD_DCtx_reset(state_->dctx, ZSTD_reset_session_only);
   decoded_bytes_ = 0;
+  encoded_bytes_ = 0;
   last_hint_ = 0;
 }
 
@@ -82,6 +83,7 @@ Status Verifier::consume(std::span<const std::byte> chunk) {
   else
     xxh3_update(state_->hash, chunk.data(), chunk.size());
   if (!decompress_) return {};
+  encoded_bytes_ += chunk.size();
   ZSTD_inBuffer in{chunk.data(), chunk.size(), 0};
   // A full output buffer may hide more pending output: loop until input is used up and the
   // decoder stopped short of filling the buffer.
@@ -97,6 +99,10 @@ Status Verifier::consume(std::span<const std::byte> chunk) {
                               ZSTD_getErrorName(r)));
     decoded_bytes_ += out.pos;
     last_hint_ = r;
+    if (decoded_bytes_ > (uint64_t{1} << 20) && decoded_bytes_ / kMaxDecodeRatio > encoded_bytes_)
+      return fail(fmt::format("zstd stream decodes to more than {} times its size ({} decoded "
+                              "from {} bytes): refused, as its decoding CPU would be",
+                              kMaxDecodeRatio, decoded_bytes_, encoded_bytes_));
     if (in.pos == in.size && out.pos < out.size) break;
   }
   return {};

@@ -20,6 +20,11 @@ namespace iobench {
 // declares a larger window (zstd's own default bound is 128 MiB) is refused at its header,
 // before the decoder allocates it.
 inline constexpr int kDecodeWindowLog = 21;
+// The most a stream may decode to per byte received, past its first MiB: iobench's payloads
+// decode to about 1.6 times their size and a highly compressible replication stream to tens of
+// times, while zstd's RLE blocks make 128 KiB of 4 bytes (32,768 times), which cost a core 75%
+// per MiB/s of wire inside the window's bound before #88.
+inline constexpr uint64_t kMaxDecodeRatio = 256;
 // What one decoding Verifier can make this process hold (the decoder at kDecodeWindowLog and
 // its output buffer): counted in a server session's memory before the session starts.
 uint64_t decoder_memory();
@@ -53,6 +58,7 @@ class Verifier {
   uint64_t window_ = 0;
   uint64_t in_window_ = 0;  // bytes of the current piece hashed so far
   uint64_t decoded_bytes_ = 0;
+  uint64_t encoded_bytes_ = 0;  // fed to the decoder
   size_t last_hint_ = 0;  // ZSTD_decompressStream's return: 0 once a frame is complete
   std::vector<std::byte> out_;
 };

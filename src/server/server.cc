@@ -153,7 +153,17 @@ struct ServerSession {
   int fd;
   std::unique_ptr<Stream> stream;
   int64_t hello_deadline_ns = 0;  // the HELLO's, and the AUTH's: --handshake-timeout from greet
-  void log(const std::string& text) const { log_line(cfg, peer, text); }
+  ClientLogLimit* failure_lines = nullptr;  // set once authenticated: its failures are limited
+  void log(const std::string& text) const {
+    // A session that ended well, or one a stopping server aborted, always has its line.
+    if (failure_lines && !text.starts_with("ok:") && !text.starts_with("aborted:")) {
+      std::vector<std::string> summaries;
+      const bool mine = failure_lines->may_log(client, summaries);
+      for (const std::string& line : summaries) log_line(cfg, "-", line);
+      if (!mine) return;
+    }
+    log_line(cfg, peer, text);
+  }
   // Logged unless `logged` is false (the gate's limit: the summary counts it); sent when the
   // stream is up.
   void reject(const std::string& why, bool logged = true) {
@@ -453,6 +463,7 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
                   fd.get(), nullptr};
   const std::optional<Admitted> admitted = admit(s, ticket, state);
   if (!admitted) return;
+  s.failure_lines = &state.failure_lines;
   const proto::Hello& hello = admitted->hello;
   test_throw_bad_alloc("handler");
   ClientShares::Member member = state.shares.join(s.client, s.fd);

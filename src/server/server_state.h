@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "config/server_options.h"
 #include "payload/window_cache.h"
@@ -29,6 +31,7 @@ class GroupTable {
   // group's first about the run's shape is refused.
   Result<std::shared_ptr<GroupSide>> get(const proto::Hello& h, uint64_t fixed_buf,
                                          bool server_sends, double idle_s);
+  size_t size();  // groups held (the tests)
 
  private:
   struct Entry {
@@ -37,6 +40,28 @@ class GroupTable {
   };
   std::mutex mu_;
   std::map<uint64_t, Entry> groups_;
+};
+
+// The lines a client's authenticated sessions may write when they fail or are refused: at most
+// kLines a client (client_key) in each kWindowS, then one line saying how many were not
+// written. Before #88 an authenticated client's failures each wrote a line echoing up to 1 KiB
+// of its own text (98 MB of log in 21 s). A session that ends well always writes its line.
+class ClientLogLimit {
+ public:
+  static constexpr uint32_t kLines = 20;
+  static constexpr double kWindowS = 10;
+  // Whether this client may write a failure line now; `summaries` gets the lines to write first,
+  // for each client whose window ended with lines unwritten.
+  bool may_log(const std::string& client, std::vector<std::string>& summaries);
+
+ private:
+  struct Window {
+    int64_t start_ns = 0;
+    uint32_t lines = 0;
+    uint64_t unlogged = 0;
+  };
+  std::mutex mu_;
+  std::map<std::string, Window> windows_;
 };
 
 struct ServerState {
@@ -51,6 +76,7 @@ struct ServerState {
   WindowCache windows{&memory, false};
   SessionDeadlines deadlines;  // --min-rate: each session's whole-time bound
   ClientShares shares;         // no client past its share of slots or memory while others wait
+  ClientLogLimit failure_lines;  // each client's failed and refused sessions' lines
   GroupTable groups;
   // The pre-auth deadline and cap; none when clients are served one at a time on the accepting
   // thread (loopback: its own client only, and the process must stay single-threaded).

@@ -41,6 +41,7 @@ std::unique_ptr<LiveRegistry::Member> GroupSide::join(uint32_t conn) {
     std::lock_guard lock(mu_);
     ++joined_;
     last_activity_ns_ = monotonic_ns();
+    if (first_join_ns_ == 0) first_join_ns_ = last_activity_ns_;
     if (!started_ && !done_) {
       started_ = true;
       rss_reset_ = reset_peak_rss();
@@ -91,14 +92,22 @@ proto::GroupResult GroupSide::wait(double idle_s) {
   std::unique_lock lock(mu_);
   const auto idle_ns = static_cast<int64_t>(idle_s * 1e9);
   while (!done_) {
-    const int64_t left = last_activity_ns_ + idle_ns - monotonic_ns();
+    const int64_t now = monotonic_ns();
+    const int64_t left = last_activity_ns_ + idle_ns - now;
+    const bool missing = joined_ < conns_ && first_join_ns_ != 0;
+    const int64_t to_start = missing ? first_join_ns_ + idle_ns - now : left;
     if (left <= 0) {
       finish_locked(
           fmt::format("{} of {} connections started and {} ended; none started or ended for {} s",
                       joined_, conns_, ended_, idle_s));
       break;
     }
-    cv_.wait_for(lock, std::chrono::nanoseconds(left));
+    if (to_start <= 0) {
+      finish_locked(fmt::format("{} of {} connections started within {} s of the first ({} ended)",
+                                joined_, conns_, idle_s, ended_));
+      break;
+    }
+    cv_.wait_for(lock, std::chrono::nanoseconds(std::min(left, to_start)));
   }
   return result_;
 }

@@ -31,7 +31,9 @@ class GroupSide {
   // the measurement stops and result() is final.
   void end(bool ok);
   // Waits until every connection has ended, or until `idle_s` pass with no connection starting
-  // or ending; then stops (saying who is missing) and returns the result.
+  // or ending, or `idle_s` after the first started while some have not: a client cannot hold
+  // its first connections' slots for (conns - 1) x idle_s by starting the rest one at a time.
+  // Then stops (saying who is missing) and returns the result.
   proto::GroupResult wait(double idle_s);
   bool done() const;
   // Not done, and no connection started or ended for `s` seconds: abandoned by its client.
@@ -48,6 +50,7 @@ class GroupSide {
   uint32_t joined_ = 0, ended_ = 0, failed_ = 0;
   uint32_t registered_ = 0;  // in the live registry (the test hold counts these)
   int64_t last_activity_ns_;
+  int64_t first_join_ns_ = 0;  // 0: none joined yet
   bool started_ = false, done_ = false;
   bool rss_reset_ = false;
   ProbeSample start_;

@@ -18,6 +18,7 @@
 #include "probe/placement.h"
 #include "probe/probe.h"
 #include "probe/syscall_counter.h"
+#include "util/escape.h"
 
 namespace iobench {
 namespace {
@@ -90,7 +91,7 @@ class VerifierSink final : public ByteSink {
 Result<proto::SideResult> expect_result(Stream& s) {
   auto m = recv_expected(s, proto::Type::kResult, proto::kMaxBodyBytes, 0, true);
   if (!m) return fail(fmt::format("no result from peer: {}", m.error().message));
-  if (auto* e = std::get_if<proto::ErrorMsg>(&*m)) return fail("peer: " + e->message);
+  if (auto* e = std::get_if<proto::ErrorMsg>(&*m)) return fail("peer: " + clip_peer_text(e->message));
   auto* r = std::get_if<proto::SideResult>(&*m);
   if (!r) return fail(fmt::format("expected RESULT from peer, got {}", proto::type_name(*m)));
   return *r;

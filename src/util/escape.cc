@@ -70,4 +70,11 @@ std::string escape_for_log(std::string_view text) {
   return out;
 }
 
+std::string clip_peer_text(std::string_view text, size_t most) {
+  if (text.size() <= most) return std::string(text);
+  size_t cut = most;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  return fmt::format("{}... ({} bytes)", text.substr(0, cut), text.size());
+}
+
 }  // namespace iobench

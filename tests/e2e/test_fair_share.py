@@ -1,13 +1,14 @@
 """No client can take what others need (issue #88, docs/hardening.md "Bounds on a shared host"):
 a freed payload's budget given back at once, not when a later session looks in the cache."""
 import socket
+import struct
 import subprocess
 import time
 
 import pytest
 
-from conftest import Server, hello_frame, run, sockets_owned_by
-from test_server_budget import ACK, read_reply
+from conftest import Server, hello_frame, pack_fields, proto_version, run, sockets_owned_by
+from test_server_budget import ACK, RESULT, read_reply
 
 MiB = 1 << 20
 
@@ -234,3 +235,101 @@ def test_a_full_disk_is_named_and_leaves_nothing_half_written(tmp_path):
         assert left == [], left  # no temporary file, no half payload
     finally:
         subprocess.run(["umount", str(disk)])
+
+
+def send_session(port, nbytes=64 * 1024, **hello):
+    """A client_sends session through its data phase: (socket, the server's RESULT body), or
+    (None, the server's refusal)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(hello_frame(nbytes=nbytes, **hello))
+    kind, body = read_reply(sock)
+    if kind != ACK:
+        sock.close()
+        return None, body
+    sock.sendall(b"\0" * nbytes)
+    kind, body = read_reply(sock)
+    assert kind == RESULT, (kind, body)
+    return sock, body
+
+
+def frame_of(kind, **fields):
+    body = pack_fields(kind, fields)
+    return b"IOBC" + struct.pack("<HHI", proto_version(), {"RESULT": 3, "ERROR": 4}[kind],
+                                 len(body)) + body
+
+
+def test_an_authenticated_clients_failure_lines_are_limited_and_clipped(cache_dir):
+    # Before #88 every failed session of an authenticated client wrote its line, echoing the
+    # client's text whole: 1 KiB ERRORs wrote 98 MB of log in 21 s.
+    s = Server(cache=cache_dir)
+    try:
+        for _ in range(40):
+            sock, _ = send_session(s.port)
+            sock.sendall(frame_of("ERROR", message="x" * 1000 + "\n forged"))
+            sock.close()
+        lines = [s.read_line() for _ in range(20)]
+        assert all("failed: peer: " in l for l in lines), lines
+        assert all("... (1009 bytes)" in l and len(l) < 450 for l in lines), lines[0]
+        with pytest.raises(AssertionError, match="no server log line"):
+            s.read_line(timeout=1)  # the other 20: counted, not written
+        time.sleep(ClientLogWindowS + 0.5 - 1)
+        sock, _ = send_session(s.port)
+        sock.sendall(frame_of("ERROR", message="after"))
+        sock.close()
+        summary, own = s.read_line(), s.read_line()
+        print(lines[0].strip(), summary.strip(), sep="\n")
+        assert "20 failed or refused session line(s) of uid 0 (this host) not written" in summary
+        assert "failed: peer: after" in own
+    finally:
+        s.stop()
+
+
+ClientLogWindowS = 10  # ClientLogLimit::kWindowS
+
+
+def test_a_group_whose_connections_trickle_in_ends_at_the_idle_timeout(cache_dir):
+    # A --conns 3 group whose members start 1.5 s apart against --idle-timeout 2: before #88
+    # each start renewed the first member's wait (up to (conns - 1) x idle-timeout holding its
+    # slot); now every member must start within the idle timeout of the first.
+    s = Server("--idle-timeout", "2", cache=cache_dir)
+    socks = []
+    try:
+        group = {"conns": 3, "group_id": 0x88}
+        t0 = time.monotonic()
+        first, _ = send_session(s.port, **group, fields={"conn_index": 0})
+        first.sendall(frame_of("RESULT", is_sender=True, bytes_expected=64 * 1024,
+                               **{"io.bytes": 64 * 1024}))
+        time.sleep(1.5)
+        second, _ = send_session(s.port, **group, fields={"conn_index": 1})
+        socks += [first, second]
+        kind, body = read_reply(first)
+        took = time.monotonic() - t0
+        print(f"the first member's GROUP after {took:.1f} s: {body[:160]!r}")
+        assert b"2 of 3 connections started within 2 s of the first" in body, body
+        assert took < 3.4, took  # before: renewed at 1.5 s, so 3.5 s at the least
+    finally:
+        for q in socks:
+            q.close()
+        s.stop()
+
+
+def test_a_stream_decoding_to_32768_times_its_size_is_refused(cache_dir):
+    # RLE blocks of 128 KiB from 4 bytes each, inside the 2 MiB window: before #88 the server
+    # decoded all of them (75% of a core per 1 MiB/s of wire).
+    out = struct.pack("<I", 0xFD2FB528) + bytes([0x00, 0x50])  # a 1 MiB window, no size
+    for i in range(1024):
+        header = (1 if i == 1023 else 0) | (1 << 1) | ((128 << 10) << 3)
+        out += struct.pack("<I", header)[:3] + b"\x41"
+    s = Server(cache=cache_dir)
+    try:
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+        sock.sendall(hello_frame(nbytes=len(out), fields={"decompress": True}))
+        kind, body = read_reply(sock)
+        assert kind == ACK, body
+        sock.sendall(out)
+        line = s.read_line()
+        print(line.strip())
+        assert "zstd stream decodes to more than 256 times its size" in line, line
+        sock.close()
+    finally:
+        s.stop()

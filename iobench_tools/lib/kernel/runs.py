@@ -78,6 +78,19 @@ class ClientRun:
         return " ".join(["./iobench" if not self.connect else "iobench", *plain.argv("x")[1:]])
 
 
+def set_option(argv, name, value):
+    """An iobench command line (a list) with the option of field `name` given `value`: replaced
+    where it is, added at the end where it is not (iobench refuses an option given twice)."""
+    flag, out = _flag(name), list(argv)
+    if value is True:  # a bare flag
+        return out if flag in out else out + [flag]
+    if flag in out:
+        out[out.index(flag) + 1] = str(value)
+    else:
+        out += [flag, str(value)]
+    return out
+
+
 class _Subcommand:
     """A run of one iobench subcommand: `iobench SUBCOMMAND --option value ...`."""
     SUBCOMMAND: ClassVar[str] = ""
