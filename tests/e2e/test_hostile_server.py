@@ -58,6 +58,17 @@ def client(port, *extra, timeout=60):
     return p, time.monotonic() - t0
 
 
+def client_against(act, *extra):
+    """A client run against a FakeServer doing `act`: (CompletedProcess, seconds), printed."""
+    s = FakeServer(act)
+    try:
+        p, took = client(s.port, *extra)
+    finally:
+        s.stop()
+    print(f"gave up after {took:.1f} s: {p.stderr.strip()}")
+    return p, took
+
+
 def test_a_servers_error_text_is_escaped_not_printed_raw():
     # Before #88 an ERROR's text reached the terminal as sent: ESC and OSC sequences, and a
     # newline that forged a line of figures.
@@ -83,12 +94,7 @@ def test_progress_forever_does_not_keep_the_client_past_its_build_timeout():
             conn.sendall(frame("PROGRESS", done_bytes=0, total_bytes=MiB, elapsed_ns=1))
             time.sleep(0.2)
 
-    s = FakeServer(report)
-    try:
-        p, took = client(s.port, "--build-timeout", "3", "--timeout", "2", "-q")
-    finally:
-        s.stop()
-    print(f"gave up after {took:.1f} s: {p.stderr.strip()}")
+    p, took = client_against(report, "--build-timeout", "3", "--timeout", "2", "-q")
     assert p.returncode != 0 and "--build-timeout 3" in p.stderr, p.stderr
     assert took < 10, took
 
@@ -105,12 +111,7 @@ def test_a_frame_dripped_a_byte_at_a_time_is_cut_at_the_timeout():
                 return
             conn.sendall(bytes([b]))
 
-    s = FakeServer(drip)
-    try:
-        p, took = client(s.port, "--timeout", "2", "--hello-timeout", "2", "-q")
-    finally:
-        s.stop()
-    print(f"gave up after {took:.1f} s: {p.stderr.strip()}")
+    p, took = client_against(drip, "--timeout", "2", "--hello-timeout", "2", "-q")
     assert p.returncode != 0 and "incomplete at its deadline" in p.stderr, p.stderr
     assert took < 8, took
 
