@@ -169,6 +169,7 @@ LoopbackPlan plan_loopback(const ClientOptions& o, const Choices& c) {
   cfg.options.min_rate = 0;
   cfg.options.max_session_time_s = 0;  // no watchdog thread: the serial server stays one thread
   cfg.options.allow_sqpoll = true;     // its own client's choice, on its own cores
+  cfg.options.max_decode_ratio = 0;    // its own client's payload, however compressible
   cfg.log = o.verbose;
   cfg.options.max_conns = std::max(cfg.options.max_conns, o.conns);
   // One connection at a time (each run, the counting run): served on the server's one thread.

@@ -39,6 +39,10 @@ struct ServerOptions {
   // IORING_SETUP_SQPOLL for a client's uring server side: a kernel thread that spins a core
   // for the session's whole allowance, so refused unless the operator allows it.
   bool allow_sqpoll = false;
+  // A client's zstd stream may decode to at most this many times its size (0: no bound):
+  // iobench's payloads decode to 1.6 times, zstd's RLE blocks to 32,768 times, which cost a
+  // core 75% per MiB/s of wire inside the decoder's 2 MiB window before #88.
+  uint64_t max_decode_ratio = 256;
   std::string cache_dir;
   uint64_t cache_max = PayloadSpec{}.cache_max;
   bool quiet = false;
@@ -174,6 +178,16 @@ void describe(Self& o, Visit&& visit) {
               .help = "Let clients ask for --sqpoll on this server's io_uring side (a kernel "
                       "thread spinning a core for the whole session; refused by default)"},
         o.allow_sqpoll);
+  visit(Field{.name = "max_decode_ratio",
+              .flag = "--max-decode-ratio",
+              .help = "Most times its size a client's --decompress stream may decode to, past "
+                      "its first MiB, before its session is refused (default 256: iobench's "
+                      "payloads decode to 1.6, a --payload file of repeated values to more; 0: "
+                      "no bound)",
+              .min = 0,
+              .max = int64_t{1} << 32,
+              .value_name = "RATIO"},
+        o.max_decode_ratio);
   visit(Field{.name = "auth_token",
               .flag = "--auth-token",
               .help = "Refuse clients without this token, or @FILE to read it from FILE's first "

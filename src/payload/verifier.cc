@@ -41,8 +41,11 @@ struct Verifier::State {
   }
 };
 
-Verifier::Verifier(bool decompress, uint64_t window)
-    : state_(std::make_unique<State>()), decompress_(decompress), window_(window) {
+Verifier::Verifier(bool decompress, uint64_t window, uint64_t max_ratio)
+    : state_(std::make_unique<State>()),
+      decompress_(decompress),
+      window_(window),
+      max_ratio_(max_ratio) {
   if (decompress_) {
     state_->dctx = ZSTD_createDCtx();
     if (state_->dctx) ZSTD_DCtx_setParameter(state_->dctx, ZSTD_d_windowLogMax, kDecodeWindowLog);
@@ -99,10 +102,12 @@ Status Verifier::consume(std::span<const std::byte> chunk) {
                               ZSTD_getErrorName(r)));
     decoded_bytes_ += out.pos;
     last_hint_ = r;
-    if (decoded_bytes_ > (uint64_t{1} << 20) && decoded_bytes_ / kMaxDecodeRatio > encoded_bytes_)
+    if (max_ratio_ && decoded_bytes_ > (uint64_t{1} << 20) &&
+        decoded_bytes_ / max_ratio_ > encoded_bytes_)
       return fail(fmt::format("zstd stream decodes to more than {} times its size ({} decoded "
-                              "from {} bytes): refused, as its decoding CPU would be",
-                              kMaxDecodeRatio, decoded_bytes_, encoded_bytes_));
+                              "from {} bytes): refused, as its decoding CPU would be (the "
+                              "server's --max-decode-ratio)",
+                              max_ratio_, decoded_bytes_, encoded_bytes_));
     if (in.pos == in.size && out.pos < out.size) break;
   }
   return {};

@@ -20,11 +20,7 @@ namespace iobench {
 // declares a larger window (zstd's own default bound is 128 MiB) is refused at its header,
 // before the decoder allocates it.
 inline constexpr int kDecodeWindowLog = 21;
-// The most a stream may decode to per byte received, past its first MiB: iobench's payloads
-// decode to about 1.6 times their size and a highly compressible replication stream to tens of
-// times, while zstd's RLE blocks make 128 KiB of 4 bytes (32,768 times), which cost a core 75%
-// per MiB/s of wire inside the window's bound before #88.
-inline constexpr uint64_t kMaxDecodeRatio = 256;
+
 // What one decoding Verifier can make this process hold (the decoder at kDecodeWindowLog and
 // its output buffer): counted in a server session's memory before the session starts.
 uint64_t decoder_memory();
@@ -34,7 +30,9 @@ uint64_t decoder_memory();
 class Verifier {
  public:
   // `window` > 0: the stream is the sender's window over and over, checked piece by piece.
-  explicit Verifier(bool decompress, uint64_t window = 0);
+  // `max_ratio` > 0: a stream decoding to more than that many times the bytes fed, past its
+  // first MiB, is refused (a server's bound on the decoding CPU a client's stream can cost).
+  explicit Verifier(bool decompress, uint64_t window = 0, uint64_t max_ratio = 0);
   ~Verifier();
   Verifier(const Verifier&) = delete;
   Verifier& operator=(const Verifier&) = delete;
@@ -56,6 +54,7 @@ class Verifier {
   void hash_windows(std::span<const std::byte> chunk);
   bool decompress_;
   uint64_t window_ = 0;
+  uint64_t max_ratio_ = 0;
   uint64_t in_window_ = 0;  // bytes of the current piece hashed so far
   uint64_t decoded_bytes_ = 0;
   uint64_t encoded_bytes_ = 0;  // fed to the decoder

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
 #include <thread>
 
 #include "payload/frames.h"
@@ -27,7 +30,21 @@ std::string budget_full(const MemoryBudget& budget, uint64_t need, const std::st
 
 }  // namespace
 
-PayloadCache::Step PayloadCache::look(const PayloadSpec& spec,
+uint64_t PayloadCache::turn_locked(unsigned places) const {
+  std::map<std::string_view, unsigned> building;
+  for (const auto& b : building_) ++building[b->client];
+  std::set<std::string_view> clients;
+  for (const auto& [name, n] : building) clients.insert(name);
+  for (const Ticket& t : queued_) clients.insert(t.client);
+  const auto share = std::max<size_t>(1, places / std::max<size_t>(1, clients.size()));
+  for (const Ticket& t : queued_) {
+    const auto it = building.find(t.client);
+    if (it == building.end() || it->second < share) return t.id;
+  }
+  return queued_.empty() ? 0 : queued_.front().id;  // every waiter at its share: the first
+}
+
+PayloadCache::Step PayloadCache::look(const PayloadSpec& spec, const std::string& client,
                                       std::shared_ptr<const Payload>& found,
                                       std::shared_ptr<Build>& build, uint64_t& ticket) {
   if (last_ && same_payload(spec, last_spec_)) {
@@ -47,16 +64,14 @@ PayloadCache::Step PayloadCache::look(const PayloadSpec& spec,
     }
   const unsigned most = limits_.builds ? limits_.builds
                                        : std::max(1u, std::thread::hardware_concurrency());
-  const bool my_turn = queued_.empty() || queued_.front() == ticket;
-  if (building_.size() >= most || !my_turn) {
-    if (ticket == 0) {
-      ticket = next_ticket_++;
-      queued_.push_back(ticket);
-    }
-    return Step::kFull;
+  if (ticket == 0 && (building_.size() >= most || !queued_.empty())) {
+    ticket = next_ticket_++;
+    queued_.push_back({ticket, client});
   }
+  if (building_.size() >= most || (ticket != 0 && turn_locked(most) != ticket))
+    return Step::kFull;
   if (ticket != 0) {
-    queued_.pop_front();
+    std::erase_if(queued_, [&](const Ticket& t) { return t.id == ticket; });
     ticket = 0;
   }
   // The spare kept for a next run goes before a new payload is taken (freed unless a session
@@ -64,6 +79,7 @@ PayloadCache::Step PayloadCache::look(const PayloadSpec& spec,
   last_.reset();
   build = std::make_shared<Build>();
   build->spec = spec;
+  build->client = client;
   build->start_ns = monotonic_ns();
   building_.push_back(build);
   return Step::kBuild;
@@ -77,11 +93,12 @@ size_t PayloadCache::queue_length() {
 void PayloadCache::leave_queue(uint64_t ticket) {
   if (ticket == 0) return;
   std::lock_guard lock(mu_);
-  std::erase(queued_, ticket);
+  std::erase_if(queued_, [&](const Ticket& t) { return t.id == ticket; });
 }
 
 Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec,
-                                                         const Report& report) {
+                                                         const Report& report,
+                                                         const std::string& client) {
   // Polled, not a condition variable's timed wait: GCC 12's TSan does not intercept the clocked
   // waits, and a waiter reports progress twice a second anyway.
   const int64_t asked_ns = monotonic_ns();
@@ -98,7 +115,7 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
     Step step;
     {
       std::lock_guard lock(mu_);
-      step = look(spec, found, build, ticket);
+      step = look(spec, client, found, build, ticket);
     }
     if (step == Step::kFound) return found;
     if (step == Step::kBuild) {
@@ -122,13 +139,13 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
       }
       if (!build) {
         // The wait for a place is bounded as a build is: a session behind back-to-back builds
-        // is told so before its client's own timeouts, not starved (210 s seen). A second more
-        // than a build's bound: behind one build that runs its whole --max-build-time, the
-        // place still comes in time.
+        // is told so before its client's own timeouts, not starved (210 s seen). Twice a
+        // build's bound: behind one build that runs its whole --max-build-time (and the batch
+        // it is stopped after), the place still comes in time.
         const double waited_s = static_cast<double>(monotonic_ns() - asked_ns) / 1e9;
-        if (limits_.build_s > 0 && waited_s > limits_.build_s + 1)
+        if (limits_.build_s > 0 && waited_s > 2 * limits_.build_s)
           return fail(fmt::format(
-              "no payload build place within --max-build-time {} s + 1 s (every place taken, "
+              "no payload build place within 2 x --max-build-time {} s (every place taken, "
               "{} session(s) waiting for one, this one included): try again, or ask for a "
               "payload in use",
               limits_.build_s, queue_length()));

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "payload/payload.h"
@@ -35,12 +36,16 @@ class PayloadCache {
   // (build_working_bytes), are taken from the server's budget; refused when they do not fit.
   // A session waiting reports progress to its client about twice a second (so the client's
   // no-progress timeout never fires while the server works).
-  Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec, const Report& report);
+  // `client` is who asks (client_key): while clients wait for a place, none is granted one
+  // past its share of the places (--max-builds over the clients building or waiting).
+  Result<std::shared_ptr<const Payload>> get(const PayloadSpec& spec, const Report& report,
+                                             const std::string& client = {});
 
  private:
   static constexpr std::chrono::milliseconds kReportEvery{500};
   struct Build {
     PayloadSpec spec;
+    std::string client;  // who builds it
     std::atomic<uint64_t> done{0}, total{0};
     int64_t start_ns = 0;
     std::atomic<bool> finished{false};
@@ -54,9 +59,17 @@ class PayloadCache {
   enum class Step { kFound, kWait, kBuild, kFull };
   // Under mu_: the payload in memory, the build to wait for, or whether this session may build.
   // Places are granted in arrival order: a session that found none takes a `ticket` (queued_)
-  // and builds only when a place is free and its ticket is the first.
-  Step look(const PayloadSpec& spec, std::shared_ptr<const Payload>& found,
-            std::shared_ptr<Build>& build, uint64_t& ticket);
+  // and builds only when a place is free and its ticket is the first of a client under its
+  // share of the places (turn_locked).
+  Step look(const PayloadSpec& spec, const std::string& client,
+            std::shared_ptr<const Payload>& found, std::shared_ptr<Build>& build,
+            uint64_t& ticket);
+  struct Ticket {
+    uint64_t id;
+    std::string client;
+  };
+  // The ticket whose turn it is: the first queued of a client building fewer than its share.
+  uint64_t turn_locked(unsigned places) const;
   void leave_queue(uint64_t ticket);
   size_t queue_length();
   Result<std::shared_ptr<const Payload>> run(Build& b, const Report& report);
@@ -69,7 +82,7 @@ class PayloadCache {
   PayloadSpec last_spec_;
   std::vector<Live> live_;  // every payload a session still streams
   std::vector<std::shared_ptr<Build>> building_;
-  std::deque<uint64_t> queued_;  // tickets waiting for a build place, first come first
+  std::deque<Ticket> queued_;  // tickets waiting for a build place, first come first
   uint64_t next_ticket_ = 1;
 };
 

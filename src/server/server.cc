@@ -77,7 +77,7 @@ Result<std::shared_ptr<const Payload>> payload_for(const proto::Hello& h, Server
                             spec.zstd_level, o.max_zstd_level));
   return state.payloads.get(spec, [&](const proto::Progress& progress) {
     return !interrupt::received() && send_message(*s.stream, progress).has_value();
-  });
+  }, s.client);
 }
 
 // Plan: the same plan the client built from this HELLO, with its engine, socket options, group
@@ -109,14 +109,18 @@ Result<Prepared> prepare(const proto::Hello& h, ServerSession& s, ServerState& s
   return p;
 }
 
-// prepare(), and when the server's memory is full, once more after a client past its share of
-// the budget made room (its newest sessions cut, their memory given back as their handlers
-// end: waited for as a full slot is, at most SessionSlot::kSlotWaitNs).
+// prepare(), and when the server's memory is full, again while sessions end: a client past its
+// share of the budget made room (its newest sessions cut), or sessions past their data phase
+// are closing; their memory given back as their handlers end, waited for as a full slot is
+// (at most SessionSlot::kSlotWaitNs).
 Result<Prepared> prepare_fairly(const proto::Hello& h, ServerSession& s, ServerState& state) {
   auto p = prepare(h, s, state);
   if (p || p.error().kind != ErrorKind::kFull) return p;
-  if (state.shares.make_room(s.client, ClientShares::Resource::kMemory, state.memory.limit()) == 0)
-    return p;
+  // Sessions past their data phase give their memory back within moments (a client's next run
+  // comes as soon as it has the last one's figures, as the slot's wait knows).
+  const bool cut =
+      state.shares.make_room(s.client, ClientShares::Resource::kMemory, state.memory.limit()) > 0;
+  if (!cut && state.ending.load() == 0) return p;
   const int64_t until = monotonic_ns() + SessionSlot::kSlotWaitNs;
   do {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -218,6 +222,8 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   const proto::Hello& hello = admitted->hello;
   test_throw_bad_alloc("handler");
   ClientShares::Member member = state.shares.join(s.client, s.fd);
+  // Before `prepared`: its count falls only once this session's memory is given back.
+  EndingSession ending{state.ending};
   auto prepared = prepare_fairly(hello, s, state);
   if (!prepared) return s.reject(prepared.error().message);
   Prepared& p = *prepared;
@@ -225,8 +231,8 @@ void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& pe
   let_ended_sessions_finish(p.plan.data, state);
   if (auto st = send_message(*s.stream, proto::Ack{IOBENCH_VERSION}); !st)
     return s.log("failed: " + st.error().message);
-  EndingSession ending{state.ending};
   p.plan.data.data_done = [&ending] { ending.start(); };
+  p.plan.data.max_decode_ratio = cfg.options.max_decode_ratio;
   const ServerOptions& o = cfg.options;
   SessionDeadlines::Ticket deadline =
       state.deadlines.watch(s.fd, session_bound(hello.bytes, o.min_rate, o.idle_timeout_s,

@@ -251,7 +251,7 @@ void receive_phase(Stream& s, Engine& engine, const DataPhase& d, PhaseMeasure& 
   IoCounters io;
   IoBuffer buf(d.buf_bytes, true);
   if (d.follow) buf.follow(d.follow);
-  Verifier verifier(d.decompress, d.window);
+  Verifier verifier(d.decompress, d.window, d.max_decode_ratio);
   VerifierSink sink(verifier);
   m.start_clock();
   m.start_kernel();

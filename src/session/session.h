@@ -31,6 +31,7 @@ struct DataPhase {
   uint64_t bytes = 0;
   uint64_t buf_bytes = 0;
   bool decompress = false;             // receiver only
+  uint64_t max_decode_ratio = 0;       // receiver: Verifier's bound (0: none; a server's own)
   // --source-window in use (0: none): the sender's payload is the window over and over, sent in
   // passes until `bytes` are out; the receiver checks the stream window by window.
   uint64_t window = 0;
