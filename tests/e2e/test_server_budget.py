@@ -2,6 +2,7 @@
 #75): a zstd stream that declares a 128 MiB window is refused at its header, not decoded into
 one; source windows of one payload are mapped once, counted once and unmapped with the last
 session that streams them."""
+import re
 import socket
 import struct
 import threading
@@ -176,8 +177,9 @@ def test_min_rate_is_judged_on_bytes_moved_not_bytes_announced():
             dribblers.append(d)
         threading.Thread(target=dribble, daemon=True).start()
         lines = [s.read_line(timeout=20) for _ in range(2)]
-        assert all("slower than --min-rate 1.0 MiB/s" in l and "B in its last 3.0 s" in l
-                   for l in lines), lines
+        # Over one --idle-timeout: 3.0 s, or a sample later on a loaded host (3.1 s seen in CI).
+        assert all("slower than --min-rate 1.0 MiB/s" in l
+                   and re.search(r"B in its last 3\.\d s", l) for l in lines), lines
         p = run("client", "--connect", s.addr, "--bytes", "1M", "-q", timeout=60)
         assert p.returncode == 0, p.stderr
     finally:

@@ -3,12 +3,13 @@
 --memory-budget, --max-build-time, and builds that never wait behind another's."""
 import os
 import socket
+import struct
 import threading
 import time
 
 import pytest
 
-from conftest import Server, hello_frame, run
+from conftest import Server, hello_frame, run, sockets_owned_by
 from test_server_budget import ACK, PROGRESS, read_reply
 from test_server_memory import rss_mib, sanitized
 
@@ -190,4 +191,58 @@ def test_build_places_go_in_arrival_order_and_a_wait_has_a_deadline(tmp_path):
         assert done["B"][1] + 0.9 < done["A3"][1] + 0.6  # refused while A3 still built
         assert reverse_client(s, "--bytes", "1M", "--seed", "23").returncode == 0
     finally:
+        s.stop()
+
+
+def test_a_client_past_its_share_of_build_places_yields_its_turn(tmp_path):
+    # Two places, builds stopped at 2 s. Another user's A1 (at 0) and A2 (at 1.0) hold both;
+    # its A3 (1.2) and then root's B (1.4) wait. When A1 is stopped, B builds first: the other
+    # user already holds one of the two places, its share beside a second client. Before #88
+    # (and in plain arrival order) A3 took it and B waited for A2's place a second later.
+    s = Server("--max-builds", "2", "--max-build-time", "2", cache=str(tmp_path))
+    building_at = {}  # attacker build -> when its PROGRESS first showed bytes built
+    socks = []
+
+    def attack(name, seed):
+        with sockets_owned_by():
+            sock = socket.socket()
+        socks.append(sock)
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", s.port))
+        sock.sendall(hello_frame(client_sends=False, nbytes=256 * MiB,
+                                 fields={"seed": seed, "zstd_level": 9}))
+        try:
+            while True:
+                header = sock.recv(12, socket.MSG_WAITALL)
+                if len(header) < 12:
+                    return
+                kind, length = struct.unpack("<HI", header[6:12])
+                body = sock.recv(length, socket.MSG_WAITALL) if length else b""
+                if kind != PROGRESS:
+                    return
+                if struct.unpack("<Q", body[:8])[0] > 0:
+                    building_at.setdefault(name, time.monotonic())
+        except OSError:
+            return
+
+    try:
+        t0 = time.monotonic()
+        threads = []
+        for name, seed, at in (("A1", 31, 0.0), ("A2", 32, 1.0), ("A3", 33, 1.2)):
+            time.sleep(max(0.0, t0 + at - time.monotonic()))
+            threads.append(threading.Thread(target=attack, args=(name, seed)))
+            threads[-1].start()
+        time.sleep(max(0.0, t0 + 1.4 - time.monotonic()))
+        p = reverse_client(s, "--bytes", "1M", "--seed", "34")
+        b_done = time.monotonic()
+        for t in threads:
+            t.join(60)
+        when = {k: round(v - t0, 2) for k, v in building_at.items()}
+        print(f"B served after {b_done - t0:.2f} s; the attacker's builds started showing "
+              f"progress at {when}")
+        assert p.returncode == 0, p.stderr
+        assert "A3" not in building_at or building_at["A3"] > b_done, when
+    finally:
+        for q in socks:
+            q.close()
         s.stop()
