@@ -51,7 +51,8 @@ def now():
 def git_commit(iobench):
     """The checkout's commit; where the scripts are the package's (no checkout, maybe no git),
     the commit the binary says it was built from."""
-    if os.path.isdir(os.path.join(ROOT, ".git")):
+    # .git is a folder in a clone and a file in a worktree (`git worktree add`): both checkouts.
+    if os.path.exists(os.path.join(ROOT, ".git")):
         p = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
                            capture_output=True, text=True)
         if p.stdout.strip():
