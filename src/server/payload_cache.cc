@@ -139,16 +139,17 @@ Result<std::shared_ptr<const Payload>> PayloadCache::get(const PayloadSpec& spec
       }
       if (!build) {
         // The wait for a place is bounded as a build is: a session behind back-to-back builds
-        // is told so before its client's own timeouts, not starved (210 s seen). Twice a
-        // build's bound: behind one build that runs its whole --max-build-time (and the batch
-        // it is stopped after), the place still comes in time.
+        // is told so before its client's own timeouts, not starved (210 s seen). Half as long
+        // again as a build's bound (a second at the least): behind one build that runs its
+        // whole --max-build-time and the batch it is stopped after, the place still comes.
         const double waited_s = static_cast<double>(monotonic_ns() - asked_ns) / 1e9;
-        if (limits_.build_s > 0 && waited_s > 2 * limits_.build_s)
+        const double bound_s = limits_.build_s + std::max(1.0, limits_.build_s / 2);
+        if (limits_.build_s > 0 && waited_s > bound_s)
           return fail(fmt::format(
-              "no payload build place within 2 x --max-build-time {} s (every place taken, "
-              "{} session(s) waiting for one, this one included): try again, or ask for a "
-              "payload in use",
-              limits_.build_s, queue_length()));
+              "no payload build place within {} s (--max-build-time {} s and half again, a "
+              "second at the least; every place taken, {} session(s) waiting for one, this one "
+              "included): try again, or ask for a payload in use",
+              bound_s, limits_.build_s, queue_length()));
         break;  // look again for a free place
       }
     }
