@@ -90,12 +90,4 @@ size_t ClientShares::make_room(const std::string& key, Resource r, uint64_t tota
   return cut;
 }
 
-size_t ClientShares::clients() const {
-  std::lock_guard lock(mu_);
-  std::set<std::string> keys;
-  for (const auto& [id, e] : entries_)
-    if (e.cut.empty()) keys.insert(e.key);
-  return keys.size();
-}
-
 }  // namespace iobench

@@ -46,8 +46,6 @@ class ClientShares {
   // Client `key` waits for `r` (of which the server has `total`): every other client holding
   // more than its share is cut, its newest sessions first, down to its share. The number cut.
   size_t make_room(const std::string& key, Resource r, uint64_t total);
-  // The clients holding a session, and what one holds (for the log and the tests).
-  size_t clients() const;
 
  private:
   struct Entry {

@@ -1,6 +1,6 @@
 // The server's sessions: accept -> authorise (server_admit.cc) -> plan -> run -> log, each
-// time-boxed and logged in one line; no client can take the server down. The connections of one --conns run form a
-// group that measures the server side as a whole. The accept loops: server_loop.cc.
+// time-boxed and logged in one line; no client can take the server down. The connections of
+// one --conns run form a group that measures the server side as a whole. The accept loops: server_loop.cc.
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -29,7 +29,6 @@
 #include "server/server.h"
 #include "server/server_session.h"
 #include "server/server_state.h"
-#include "net/local_peer.h"
 #include "server/session_memory.h"
 #include "server/session_slot.h"
 #include "session/group.h"
@@ -206,16 +205,12 @@ class ResetIfStopping {
 
 // accept -> authorise -> plan -> run -> log.
 void handle_client(Fd fd, PreAuthGate::Ticket gate_ticket, const std::string& peer,
-                   const ServerConfig& cfg, ServerState& state) {
+                   const std::string& client, const ServerConfig& cfg, ServerState& state) {
   // Released before `fd` closes (a local, destroyed before the parameters).
   PreAuthGate::Ticket ticket = std::move(gate_ticket);
   interrupt::Registration on_signal(fd.get());  // SIGTERM aborts the session at once
   const ResetIfStopping reset_if_stopping{fd.get()};
-  const ServerOptions& opts = cfg.options;
-  ServerSession s{cfg, peer,
-                  client_key(fd.get(), peer, static_cast<int>(opts.source_block_v4),
-                             static_cast<int>(opts.source_block_v6)),
-                  fd.get(), nullptr};
+  ServerSession s{cfg, peer, client, fd.get(), nullptr};
   const std::optional<Admitted> admitted = admit(s, ticket, state);
   if (!admitted) return;
   s.failure_lines = &state.failure_lines;

@@ -72,10 +72,11 @@ std::string source_of(int fd, const std::string& peer, const ServerOptions& o) {
 // thread the system refused, whatever threw) ends this session — its socket closed as the stack
 // unwinds — and is counted and logged in one line; the server serves the next client.
 void handle_contained(Fd fd, PreAuthGate::Ticket ticket, const std::string& peer,
-                      const ServerConfig& cfg, ServerState& state) noexcept {
+                      const std::string& client, const ServerConfig& cfg,
+                      ServerState& state) noexcept {
   std::string why;
   try {
-    handle_client(std::move(fd), std::move(ticket), peer, cfg, state);
+    handle_client(std::move(fd), std::move(ticket), peer, client, cfg, state);
     return;
   } catch (const std::exception& e) {
     why = e.what();
@@ -132,9 +133,9 @@ void accept_loop(int listen_fd, const ServerConfig& cfg, const std::shared_ptr<S
     // The pre-auth clock starts at accept; at the gate's cap room is made first.
     PreAuthGate::Ticket ticket = state->preauth ? state->preauth->admit(fd->get(), source)
                                                 : PreAuthGate::Ticket{};
-    auto session = [fd = std::move(*fd), ticket = std::move(ticket), peer, &cfg,
+    auto session = [fd = std::move(*fd), ticket = std::move(ticket), peer, source, &cfg,
                     state]() mutable {  // state: a shared_ptr copy
-      handle_contained(std::move(fd), std::move(ticket), peer, cfg, *state);
+      handle_contained(std::move(fd), std::move(ticket), peer, source, cfg, *state);
       if (interrupt::received()) ++state->ended_stopping;
       --state->sessions;
     };

@@ -104,8 +104,9 @@ void log_line_always(const std::string& peer, const std::string& text);
 // --quiet, or when some events went unlogged one by one.
 void log_preauth_summary(const ServerConfig& cfg, ServerState& state);
 // Serves one accepted client: accept -> authorise -> plan -> run -> log (server.cc).
-// `ticket`: the connection's place at the pre-auth gate (empty without a gate).
+// `ticket`: the connection's place at the pre-auth gate (empty without a gate); `client`: what
+// the gate and the fair shares count it as (client_key, read once at the accept).
 void handle_client(Fd fd, PreAuthGate::Ticket ticket, const std::string& peer,
-                   const ServerConfig& cfg, ServerState& state);
+                   const std::string& client, const ServerConfig& cfg, ServerState& state);
 
 }  // namespace iobench
